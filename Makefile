@@ -1,0 +1,43 @@
+# Batch Gateway. `make demo` runs the main job; `make test` runs the tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gateway
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: demo test up down lint venv services migrate clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+services:
+	@bash scripts/ensure_services.sh
+
+demo: venv
+	@bash scripts/demo.sh
+
+test: venv services
+	@bash scripts/ensure_chromium.sh || true
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) -m pytest $(PYTEST_ARGS)
+
+up: venv services
+	@bash scripts/up.sh
+
+down:
+	@bash scripts/up.sh stop
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf var db.sqlite3

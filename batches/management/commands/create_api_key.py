@@ -1,0 +1,23 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from batches.models import Team
+from batches.services import create_api_key
+
+
+class Command(BaseCommand):
+    help = "Create an API key for a team. The raw key is the LAST line printed and is not stored."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--team", required=True)
+        parser.add_argument("--name", default="", help="A label for the key.")
+
+    def handle(self, *args, **options):
+        try:
+            team = Team.objects.get(name=options["team"])
+        except Team.DoesNotExist:
+            raise CommandError(f"--team: no team named {options['team']!r} (create it with create_team)") from None
+        if len(options["name"]) > 100:
+            raise CommandError("--name: at most 100 characters")
+        key, raw = create_api_key(team, options["name"])
+        self.stdout.write(f"created API key {key.prefix}… for team {team.name}; it is shown once, store it now:")
+        self.stdout.write(raw)

@@ -1,0 +1,17 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from batches.services import create_team
+
+
+class Command(BaseCommand):
+    help = "Create a team (no error if it already exists)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+
+    def handle(self, *args, name: str, **options):
+        try:
+            team, created = create_team(name)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{'created' if created else 'exists'}: team {team.name}")

@@ -1,0 +1,197 @@
+"""Teams, API keys, batches, their items, and per-team daily token usage."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    """A bearer key. Only a SHA-256 digest and a short visible prefix are stored."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField("label", max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        label = f" ({self.name})" if self.name else ""
+        return f"{self.prefix}…{label}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class BatchStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_BATCH_STATUSES = (BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.CANCELLED)
+
+
+class Batch(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="batches")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    status = models.CharField(max_length=16, choices=BatchStatus.choices, default=BatchStatus.QUEUED)
+    metadata = models.JSONField(default=dict, blank=True)
+    total_count = models.PositiveIntegerField(default=0)
+    completed_count = models.PositiveIntegerField(default=0)
+    failed_count = models.PositiveIntegerField(default=0)
+    cancelled_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    # Per-provider stats shaped as contract §4 "stats"; written once when the batch is finalized
+    # (and as progress snapshots while it runs).
+    stats = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+        indexes = [
+            models.Index(fields=["team", "-created_at"], name="batch_team_created"),
+            models.Index(fields=["status", "-created_at"], name="batch_status_created"),
+            models.Index(fields=["-created_at"], name="batch_created"),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_BATCH_STATUSES
+
+
+class ItemStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_ITEM_STATUSES = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED)
+
+
+class ErrorType(models.TextChoices):
+    """Error classes used in results, stats and the failures browser."""
+
+    CLIENT_ERROR = "client_error"  # 4xx other than 429: recorded, never retried
+    RATE_LIMITED = "rate_limited"  # 429 after retries were spent
+    SERVER_ERROR = "server_error"  # 5xx after retries were spent
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    QUOTA_IMPOSSIBLE = "quota_impossible"  # the item can never fit the provider's TPM bucket
+    NO_PROVIDER = "no_provider"  # route has no enabled provider / breaker open with nothing left
+    INVALID_RESPONSE = "invalid_response"
+    GATEWAY_ERROR = "gateway_error"  # e.g. quota store unreachable
+
+
+class BatchItem(models.Model):
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="items")
+    seq = models.PositiveIntegerField(help_text="Position in the submitted batch (0-based).")
+    custom_id = models.CharField(max_length=255)
+    route = models.CharField(max_length=64, blank=True, default="")
+    requested_provider = models.CharField(max_length=64, blank=True, default="")
+    # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
+    provider = models.CharField(max_length=64, blank=True, default="", help_text="Provider that answered last.")
+    attempts = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True, default="")
+    error_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_message = models.TextField(blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    retry_extra_tokens = models.PositiveIntegerField(default=0)
+    # Per-attempt log: [{"provider", "status_code", "error_type", "latency_ms", "tokens", "at"}]
+    attempt_log = models.JSONField(default=list, blank=True)
+    # Claim lease: a worker owns a running item until claim_expires_at; a dead worker's items are
+    # claimed again after that.
+    claimed_by = models.CharField(max_length=100, blank=True, default="")
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["batch", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "custom_id"], name="batchitem_unique_custom_id"),
+            models.UniqueConstraint(fields=["batch", "seq"], name="batchitem_unique_seq"),
+        ]
+        indexes = [
+            models.Index(fields=["batch", "status"], name="batchitem_batch_status"),
+            models.Index(
+                fields=["-finished_at"],
+                name="batchitem_failed_recent",
+                condition=models.Q(status="failed"),
+            ),
+            models.Index(fields=["provider", "error_type"], name="batchitem_provider_error"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.batch_id}:{self.custom_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_ITEM_STATUSES
+
+
+class TeamUsageDaily(models.Model):
+    """Tokens per team per provider per day: the audit pages read only this table."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage")
+    provider = models.CharField(max_length=64)
+    day = models.DateField()
+    requests = models.PositiveBigIntegerField(default=0, help_text="HTTP attempts sent.")
+    items_succeeded = models.PositiveBigIntegerField(default=0)
+    items_failed = models.PositiveBigIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    wasted_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Tokens billed for attempts whose answer was not used."
+    )
+
+    class Meta:
+        ordering = ["-day", "team", "provider"]
+        verbose_name_plural = "team usage (daily)"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "provider", "day"], name="teamusage_unique_day"),
+        ]
+        indexes = [models.Index(fields=["day", "team"], name="teamusage_day_team")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} {self.provider} {self.day}"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

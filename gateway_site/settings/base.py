@@ -1,0 +1,176 @@
+"""Settings shared by every environment. All environment variables are read here (contract §2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+DEV_SECRET_KEY = "dev-insecure-secret-key-do-not-use-in-production"
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+if SECURE_SSL_REDIRECT:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+
+# --- database -------------------------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL", "sqlite:///db.sqlite3")
+try:
+    _db = environ.Env.db_url_config(_database_url)
+except Exception as exc:  # noqa: BLE001 - re-raised with the variable name
+    raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not a valid database URL: {exc}") from exc
+if not _db.get("ENGINE"):
+    raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r}: unsupported scheme")
+if _db["ENGINE"] == "django.db.backends.sqlite3" and _db["NAME"] not in (":memory:", "") and not str(
+    _db["NAME"]
+).startswith("/"):
+    _db["NAME"] = str(BASE_DIR / _db["NAME"])
+_db.setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
+_db["CONN_HEALTH_CHECKS"] = True
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # the single-process demo runs a web server and an eager worker thread on one file
+    _db.setdefault("OPTIONS", {})["timeout"] = 30
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis, celery, quota store -------------------------------------------------------------------
+REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
+# "redis": shared token buckets, leases and breakers live in Redis (multi-worker).
+# "local": single process, in-memory quota store; Celery runs eagerly.
+GATEWAY_QUOTA_BACKEND = "redis" if REDIS_URL else "local"
+GATEWAY_REDIS_PREFIX = env_str("GATEWAY_REDIS_PREFIX", "bgw:")
+
+CELERY_BROKER_URL = env_url(
+    "CELERY_BROKER_URL", REDIS_URL or "memory://", schemes=("redis", "rediss", "unix", "memory", "amqp")
+)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", REDIS_URL is None)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# A task that is not acked within this many seconds is redelivered by the Redis transport. Chunks are
+# short (a few hundred items), and claims are re-checked, so an hour is a safe upper bound.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- gateway knobs --------------------------------------------------------------------------------
+GATEWAY_MAX_ITEMS_PER_BATCH = env_int("GATEWAY_MAX_ITEMS_PER_BATCH", 50_000, minimum=1)
+GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 100 * 1024 * 1024, minimum=1024)
+GATEWAY_MAX_ITEM_BYTES = env_int("GATEWAY_MAX_ITEM_BYTES", 1024 * 1024, minimum=256)
+GATEWAY_CHUNK_SIZE = env_int("GATEWAY_CHUNK_SIZE", 250, minimum=1, maximum=10_000)
+GATEWAY_GLOBAL_MAX_IN_FLIGHT = env_int("GATEWAY_GLOBAL_MAX_IN_FLIGHT", 64, minimum=1, maximum=10_000)
+GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 256, minimum=1)
+GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=5.0)
+GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
+DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
+
+# --- django ---------------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "providers",
+    "batches",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gateway_site.urls"
+WSGI_APPLICATION = "gateway_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_THROTTLE_RATES": {"api_key": GATEWAY_API_THROTTLE_RATE},
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Batch Gateway API",
+    "DESCRIPTION": "Submit batches of LLM requests; the gateway routes, rate-shapes and executes them.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
+}

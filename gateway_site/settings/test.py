@@ -1,0 +1,21 @@
+"""Test settings: real PostgreSQL and Redis, per-run isolation so parallel runs don't collide."""
+
+import os
+import uuid
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gateway")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Tests drive Celery eagerly unless a test starts real workers itself.
+os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+# Each run gets its own key space in the shared Redis; subprocesses (workers) inherit it.
+os.environ.setdefault("GATEWAY_REDIS_PREFIX", f"bgwtest:{uuid.uuid4().hex[:10]}:")
+
+from .base import *  # noqa: E402,F403
+from .base import DATABASES  # noqa: E402
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# A suffix lets several test runs share one PostgreSQL server (e.g. TEST_DB_SUFFIX=quota).
+DATABASES["default"]["TEST"] = {"NAME": "test_gateway" + os.environ.get("TEST_DB_SUFFIX", "")}
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"api_key": "100000/min"}}  # noqa: F405

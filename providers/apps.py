@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class ProvidersConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "providers"
+    verbose_name = "Providers and routing"
+
+    def ready(self) -> None:
+        from . import signals  # noqa: F401

@@ -1,0 +1,35 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from providers.services import ProviderConfigError, load_provider_config
+
+
+class Command(BaseCommand):
+    help = "Idempotent upsert of providers and routing rules from a JSON file; prints what changed."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+        parser.add_argument(
+            "--prune-routes", action="store_true", help="Delete routing rules that the file does not list."
+        )
+
+    def handle(self, *args, **options):
+        path: Path = options["file"]
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CommandError(f"{path}: no such file") from None
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"{path}: not valid JSON: {exc}") from None
+        try:
+            report = load_provider_config(data, prune_routes=options["prune_routes"])
+        except ProviderConfigError as exc:
+            raise CommandError(f"{path}: nothing was changed; {exc}") from None
+        if not report.changed:
+            self.stdout.write("no changes")
+            return
+        for line in report.changes:
+            self.stdout.write(line)
+        self.stdout.write(self.style.SUCCESS(f"{len(report.changes)} change(s) applied"))

@@ -1,0 +1,112 @@
+"""Providers (one upstream model endpoint each, with its own quota) and routing rules."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
+from django.db import models
+
+# Sane upper bounds: large enough for any real account tier, small enough to catch a typo.
+MAX_RPM = 1_000_000
+MAX_TPM = 1_000_000_000
+MAX_CONCURRENCY = 10_000
+MAX_BURST_SECONDS = 3_600
+MAX_TIMEOUT_SECONDS = 3_600
+MAX_RETRIES = 20
+
+http_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def secret_env_name(provider_name: str) -> str:
+    """GATEWAY_PROVIDER_SECRET_<NAME>: upper-cased, non-alphanumerics as underscores."""
+    return "GATEWAY_PROVIDER_SECRET_" + re.sub(r"[^A-Z0-9]", "_", provider_name.upper())
+
+
+class Provider(models.Model):
+    name = models.SlugField(max_length=64, unique=True, help_text="Stable identifier, used in routes and stats.")
+    base_url = models.CharField(
+        max_length=500,
+        validators=[http_url_validator],
+        help_text="OpenAI-compatible base URL; the gateway POSTs to {base_url}/chat/completions.",
+    )
+    model = models.CharField(max_length=200, help_text="Model name sent in every request.")
+    # Write-only: never rendered back (admin uses a password widget, the API never serializes it).
+    api_key = models.CharField(max_length=1000, blank=True, default="")
+    rpm = models.PositiveIntegerField(
+        "RPM", validators=[MinValueValidator(1), MaxValueValidator(MAX_RPM)], help_text="Requests per minute."
+    )
+    tpm = models.PositiveIntegerField(
+        "TPM", validators=[MinValueValidator(1), MaxValueValidator(MAX_TPM)], help_text="Tokens per minute."
+    )
+    max_concurrency = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
+        help_text="Requests in flight at once, across all workers.",
+    )
+    burst_seconds = models.FloatField(
+        default=5.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(MAX_BURST_SECONDS)],
+        help_text="Bucket capacity = rate × burst_seconds.",
+    )
+    timeout_seconds = models.FloatField(
+        default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(MAX_TIMEOUT_SECONDS)]
+    )
+    max_retries = models.PositiveSmallIntegerField(default=3, validators=[MaxValueValidator(MAX_RETRIES)])
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(rpm__gte=1), name="provider_rpm_positive"),
+            models.CheckConstraint(condition=models.Q(tpm__gte=1), name="provider_tpm_positive"),
+            models.CheckConstraint(
+                condition=models.Q(max_concurrency__gte=1), name="provider_concurrency_positive"
+            ),
+            models.CheckConstraint(condition=models.Q(burst_seconds__gte=1), name="provider_burst_min_1s"),
+            models.CheckConstraint(condition=models.Q(timeout_seconds__gt=0), name="provider_timeout_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def secret_env_name(self) -> str:
+        return secret_env_name(self.name)
+
+    def resolved_api_key(self) -> str:
+        """The key to send: the environment variable wins over the database value."""
+        return os.environ.get(self.secret_env_name) or self.api_key
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.resolved_api_key())
+
+
+class RoutingRule(models.Model):
+    route = models.SlugField(max_length=64, help_text="Route tag used by items, e.g. 'intent'.")
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="routes")
+    priority = models.PositiveSmallIntegerField(
+        default=0, validators=[MaxValueValidator(1000)], help_text="0 first; higher numbers are fallbacks."
+    )
+    weight = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
+        help_text="Traffic share among rules of equal priority.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["route", "priority", "provider__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["route", "provider"], name="routingrule_unique_route_provider"),
+            models.CheckConstraint(condition=models.Q(weight__gte=1), name="routingrule_weight_positive"),
+        ]
+        indexes = [models.Index(fields=["route", "enabled", "priority"], name="routingrule_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.route} → {self.provider.name} (p{self.priority}, w{self.weight})"

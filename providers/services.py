@@ -1,0 +1,207 @@
+"""Write-side operations on providers and routing rules: the provider-file loader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from .models import Provider, RoutingRule
+
+PROVIDER_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
+    # name: (accepted JSON types, required)
+    "name": (str, True),
+    "base_url": (str, True),
+    "model": (str, True),
+    "rpm": (int, True),
+    "tpm": (int, True),
+    "max_concurrency": (int, True),
+    "burst_seconds": ((int, float), False),
+    "timeout_seconds": ((int, float), False),
+    "max_retries": (int, False),
+    "enabled": (bool, False),
+    "api_key": (str, False),
+}
+ROUTE_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
+    "route": (str, True),
+    "provider": (str, True),
+    "priority": (int, False),
+    "weight": (int, False),
+    "enabled": (bool, False),
+}
+SECRET_FIELDS = {"api_key"}
+
+
+class ProviderConfigError(Exception):
+    """The provider file is invalid. `errors` lists every problem, each naming where and which field."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("invalid provider file:\n" + "\n".join(f"  - {e}" for e in errors))
+
+
+@dataclass
+class LoadReport:
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def _type_errors(where: str, entry: Any, spec: dict) -> list[str]:
+    if not isinstance(entry, dict):
+        return [f"{where}: must be an object"]
+    errors = []
+    for name, (types, required) in spec.items():
+        if name not in entry:
+            if required:
+                errors.append(f"{where}.{name}: is required")
+            continue
+        value = entry[name]
+        # bool is an int subclass in Python: refuse true/false where a number is expected
+        wrong_bool = isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))
+        if wrong_bool or not isinstance(value, types):
+            expected = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+            errors.append(f"{where}.{name}: must be {expected}, got {type(value).__name__} {value!r}")
+    return errors
+
+
+def _validation_messages(where: str, exc: ValidationError) -> list[str]:
+    if hasattr(exc, "error_dict"):
+        return [f"{where}.{f}: {' '.join(m)}" for f, m in exc.message_dict.items()]
+    return [f"{where}: {' '.join(exc.messages)}"]
+
+
+def _diff(instance, values: dict) -> list[str]:
+    changed = []
+    for name, value in values.items():
+        if getattr(instance, name) != value:
+            if name in SECRET_FIELDS:
+                changed.append(f"{name} changed")
+            else:
+                changed.append(f"{name} {getattr(instance, name)!r} → {value!r}")
+            setattr(instance, name, value)
+    return changed
+
+
+def load_provider_config(data: Any, *, prune_routes: bool = False) -> LoadReport:
+    """Validate the whole file, then upsert providers and routing rules in one transaction.
+
+    Nothing is written unless every entry is valid. Returns what changed.
+    """
+    if not isinstance(data, dict):
+        raise ProviderConfigError(["file: must be a JSON object with a 'providers' list"])
+    providers_in = data.get("providers")
+    routes_in = data.get("routes", [])
+    errors: list[str] = []
+    if not isinstance(providers_in, list):
+        errors.append("providers: must be a list")
+        providers_in = []
+    if not isinstance(routes_in, list):
+        errors.append("routes: must be a list")
+        routes_in = []
+
+    existing = {p.name: p for p in Provider.objects.all()}
+    planned: list[tuple[Provider, list[str], bool]] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(providers_in):
+        label = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) else None
+        where = f"providers[{i}]" + (f" ({label})" if label else "")
+        type_errors = _type_errors(where, entry, PROVIDER_FIELDS)
+        if type_errors:
+            errors.extend(type_errors)
+            continue
+        if label in seen:
+            errors.append(f"{where}.name: duplicate provider name in file")
+            continue
+        seen.add(label)
+        values = {k: v for k, v in entry.items() if k in PROVIDER_FIELDS}
+        for float_field in ("burst_seconds", "timeout_seconds"):
+            if float_field in values:
+                values[float_field] = float(values[float_field])
+        instance = existing.get(label)
+        created = instance is None
+        if created:
+            instance = Provider(**values)
+            changes = ["created"]
+        else:
+            changes = _diff(instance, values)
+        try:
+            instance.full_clean()
+        except ValidationError as exc:
+            errors.extend(_validation_messages(where, exc))
+            continue
+        planned.append((instance, changes, created))
+
+    provider_names = set(existing) | seen
+    planned_routes: list[tuple[dict, str]] = []
+    route_keys: set[tuple[str, str]] = set()
+    for i, entry in enumerate(routes_in):
+        where = f"routes[{i}]"
+        type_errors = _type_errors(where, entry, ROUTE_FIELDS)
+        if type_errors:
+            errors.extend(type_errors)
+            continue
+        where = f"routes[{i}] ({entry['route']} → {entry['provider']})"
+        if entry["provider"] not in provider_names:
+            errors.append(f"{where}.provider: unknown provider {entry['provider']!r}")
+            continue
+        key = (entry["route"], entry["provider"])
+        if key in route_keys:
+            errors.append(f"{where}: duplicate (route, provider) pair in file")
+            continue
+        route_keys.add(key)
+        probe = RoutingRule(
+            route=entry["route"],
+            priority=entry.get("priority", 0),
+            weight=entry.get("weight", 1),
+            enabled=entry.get("enabled", True),
+        )
+        try:
+            probe.full_clean(exclude=["provider"], validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            errors.extend(_validation_messages(where, exc))
+            continue
+        planned_routes.append((entry, where))
+
+    if errors:
+        raise ProviderConfigError(errors)
+
+    report = LoadReport()
+    with transaction.atomic():
+        saved: dict[str, Provider] = dict(existing)
+        for instance, changes, created in planned:
+            if changes:
+                instance.save()
+                verb = "created provider" if created else "updated provider"
+                detail = "" if created else ": " + ", ".join(changes)
+                report.changes.append(f"{verb} {instance.name}{detail}")
+            saved[instance.name] = instance
+        current = {(r.route, r.provider.name): r for r in RoutingRule.objects.select_related("provider")}
+        for entry, _where in planned_routes:
+            key = (entry["route"], entry["provider"])
+            values = {
+                "priority": entry.get("priority", 0),
+                "weight": entry.get("weight", 1),
+                "enabled": entry.get("enabled", True),
+            }
+            rule = current.get(key)
+            if rule is None:
+                RoutingRule.objects.create(route=key[0], provider=saved[key[1]], **values)
+                report.changes.append(
+                    f"created route {key[0]} → {key[1]} (priority {values['priority']}, weight {values['weight']})"
+                )
+            else:
+                changes = _diff(rule, values)
+                if changes:
+                    rule.save()
+                    report.changes.append(f"updated route {key[0]} → {key[1]}: " + ", ".join(changes))
+        if prune_routes:
+            for key, rule in current.items():
+                if key not in route_keys:
+                    rule.delete()
+                    report.changes.append(f"deleted route {key[0]} → {key[1]}")
+    return report

@@ -1,0 +1,65 @@
+"""Shared fixtures. Tests run against real PostgreSQL and Redis (see gateway_site/settings/test.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from batches.services import create_api_key, create_team
+from providers.models import Provider, RoutingRule
+
+
+@pytest.fixture
+def team(db):
+    return create_team("acme")[0]
+
+
+@pytest.fixture
+def other_team(db):
+    return create_team("globex")[0]
+
+
+@pytest.fixture
+def api_key(team):
+    """(ApiKey row, raw key) for `team`."""
+    return create_api_key(team, "tests")
+
+
+@pytest.fixture
+def make_provider(db):
+    def make(name: str = "alpha", **overrides) -> Provider:
+        values = dict(
+            base_url=f"http://127.0.0.1:8900/{name}/v1",
+            model=f"{name}-chat",
+            rpm=60,
+            tpm=100_000,
+            max_concurrency=6,
+            burst_seconds=5.0,
+            timeout_seconds=30.0,
+            max_retries=3,
+        )
+        values.update(overrides)
+        return Provider.objects.create(name=name, **values)
+
+    return make
+
+
+@pytest.fixture
+def make_route(db):
+    def make(route: str, provider: Provider, priority: int = 0, weight: int = 1, **kw) -> RoutingRule:
+        return RoutingRule.objects.create(route=route, provider=provider, priority=priority, weight=weight, **kw)
+
+    return make
+
+
+@pytest.fixture
+def redis_sync():
+    """A synchronous client on the test Redis; deletes this run's keys afterwards."""
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    yield client
+    keys = list(client.scan_iter(match=settings.GATEWAY_REDIS_PREFIX + "*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()

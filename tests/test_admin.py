@@ -1,0 +1,144 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from batches.models import ApiKey
+from batches.keys import hash_key
+from providers.models import Provider
+
+SECRET = "sk-very-secret-provider-key-123"
+
+
+@pytest.fixture
+def staff_client(client, db):
+    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-ops-123456")
+    client.force_login(user)
+    return client
+
+
+def _changelist_post(provider: Provider, **changes) -> dict:
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-MIN_NUM_FORMS": "0",
+        "form-MAX_NUM_FORMS": "1000",
+        "form-0-id": str(provider.pk),
+        "form-0-rpm": str(provider.rpm),
+        "form-0-tpm": str(provider.tpm),
+        "form-0-max_concurrency": str(provider.max_concurrency),
+        "form-0-enabled": "on",
+        "_save": "Save",
+    }
+    data.update({f"form-0-{k}": str(v) for k, v in changes.items()})
+    return data
+
+
+def test_inline_rpm_edit_persists(staff_client, make_provider):
+    p = make_provider("alpha")
+    url = reverse("admin:providers_provider_changelist")
+    response = staff_client.post(url, _changelist_post(p, rpm=120))
+    assert response.status_code == 302
+    p.refresh_from_db()
+    assert p.rpm == 120
+
+
+def test_inline_invalid_value_rejected_with_message(staff_client, make_provider):
+    p = make_provider("alpha")
+    url = reverse("admin:providers_provider_changelist")
+    response = staff_client.post(url, _changelist_post(p, rpm=0))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Please correct the error" in body
+    assert "greater than or equal to 1" in body
+    p.refresh_from_db()
+    assert p.rpm == 60
+
+
+def _change_form_data(p: Provider, **overrides) -> dict:
+    data = {
+        "name": p.name,
+        "base_url": p.base_url,
+        "model": p.model,
+        "api_key": "",
+        "rpm": p.rpm,
+        "tpm": p.tpm,
+        "max_concurrency": p.max_concurrency,
+        "burst_seconds": p.burst_seconds,
+        "timeout_seconds": p.timeout_seconds,
+        "max_retries": p.max_retries,
+        "enabled": "on",
+        "routes-TOTAL_FORMS": "0",
+        "routes-INITIAL_FORMS": "0",
+        "routes-MIN_NUM_FORMS": "0",
+        "routes-MAX_NUM_FORMS": "1000",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_api_key_is_write_only_in_every_admin_page(staff_client, make_provider):
+    p = make_provider("alpha")
+    change_url = reverse("admin:providers_provider_change", args=[p.pk])
+    response = staff_client.post(change_url, _change_form_data(p, api_key=SECRET))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    p.refresh_from_db()
+    assert p.api_key == SECRET
+    # saving again with a blank key keeps the stored one
+    response = staff_client.post(change_url, _change_form_data(p, rpm=61))
+    assert response.status_code == 302
+    p.refresh_from_db()
+    assert (p.api_key, p.rpm) == (SECRET, 61)
+    pages = [
+        change_url,
+        reverse("admin:providers_provider_changelist"),
+        reverse("admin:providers_provider_history", args=[p.pk]),
+        reverse("admin:providers_routingrule_changelist"),
+        reverse("admin:index"),
+    ]
+    for url in pages:
+        page = staff_client.get(url)
+        assert page.status_code == 200, url
+        assert SECRET not in page.content.decode(), url
+    assert "database (hidden)" in staff_client.get(change_url).content.decode()
+
+
+def test_clear_api_key(staff_client, make_provider):
+    p = make_provider("alpha", api_key=SECRET)
+    change_url = reverse("admin:providers_provider_change", args=[p.pk])
+    response = staff_client.post(change_url, _change_form_data(p, clear_api_key="on"))
+    assert response.status_code == 302
+    p.refresh_from_db()
+    assert p.api_key == ""
+
+
+def test_change_form_invalid_url_shows_error(staff_client, make_provider):
+    p = make_provider("alpha")
+    change_url = reverse("admin:providers_provider_change", args=[p.pk])
+    response = staff_client.post(change_url, _change_form_data(p, base_url="ftp://x/v1"))
+    assert response.status_code == 200
+    assert "Enter a valid URL" in response.content.decode()
+
+
+def test_admin_creates_api_key_and_shows_it_once(staff_client, team):
+    response = staff_client.post(
+        reverse("admin:batches_apikey_add"), {"team": team.pk, "name": "ci"}, follow=True
+    )
+    assert response.status_code == 200
+    messages = [str(m) for m in response.context["messages"]]
+    raw = next(m for m in messages if "shown once" in m).rsplit(" ", 1)[-1]
+    key = ApiKey.objects.get(team=team, name="ci")
+    assert key.key_hash == hash_key(raw)
+    assert raw.startswith(key.prefix)
+    # the next page no longer shows it
+    later = staff_client.get(reverse("admin:batches_apikey_change", args=[key.pk]))
+    assert raw not in later.content.decode()
+
+
+def test_batch_admin_is_read_only(staff_client, team):
+    from batches.models import Batch
+
+    batch = Batch.objects.create(team=team, total_count=3)
+    page = staff_client.get(reverse("admin:batches_batch_changelist"))
+    assert page.status_code == 200
+    assert f"?batch__id__exact={batch.pk}" in page.content.decode()
+    assert staff_client.get(reverse("admin:batches_batch_add")).status_code == 403

@@ -1,0 +1,143 @@
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from providers.models import Provider, RoutingRule
+
+EXAMPLE = {
+    "providers": [
+        {"name": "alpha", "base_url": "http://127.0.0.1:8900/alpha/v1", "model": "alpha-chat", "rpm": 60,
+         "tpm": 100000, "max_concurrency": 6, "burst_seconds": 5, "timeout_seconds": 30, "max_retries": 3,
+         "enabled": True, "api_key": "sk-alpha-secret"},
+        {"name": "beta", "base_url": "https://beta.example/v1", "model": "beta-chat", "rpm": 30, "tpm": 60000,
+         "max_concurrency": 3},
+    ],
+    "routes": [
+        {"route": "intent", "provider": "alpha", "priority": 0, "weight": 1},
+        {"route": "intent", "provider": "beta", "priority": 1, "weight": 1},
+    ],
+}
+
+
+def run(tmp_path, data, *args) -> str:
+    path = tmp_path / "providers.json"
+    path.write_text(json.dumps(data))
+    out = StringIO()
+    call_command("load_providers", str(path), *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_load_twice_second_run_reports_no_changes(tmp_path):
+    first = run(tmp_path, EXAMPLE)
+    assert "created provider alpha" in first
+    assert "created route intent → beta" in first
+    assert "sk-alpha-secret" not in first
+    assert run(tmp_path, EXAMPLE).strip() == "no changes"
+    alpha = Provider.objects.get(name="alpha")
+    assert (alpha.rpm, alpha.tpm, alpha.burst_seconds, alpha.api_key) == (60, 100000, 5.0, "sk-alpha-secret")
+    beta = Provider.objects.get(name="beta")
+    assert (beta.burst_seconds, beta.timeout_seconds, beta.max_retries, beta.enabled) == (5.0, 30.0, 3, True)
+    assert RoutingRule.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_update_reports_field_changes_and_hides_secrets(tmp_path):
+    run(tmp_path, EXAMPLE)
+    changed = json.loads(json.dumps(EXAMPLE))
+    changed["providers"][0]["rpm"] = 120
+    changed["providers"][0]["api_key"] = "sk-rotated"
+    changed["routes"][1]["weight"] = 3
+    out = run(tmp_path, changed)
+    assert "updated provider alpha: rpm 60 → 120, api_key changed" in out
+    assert "updated route intent → beta: weight 1 → 3" in out
+    assert "sk-rotated" not in out and "sk-alpha-secret" not in out
+    assert Provider.objects.get(name="alpha").rpm == 120
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d["providers"][0].update(rpm=0), "providers[0] (alpha).rpm"),
+        (lambda d: d["providers"][1].update(base_url="ftp://beta.example/v1"), "providers[1] (beta).base_url"),
+        (lambda d: d["providers"][1].update(base_url="not a url"), "providers[1] (beta).base_url"),
+        (lambda d: d["providers"][0].update(burst_seconds=0.5), "providers[0] (alpha).burst_seconds"),
+        (lambda d: d["providers"][0].update(tpm="lots"), "providers[0] (alpha).tpm: must be int"),
+        (lambda d: d["providers"][0].update(rpm=True), "providers[0] (alpha).rpm: must be int"),
+        (lambda d: d["providers"][0].pop("model"), "providers[0] (alpha).model: is required"),
+        (lambda d: d["providers"][0].update(max_concurrency=10**9), "providers[0] (alpha).max_concurrency"),
+        (lambda d: d["routes"].append({"route": "x", "provider": "ghost"}), "routes[2] (x → ghost).provider"),
+        (lambda d: d["routes"][0].update(weight=0), "routes[0] (intent → alpha).weight"),
+        (lambda d: d["providers"].append(dict(d["providers"][0])), "providers[2] (alpha).name: duplicate"),
+    ],
+)
+@pytest.mark.django_db
+def test_invalid_file_is_rejected_whole_naming_provider_and_field(tmp_path, mutate, expected):
+    run(tmp_path, EXAMPLE)
+    before_providers = list(Provider.objects.order_by("name").values())
+    before_rules = list(RoutingRule.objects.order_by("id").values())
+    bad = json.loads(json.dumps(EXAMPLE))
+    bad["providers"][1]["rpm"] = 45  # a valid change that must NOT be applied alongside the bad one
+    mutate(bad)
+    with pytest.raises(CommandError) as err:
+        run(tmp_path, bad)
+    assert expected in str(err.value)
+    assert "nothing was changed" in str(err.value)
+    assert list(Provider.objects.order_by("name").values()) == before_providers
+    assert list(RoutingRule.objects.order_by("id").values()) == before_rules
+
+
+@pytest.mark.django_db
+def test_bad_rpm_in_fresh_db_exits_nonzero_via_manage_py(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bad = json.loads(json.dumps(EXAMPLE))
+    bad["providers"][0]["rpm"] = 0
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    root = Path(__file__).resolve().parent.parent
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "load_providers", str(path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode != 0
+    assert "providers[0] (alpha).rpm" in result.stderr
+
+
+@pytest.mark.django_db
+def test_not_json_is_a_clear_error(tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text("{nope")
+    with pytest.raises(CommandError, match="not valid JSON"):
+        call_command("load_providers", str(path))
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("load_providers", str(tmp_path / "missing.json"))
+
+
+@pytest.mark.django_db
+def test_prune_routes_deletes_rules_not_in_file(tmp_path):
+    run(tmp_path, EXAMPLE)
+    fewer = json.loads(json.dumps(EXAMPLE))
+    fewer["routes"] = fewer["routes"][:1]
+    assert "no changes" in run(tmp_path, fewer)
+    out = run(tmp_path, fewer, "--prune-routes")
+    assert "deleted route intent → beta" in out
+    assert list(RoutingRule.objects.values_list("route", "provider__name")) == [("intent", "alpha")]
+
+
+@pytest.mark.django_db
+def test_env_secret_overrides_database_key(make_provider, monkeypatch):
+    p = make_provider("my-prov", api_key="db-key")
+    assert p.secret_env_name == "GATEWAY_PROVIDER_SECRET_MY_PROV"
+    assert p.resolved_api_key() == "db-key"
+    monkeypatch.setenv("GATEWAY_PROVIDER_SECRET_MY_PROV", "env-key")
+    assert p.resolved_api_key() == "env-key"

@@ -1,0 +1,82 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from gateway_site.env import env_bool, env_float, env_int, env_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_env_int_refuses_garbage_and_bounds(monkeypatch):
+    monkeypatch.setenv("X_INT", "12")
+    assert env_int("X_INT", 1) == 12
+    monkeypatch.setenv("X_INT", "twelve")
+    with pytest.raises(ImproperlyConfigured, match="X_INT"):
+        env_int("X_INT", 1)
+    monkeypatch.setenv("X_INT", "0")
+    with pytest.raises(ImproperlyConfigured, match="X_INT=0 is below the minimum 1"):
+        env_int("X_INT", 5, minimum=1)
+    monkeypatch.delenv("X_INT")
+    assert env_int("X_INT", 5, minimum=1) == 5
+
+
+def test_env_bool_refuses_unknown_words(monkeypatch):
+    monkeypatch.setenv("X_BOOL", "yes")
+    assert env_bool("X_BOOL", False) is True
+    monkeypatch.setenv("X_BOOL", "off")
+    assert env_bool("X_BOOL", True) is False
+    monkeypatch.setenv("X_BOOL", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="X_BOOL"):
+        env_bool("X_BOOL", False)
+
+
+def test_env_float_and_url(monkeypatch):
+    monkeypatch.setenv("X_F", "2.5")
+    assert env_float("X_F", 1.0, maximum=5) == 2.5
+    monkeypatch.setenv("X_F", "9")
+    with pytest.raises(ImproperlyConfigured, match="maximum"):
+        env_float("X_F", 1.0, maximum=5)
+    monkeypatch.setenv("X_URL", "http://nope")
+    with pytest.raises(ImproperlyConfigured, match="X_URL"):
+        env_url("X_URL", None, schemes=("redis",))
+    monkeypatch.setenv("X_URL", "redis://127.0.0.1:6379/1")
+    assert env_url("X_URL", None, schemes=("redis",)) == "redis://127.0.0.1:6379/1"
+
+
+def _import_settings(module: str, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "REDIS_URL", "DATABASE_URL", "CELERY_", "GATEWAY_"))}
+    clean.update(env)
+    code = f"import importlib; m = importlib.import_module({module!r}); print(m.GATEWAY_QUOTA_BACKEND, m.CELERY_TASK_ALWAYS_EAGER)"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True)
+
+
+def test_production_refuses_to_start_without_secret():
+    result = _import_settings("gateway_site.settings.production")
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_production_starts_with_secret_and_redis_selects_shared_mode():
+    result = _import_settings(
+        "gateway_site.settings.production",
+        DJANGO_SECRET_KEY="x" * 50,
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["redis", "False"]
+
+
+def test_without_redis_url_runs_single_process_mode():
+    result = _import_settings("gateway_site.settings.local")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["local", "True"]
+
+
+def test_bad_redis_url_is_refused_by_name():
+    result = _import_settings("gateway_site.settings.local", REDIS_URL="http://127.0.0.1:6379")
+    assert result.returncode != 0
+    assert "REDIS_URL" in result.stderr
