@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db import connection
 from django.http import JsonResponse
-from django.urls import path
+from django.urls import include, path
 
 
 def healthz(request):
@@ -17,4 +17,6 @@ admin.site.site_title = "Batch Gateway admin"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("api/", include("batches.api.urls")),
+    path("dashboard/", include("dashboard.urls")),
 ]

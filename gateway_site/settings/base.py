@@ -96,6 +96,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "providers",
     "batches",
+    "dashboard",
+    "sim",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,95 @@
+"""The quota engine's public types: what the execution engine and dashboards program against.
+
+Contract between the quota engine (providers/quota/*) and its callers:
+
+    store = get_quota_store()                     # providers.quota (Redis or in-process, by settings)
+    res = await store.acquire(limits, tokens)     # waits locally until BOTH the RPM bucket (1) and the
+                                                  # TPM bucket (tokens) grant; raises QuotaImpossible
+                                                  # if tokens can never fit, QuotaStoreUnavailable if
+                                                  # Redis is down in shared mode
+    async with store.lease(limits) as lease:      # per-provider concurrency slot, acquired only AFTER
+        ...send the request...                    # the bucket grant; heartbeats while held
+    await store.reconcile(limits, res, actual)    # refund or charge the difference to the TPM bucket
+    await store.penalize(limits, retry_after_s)   # a 429 with Retry-After: pause every worker
+    state = await store.snapshot(limits)          # ProviderQuotaState for dashboards and metrics
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class QuotaError(Exception):
+    pass
+
+
+class QuotaImpossible(QuotaError):
+    """The request needs more tokens than the provider's TPM bucket can ever hold."""
+
+    def __init__(self, provider: str, tokens: int, capacity: float):
+        self.provider, self.tokens, self.capacity = provider, tokens, capacity
+        super().__init__(
+            f"provider {provider}: request needs ~{tokens} tokens but the TPM bucket holds at most "
+            f"{int(capacity)} (tpm × burst_seconds / 60); lower max_tokens or raise the provider's tpm/burst"
+        )
+
+
+class QuotaStoreUnavailable(QuotaError):
+    """The shared quota store (Redis) cannot be reached. Never silently replaced by a local limiter."""
+
+
+@dataclass(frozen=True)
+class ProviderLimits:
+    name: str
+    rpm: int
+    tpm: int
+    burst_seconds: float
+    max_concurrency: int
+    timeout_seconds: float
+
+    @property
+    def rpm_capacity(self) -> float:
+        return max(1.0, self.rpm / 60.0 * self.burst_seconds)
+
+    @property
+    def tpm_capacity(self) -> float:
+        return max(1.0, self.tpm / 60.0 * self.burst_seconds)
+
+    @property
+    def lease_ttl_seconds(self) -> float:
+        """A lease outlives the longest legitimate call; a dead holder's slot returns after this."""
+        return self.timeout_seconds + 10.0
+
+    @classmethod
+    def from_provider(cls, provider) -> ProviderLimits:
+        return cls(
+            name=provider.name,
+            rpm=provider.rpm,
+            tpm=provider.tpm,
+            burst_seconds=float(provider.burst_seconds),
+            max_concurrency=provider.max_concurrency,
+            timeout_seconds=float(provider.timeout_seconds),
+        )
+
+
+@dataclass(frozen=True)
+class Reservation:
+    provider: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class ProviderQuotaState:
+    provider: str
+    rpm_tokens_available: float
+    rpm_capacity: float
+    tpm_tokens_available: float
+    tpm_capacity: float
+    wait_ms: int  # until one request of 1 token would be granted (includes 429 penalties)
+    paused_until_ms: int  # 0 unless a Retry-After pushed the bucket forward
+    leases_in_flight: int
+    max_concurrency: int
+    configured_rpm: int
+    configured_tpm: int
+    observed_rpm: int  # grants in the last 60 s
+    observed_tpm: int  # tokens granted in the last 60 s

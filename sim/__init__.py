@@ -1,0 +1,1 @@
+"""Provider simulator: an OpenAI-compatible server hosting several rate-limited fake providers."""
