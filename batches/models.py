@@ -121,7 +121,9 @@ class BatchItem(models.Model):
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
-    provider = models.CharField(max_length=64, blank=True, default="", help_text="Provider that answered last.")
+    provider = models.CharField(
+        max_length=64, blank=True, default="", help_text="Provider that answered last."
+    )
     attempts = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     response = models.JSONField(null=True, blank=True)

@@ -25,7 +25,9 @@ def secret_env_name(provider_name: str) -> str:
 
 
 class Provider(models.Model):
-    name = models.SlugField(max_length=64, unique=True, help_text="Stable identifier, used in routes and stats.")
+    name = models.SlugField(
+        max_length=64, unique=True, help_text="Stable identifier, used in routes and stats."
+    )
     base_url = models.CharField(
         max_length=500,
         validators=[http_url_validator],
@@ -66,7 +68,9 @@ class Provider(models.Model):
                 condition=models.Q(max_concurrency__gte=1), name="provider_concurrency_positive"
             ),
             models.CheckConstraint(condition=models.Q(burst_seconds__gte=1), name="provider_burst_min_1s"),
-            models.CheckConstraint(condition=models.Q(timeout_seconds__gt=0), name="provider_timeout_positive"),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__gt=0), name="provider_timeout_positive"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -14,7 +14,9 @@ def enabled_providers() -> QuerySet[Provider]:
 def known_route_names() -> set[str]:
     """Routes that have at least one enabled rule pointing at an enabled provider."""
     return set(
-        RoutingRule.objects.filter(enabled=True, provider__enabled=True).values_list("route", flat=True).distinct()
+        RoutingRule.objects.filter(enabled=True, provider__enabled=True)
+        .values_list("route", flat=True)
+        .distinct()
     )
 
 

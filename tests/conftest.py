@@ -47,7 +47,9 @@ def make_provider(db):
 @pytest.fixture
 def make_route(db):
     def make(route: str, provider: Provider, priority: int = 0, weight: int = 1, **kw) -> RoutingRule:
-        return RoutingRule.objects.create(route=route, provider=provider, priority=priority, weight=weight, **kw)
+        return RoutingRule.objects.create(
+            route=route, provider=provider, priority=priority, weight=weight, **kw
+        )
 
     return make
 

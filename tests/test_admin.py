@@ -2,8 +2,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from batches.models import ApiKey
 from batches.keys import hash_key
+from batches.models import ApiKey
 from providers.models import Provider
 
 SECRET = "sk-very-secret-provider-key-123"

@@ -8,11 +8,27 @@ from providers.models import Provider, RoutingRule
 
 EXAMPLE = {
     "providers": [
-        {"name": "alpha", "base_url": "http://127.0.0.1:8900/alpha/v1", "model": "alpha-chat", "rpm": 60,
-         "tpm": 100000, "max_concurrency": 6, "burst_seconds": 5, "timeout_seconds": 30, "max_retries": 3,
-         "enabled": True, "api_key": "sk-alpha-secret"},
-        {"name": "beta", "base_url": "https://beta.example/v1", "model": "beta-chat", "rpm": 30, "tpm": 60000,
-         "max_concurrency": 3},
+        {
+            "name": "alpha",
+            "base_url": "http://127.0.0.1:8900/alpha/v1",
+            "model": "alpha-chat",
+            "rpm": 60,
+            "tpm": 100000,
+            "max_concurrency": 6,
+            "burst_seconds": 5,
+            "timeout_seconds": 30,
+            "max_retries": 3,
+            "enabled": True,
+            "api_key": "sk-alpha-secret",
+        },
+        {
+            "name": "beta",
+            "base_url": "https://beta.example/v1",
+            "model": "beta-chat",
+            "rpm": 30,
+            "tpm": 60000,
+            "max_concurrency": 3,
+        },
     ],
     "routes": [
         {"route": "intent", "provider": "alpha", "priority": 0, "weight": 1},
@@ -61,7 +77,10 @@ def test_update_reports_field_changes_and_hides_secrets(tmp_path):
     "mutate, expected",
     [
         (lambda d: d["providers"][0].update(rpm=0), "providers[0] (alpha).rpm"),
-        (lambda d: d["providers"][1].update(base_url="ftp://beta.example/v1"), "providers[1] (beta).base_url"),
+        (
+            lambda d: d["providers"][1].update(base_url="ftp://beta.example/v1"),
+            "providers[1] (beta).base_url",
+        ),
         (lambda d: d["providers"][1].update(base_url="not a url"), "providers[1] (beta).base_url"),
         (lambda d: d["providers"][0].update(burst_seconds=0.5), "providers[0] (alpha).burst_seconds"),
         (lambda d: d["providers"][0].update(tpm="lots"), "providers[0] (alpha).tpm: must be int"),

@@ -48,7 +48,11 @@ def test_env_float_and_url(monkeypatch):
 
 
 def _import_settings(module: str, **env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "REDIS_URL", "DATABASE_URL", "CELERY_", "GATEWAY_"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "REDIS_URL", "DATABASE_URL", "CELERY_", "GATEWAY_"))
+    }
     clean.update(env)
     code = f"import importlib; m = importlib.import_module({module!r}); print(m.GATEWAY_QUOTA_BACKEND, m.CELERY_TASK_ALWAYS_EAGER)"
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True)

@@ -32,9 +32,11 @@ except Exception as exc:  # noqa: BLE001 - re-raised with the variable name
     raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not a valid database URL: {exc}") from exc
 if not _db.get("ENGINE"):
     raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r}: unsupported scheme")
-if _db["ENGINE"] == "django.db.backends.sqlite3" and _db["NAME"] not in (":memory:", "") and not str(
-    _db["NAME"]
-).startswith("/"):
+if (
+    _db["ENGINE"] == "django.db.backends.sqlite3"
+    and _db["NAME"] not in (":memory:", "")
+    and not str(_db["NAME"]).startswith("/")
+):
     _db["NAME"] = str(BASE_DIR / _db["NAME"])
 _db.setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
 _db["CONN_HEALTH_CHECKS"] = True

@@ -15,9 +15,13 @@ class Command(BaseCommand):
         try:
             team = Team.objects.get(name=options["team"])
         except Team.DoesNotExist:
-            raise CommandError(f"--team: no team named {options['team']!r} (create it with create_team)") from None
+            raise CommandError(
+                f"--team: no team named {options['team']!r} (create it with create_team)"
+            ) from None
         if len(options["name"]) > 100:
             raise CommandError("--name: at most 100 characters")
         key, raw = create_api_key(team, options["name"])
-        self.stdout.write(f"created API key {key.prefix}… for team {team.name}; it is shown once, store it now:")
+        self.stdout.write(
+            f"created API key {key.prefix}… for team {team.name}; it is shown once, store it now:"
+        )
         self.stdout.write(raw)
