@@ -46,6 +46,11 @@ def bump_config_version() -> int:
         return local
 
 
+def current_config_version_local() -> int:
+    """This process's counter (single-process mode)."""
+    return _local_version
+
+
 def current_config_version() -> int:
     if settings.GATEWAY_QUOTA_BACKEND != "redis":
         return _local_version

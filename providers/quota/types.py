@@ -46,6 +46,24 @@ class ProviderLimits:
     burst_seconds: float
     max_concurrency: int
     timeout_seconds: float
+    # Extra lifetime of a concurrency lease beyond the provider's timeout (tests shorten it).
+    lease_grace_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        for field_name in ("rpm", "tpm", "max_concurrency"):
+            if getattr(self, field_name) < 1:
+                raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be >= 1")
+        for field_name in ("burst_seconds", "timeout_seconds"):
+            if not getattr(self, field_name) > 0:
+                raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be > 0")
+
+    @property
+    def rpm_per_ms(self) -> float:
+        return self.rpm / 60_000.0
+
+    @property
+    def tpm_per_ms(self) -> float:
+        return self.tpm / 60_000.0
 
     @property
     def rpm_capacity(self) -> float:
@@ -58,7 +76,7 @@ class ProviderLimits:
     @property
     def lease_ttl_seconds(self) -> float:
         """A lease outlives the longest legitimate call; a dead holder's slot returns after this."""
-        return self.timeout_seconds + 10.0
+        return self.timeout_seconds + self.lease_grace_seconds
 
     @classmethod
     def from_provider(cls, provider) -> ProviderLimits:
@@ -76,6 +94,16 @@ class ProviderLimits:
 class Reservation:
     provider: str
     tokens: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One non-blocking attempt at the buckets (store.try_acquire)."""
+
+    granted: bool
+    wait_ms: int  # 0 when granted; else ms until both buckets (and any 429 pause) would allow
+    now_ms: float  # the store's clock at the decision (Redis server TIME, or time.monotonic locally)
+    impossible: bool = False  # tokens > TPM capacity: waiting will never help
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,265 @@
+"""Behaviour shared by both quota stores: the waiting loops, leases with heartbeats, the global cap.
+
+A store implements a handful of atomic primitives (try_acquire, _reconcile_delta, penalize, _lease_try,
+_lease_refresh, _lease_release, snapshot). Everything that waits lives here, so the Redis store and the
+in-process store behave identically by construction.
+
+No Django ORM in here: this is the hot path of the async execution engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+
+log = logging.getLogger(__name__)
+
+# Lease waiting: poll the shared store with exponential backoff (cross-process), and get woken at once
+# when a lease is released inside this process.
+LEASE_POLL_MIN_S = 0.002
+LEASE_POLL_MAX_S = 0.1
+
+
+def jitter_seconds(wait_ms: int) -> float:
+    """A little randomness so waiters woken by the same refill don't all hit the store in the same ms."""
+    return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
+
+
+class Wakeups:
+    """FIFO wake-ups keyed by name, safe across threads and event loops (one process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, dict[asyncio.Future, None]] = {}
+
+    async def wait(self, key: str, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._lock:
+            self._waiters.setdefault(key, {})[fut] = None
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.pop(fut, None)
+                    if not waiters:
+                        del self._waiters[key]
+
+    def notify_one(self, key: str) -> None:
+        while True:
+            with self._lock:
+                waiters = self._waiters.get(key)
+                if not waiters:
+                    return
+                fut = next(iter(waiters))
+                del waiters[fut]
+            if fut.done():
+                continue
+            try:
+                fut.get_loop().call_soon_threadsafe(_resolve, fut)
+                return
+            except RuntimeError:  # that loop is closed: wake the next waiter
+                continue
+
+
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+@dataclass
+class Lease:
+    provider: str
+    lease_id: str
+    lost: bool = False  # set if a heartbeat found the lease gone (holder stalled longer than the TTL)
+
+
+class BaseQuotaStore:
+    """The public API. Subclasses provide the atomic primitives."""
+
+    backend = "base"
+
+    def __init__(self, global_max_in_flight: int | None = None) -> None:
+        if global_max_in_flight is None:
+            from django.conf import settings
+
+            global_max_in_flight = settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT
+        self.global_max_in_flight = int(global_max_in_flight)
+        self._wakeups = Wakeups()
+        self._global_lock = threading.Lock()
+        self._global_in_flight = 0
+
+    # ---- primitives (subclasses) ---------------------------------------------------------------------
+    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
+        """One atomic attempt: take 1 RPM token and `tokens` TPM tokens, or nothing. Never waits."""
+        raise NotImplementedError
+
+    async def _reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
+        raise NotImplementedError
+
+    async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
+        """Pause every worker for this provider for retry_after_seconds (never shortens a pause).
+        Returns paused_until in the store's ms clock."""
+        raise NotImplementedError
+
+    async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
+        """0 = lease taken; otherwise a hint in ms until the earliest held lease expires."""
+        raise NotImplementedError
+
+    async def _lease_refresh(self, limits: ProviderLimits, lease_id: str) -> bool:
+        raise NotImplementedError
+
+    async def _lease_release(self, limits: ProviderLimits, lease_id: str) -> None:
+        raise NotImplementedError
+
+    async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
+        raise NotImplementedError
+
+    async def config_version(self) -> int:
+        """The shared provider-config version (see providers.live_config)."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release resources bound to the running event loop (call at the end of an asyncio.run)."""
+
+    # ---- buckets -----------------------------------------------------------------------------------
+    @staticmethod
+    def _check_tokens(limits: ProviderLimits, tokens: int) -> int:
+        tokens = int(tokens)
+        if tokens < 0:
+            raise ValueError(f"tokens must be >= 0, got {tokens}")
+        if tokens > limits.tpm_capacity:
+            raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+        return tokens
+
+    async def acquire(
+        self, limits: ProviderLimits, tokens: int = 0, *, max_wait_seconds: float | None = None
+    ) -> Reservation:
+        """Wait until BOTH buckets grant (1 request, `tokens` tokens), then return the reservation.
+
+        Sleeps exactly the wait the store computed (plus a little jitter); never busy-polls.
+        Raises QuotaImpossible at once if `tokens` can never fit, QuotaStoreUnavailable if the shared
+        store is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
+        """
+        tokens = self._check_tokens(limits, tokens)
+        loop = asyncio.get_running_loop()
+        deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
+        while True:
+            decision = await self.try_acquire(limits, tokens)
+            if decision.granted:
+                return Reservation(limits.name, tokens)
+            if decision.impossible:
+                raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+            delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
+            if deadline is not None and loop.time() + delay > deadline:
+                raise TimeoutError(
+                    f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
+                )
+            await asyncio.sleep(delay)
+
+    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
+        """Settle a reservation with the provider's reported usage: refund the unused part, or take the
+        overage as debt (the TPM bucket may go negative, delaying the next callers)."""
+        delta = int(actual_tokens) - int(reservation.tokens)
+        if delta:
+            await self._reconcile_delta(limits, delta)
+
+    # ---- concurrency leases -------------------------------------------------------------------------
+    @asynccontextmanager
+    async def lease(self, limits: ProviderLimits) -> AsyncIterator[Lease]:
+        """A per-provider concurrency slot shared by every worker. Take it AFTER the bucket grant.
+
+        Waits for a free slot (woken at once by releases in this process, polling with backoff for
+        other processes), heartbeats while held, releases on exit, also on cancellation.
+        """
+        lease = Lease(limits.name, uuid.uuid4().hex)
+        key = "lease:" + limits.name
+        delay = LEASE_POLL_MIN_S
+        while True:
+            hint_ms = await self._lease_try(limits, lease.lease_id)
+            if hint_ms == 0:
+                break
+            timeout = min(delay, max(hint_ms / 1000.0, LEASE_POLL_MIN_S))
+            await self._wakeups.wait(key, timeout * random.uniform(1.0, 1.5))
+            delay = min(delay * 2, LEASE_POLL_MAX_S)
+        loop = asyncio.get_running_loop()
+        interval = max(0.05, limits.lease_ttl_seconds / 3.0)
+        heartbeat: dict[str, object] = {}
+
+        def start_heartbeat() -> None:
+            heartbeat["task"] = loop.create_task(self._heartbeat(limits, lease, interval))
+
+        heartbeat["timer"] = loop.call_later(interval, start_heartbeat)
+        try:
+            yield lease
+        finally:
+            heartbeat["timer"].cancel()
+            task = heartbeat.get("task")
+            if task is not None:
+                task.cancel()
+            try:
+                await asyncio.shield(self._release_and_wake(limits, lease.lease_id, key))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the TTL returns the slot; don't mask the caller's own exception
+                log.exception("could not release lease %s of provider %s", lease.lease_id, limits.name)
+
+    async def _release_and_wake(self, limits: ProviderLimits, lease_id: str, key: str) -> None:
+        try:
+            await self._lease_release(limits, lease_id)
+        finally:
+            self._wakeups.notify_one(key)
+
+    async def _heartbeat(self, limits: ProviderLimits, lease: Lease, interval: float) -> None:
+        while True:
+            try:
+                if not await self._lease_refresh(limits, lease.lease_id):
+                    lease.lost = True
+                    log.warning(
+                        "lease %s of provider %s expired before its heartbeat", lease.lease_id, limits.name
+                    )
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("lease heartbeat failed for provider %s", limits.name)
+            await asyncio.sleep(interval)
+
+    # ---- global in-flight cap (per worker process) --------------------------------------------------------
+    @asynccontextmanager
+    async def global_slot(self) -> AsyncIterator[None]:
+        """One of settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT slots for this whole process (all threads and
+        event loops). Wrap every provider call in it."""
+        delay = LEASE_POLL_MIN_S
+        while True:
+            with self._global_lock:
+                if self._global_in_flight < self.global_max_in_flight:
+                    self._global_in_flight += 1
+                    break
+            await self._wakeups.wait("global", delay)
+            delay = min(delay * 2, LEASE_POLL_MAX_S)
+        try:
+            yield
+        finally:
+            with self._global_lock:
+                self._global_in_flight -= 1
+            self._wakeups.notify_one("global")
+
+    @property
+    def global_in_flight(self) -> int:
+        return self._global_in_flight
+
+    async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
+        return [await self.snapshot(limits) for limits in limits_list]

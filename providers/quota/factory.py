@@ -1,0 +1,82 @@
+"""Choosing and caching the process-wide quota store."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from django.conf import settings
+
+from .base import BaseQuotaStore
+from .types import ProviderLimits, ProviderQuotaState
+
+_store: BaseQuotaStore | None = None
+_store_lock = threading.Lock()
+
+
+def build_quota_store() -> BaseQuotaStore:
+    """A new store as configured by settings (GATEWAY_QUOTA_BACKEND, REDIS_URL, GATEWAY_REDIS_PREFIX)."""
+    backend = settings.GATEWAY_QUOTA_BACKEND
+    if backend == "redis":
+        from .redis_store import RedisQuotaStore
+
+        return RedisQuotaStore(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX)
+    if backend == "local":
+        from .local import LocalQuotaStore
+
+        return LocalQuotaStore()
+    raise ValueError(f"settings.GATEWAY_QUOTA_BACKEND must be 'redis' or 'local', got {backend!r}")
+
+
+def get_quota_store() -> BaseQuotaStore:
+    """The process-wide store. It may be used from any event loop: the Redis store keeps one client per
+    running loop, so a Celery task calling asyncio.run() per chunk never reuses a dead loop's client.
+    Call `await store.aclose()` before the loop ends to close that loop's connections."""
+    global _store
+    store = _store
+    if store is None:
+        with _store_lock:
+            if _store is None:
+                _store = build_quota_store()
+            store = _store
+    return store
+
+
+def reset_quota_store() -> None:
+    """Forget the process-wide store (tests, or after settings change)."""
+    global _store
+    with _store_lock:
+        _store = None
+
+
+def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
+    """For Django views (sync): the quota state of each provider, in order. Runs its own short event
+    loop; raises QuotaStoreUnavailable if Redis is down in shared mode."""
+
+    async def run() -> list[ProviderQuotaState]:
+        store = get_quota_store()
+        try:
+            return await store.snapshot_many(list(limits_list))
+        finally:
+            await store.aclose()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run())
+    # Called from inside a running loop (e.g. an async view): run in a helper thread.
+    result: list = []
+    error: list = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(run()))
+        except BaseException as exc:  # re-raised in the caller's thread
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name="quota-snapshot")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]

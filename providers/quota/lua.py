@@ -1,0 +1,164 @@
+"""Lua scripts of the Redis quota store. Same semantics as providers/quota/local.py.
+
+Keys per provider (hash-tagged so they share a cluster slot):
+  {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), ts (ms of the last update), p (paused until, ms)
+  {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
+  {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
+
+Bucket ARGV on every call: rpm rate per ms, rpm capacity, tpm rate per ms, tpm capacity — so a changed
+limit applies (and a lowered capacity clamps) on the very next call. Times come from Redis TIME.
+A missing bucket key means "full"; the key expires once it would have refilled completely.
+"""
+
+_PRELUDE = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+local function fmt(x) return string.format('%.17g', x) end
+local EPS = 1e-9
+
+-- returns rpm tokens, tpm tokens, paused_until (refilled to now, clamped to capacity)
+local function load(key, now, rr, rc, tr, tc)
+  local h = redis.call('HMGET', key, 'r', 't', 'ts', 'p')
+  local p = tonumber(h[4]) or 0
+  local r = tonumber(h[1])
+  if r == nil then return rc, tc, p end
+  local tk = tonumber(h[2]) or tc
+  local el = now - (tonumber(h[3]) or now)
+  if el < 0 then el = 0 end
+  r = math.min(rc, r + el * rr)
+  tk = math.min(tc, tk + el * tr)
+  return r, tk, p
+end
+
+local function wait_for(now, r, tk, p, n, rr, tr)
+  local w = 0
+  if p > now then w = p - now end
+  if r < 1 - EPS then w = math.max(w, (1 - r) / rr) end
+  if tk < n - EPS then w = math.max(w, (n - tk) / tr) end
+  return w
+end
+
+local function store(key, now, r, tk, p, rr, rc, tr, tc)
+  redis.call('HSET', key, 'r', fmt(r), 't', fmt(tk), 'ts', fmt(now), 'p', fmt(p))
+  -- expire once both buckets are full again (and any pause is over): a missing key means full
+  local ttl = math.max((rc - r) / rr, (tc - tk) / tr, p - now, 0)
+  redis.call('PEXPIRE', key, math.ceil(ttl) + 1000)
+end
+
+local function observe(key, now, dr, dt)
+  local sec = math.floor(now / 1000)
+  local slot = sec % 60
+  local sk = 's' .. slot
+  if tonumber(redis.call('HGET', key, sk)) ~= sec then
+    redis.call('HSET', key, sk, sec, 'r' .. slot, dr, 't' .. slot, dt)
+  else
+    if dr ~= 0 then redis.call('HINCRBY', key, 'r' .. slot, dr) end
+    if dt ~= 0 then redis.call('HINCRBY', key, 't' .. slot, dt) end
+  end
+  redis.call('PEXPIRE', key, 61000)
+end
+"""
+
+# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, n.
+# -> {status, wait_ms, now}: status 0 granted, 1 wait, 2 impossible (n > tpm capacity)
+ACQUIRE = (
+    _PRELUDE
+    + """
+local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+if n > tc then return {2, 0, fmt(now)} end
+local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
+local w = wait_for(now, r, tk, p, n, rr, tr)
+if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
+store(KEYS[1], now, r - 1, tk - n, p, rr, rc, tr, tc)
+observe(KEYS[2], now, 1, n)
+return {0, 0, fmt(now)}
+"""
+)
+
+# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, delta (actual - reserved; negative = refund)
+RECONCILE = (
+    _PRELUDE
+    + """
+local rr, rc, tr, tc, d = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
+store(KEYS[1], now, r, math.min(tc, tk - d), p, rr, rc, tr, tc)
+observe(KEYS[2], now, 0, d)
+return 1
+"""
+)
+
+# KEYS: bucket. ARGV: rr, rc, tr, tc, pause_ms. Never shortens an existing pause. -> paused_until (ms)
+PENALIZE = (
+    _PRELUDE
+    + """
+local rr, rc, tr, tc, ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
+p = math.max(p, now + ms)
+store(KEYS[1], now, r, tk, p, rr, rc, tr, tc)
+return fmt(p)
+"""
+)
+
+# KEYS: bucket, obs, leases. ARGV: rr, rc, tr, tc.
+# -> {r, tk, p, now, wait_ms (1 request of 1 token), leases in flight, observed requests, observed tokens}
+SNAPSHOT = (
+    _PRELUDE
+    + """
+local rr, rc, tr, tc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
+local w = wait_for(now, r, tk, p, 1, rr, tr)
+local leases = redis.call('ZCOUNT', KEYS[3], '(' .. fmt(now), '+inf')
+local sec = math.floor(now / 1000)
+local obs = redis.call('HGETALL', KEYS[2])
+local stamps, req, tok = {}, {}, {}
+for i = 1, #obs, 2 do
+  local f, v = obs[i], tonumber(obs[i + 1])
+  local kind, slot = string.sub(f, 1, 1), string.sub(f, 2)
+  if kind == 's' then stamps[slot] = v elseif kind == 'r' then req[slot] = v else tok[slot] = v end
+end
+local orq, otk = 0, 0
+for slot, s in pairs(stamps) do
+  if s > sec - 60 and s <= sec then
+    orq = orq + (req[slot] or 0)
+    otk = otk + (tok[slot] or 0)
+  end
+end
+return {fmt(r), fmt(tk), fmt(p), fmt(now), math.ceil(w), leases, orq, otk}
+"""
+)
+
+# KEYS: leases. ARGV: lease id, max concurrency, ttl ms. -> 0 taken, else ms until the earliest expiry
+LEASE_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local max, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < max then
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  if redis.call('PTTL', KEYS[1]) < ttl + 1000 then redis.call('PEXPIRE', KEYS[1], ttl + 1000) end
+  return 0
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(1, tonumber(first[2]) - now)
+"""
+
+# KEYS: leases. ARGV: lease id, ttl ms. -> 1 refreshed, 0 lease is gone (expired)
+LEASE_REFRESH = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if exp == nil or exp <= now then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+if redis.call('PTTL', KEYS[1]) < ttl + 1000 then redis.call('PEXPIRE', KEYS[1], ttl + 1000) end
+return 1
+"""

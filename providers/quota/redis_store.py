@@ -1,0 +1,186 @@
+"""Redis quota store: buckets and leases shared by every worker process (see lua.py for the scripts)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import lua
+from .base import BaseQuotaStore
+from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
+
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+class RedisQuotaStore(BaseQuotaStore):
+    backend = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "bgw:",
+        global_max_in_flight: int | None = None,
+        socket_timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+        max_connections: int = 64,
+    ):
+        super().__init__(global_max_in_flight)
+        self.url = url
+        self.prefix = prefix
+        self._client_kwargs = dict(
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=connect_timeout,
+            max_connections=max_connections,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+            health_check_interval=30,
+        )
+        # redis.asyncio clients are bound to the loop that created their connections: one per loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._clients_lock = threading.Lock()
+        # Script objects only hold the text and SHA; they run on whichever client is passed. EVALSHA,
+        # and on NOSCRIPT (after a Redis restart or SCRIPT FLUSH) SCRIPT LOAD + EVALSHA again.
+        self._scripts: dict[str, AsyncScript] = {}
+        for name in ("ACQUIRE", "RECONCILE", "PENALIZE", "SNAPSHOT", "LEASE_ACQUIRE", "LEASE_REFRESH"):
+            self._scripts[name] = AsyncScript(_EncoderHolder, getattr(lua, name))
+
+    # ---- plumbing ----------------------------------------------------------------------------------
+    def client(self) -> aioredis.Redis:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            with self._clients_lock:
+                client = self._clients.get(loop)
+                if client is None:
+                    client = aioredis.Redis.from_url(self.url, **self._client_kwargs)
+                    self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+    def _unavailable(self, exc: BaseException) -> QuotaStoreUnavailable:
+        return QuotaStoreUnavailable(
+            f"quota store unavailable: cannot reach Redis at {redact_url(self.url)} ({exc.__class__.__name__}: "
+            f"{exc}). Shared RPM/TPM limits cannot be enforced, so nothing is sent; the item stays retryable."
+        )
+
+    async def _run(self, script: str, keys: list[str], args: list):
+        try:
+            return await self._scripts[script](keys=keys, args=args, client=self.client())
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def _command(self, name: str, *args):
+        try:
+            return await self.client().execute_command(name, *args)
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    def _keys(self, name: str) -> tuple[str, str, str]:
+        base = f"{self.prefix}q:{{{name}}}:"
+        return base + "b", base + "o", base + "l"
+
+    @staticmethod
+    def _rates(limits: ProviderLimits) -> list:
+        return [
+            repr(limits.rpm_per_ms),
+            repr(float(limits.rpm_capacity)),
+            repr(limits.tpm_per_ms),
+            repr(float(limits.tpm_capacity)),
+        ]
+
+    # ---- primitives --------------------------------------------------------------------------------
+    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
+        bucket, obs, _ = self._keys(limits.name)
+        status, wait_ms, now = await self._run("ACQUIRE", [bucket, obs], [*self._rates(limits), int(tokens)])
+        status = int(status)
+        return Decision(status == 0, int(wait_ms), float(now), impossible=status == 2)
+
+    async def _reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
+        bucket, obs, _ = self._keys(limits.name)
+        await self._run("RECONCILE", [bucket, obs], [*self._rates(limits), int(delta_tokens)])
+
+    async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
+        bucket, _, _ = self._keys(limits.name)
+        ms = max(0.0, float(retry_after_seconds)) * 1000.0
+        return int(float(await self._run("PENALIZE", [bucket], [*self._rates(limits), repr(ms)])))
+
+    async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
+        _, _, leases = self._keys(limits.name)
+        ttl_ms = int(limits.lease_ttl_seconds * 1000)
+        return int(await self._run("LEASE_ACQUIRE", [leases], [lease_id, limits.max_concurrency, ttl_ms]))
+
+    async def _lease_refresh(self, limits: ProviderLimits, lease_id: str) -> bool:
+        _, _, leases = self._keys(limits.name)
+        ttl_ms = int(limits.lease_ttl_seconds * 1000)
+        return int(await self._run("LEASE_REFRESH", [leases], [lease_id, ttl_ms])) == 1
+
+    async def _lease_release(self, limits: ProviderLimits, lease_id: str) -> None:
+        _, _, leases = self._keys(limits.name)
+        await self._command("ZREM", leases, lease_id)
+
+    async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
+        bucket, obs, leases = self._keys(limits.name)
+        r, tk, p, now, wait_ms, in_flight, obs_req, obs_tok = await self._run(
+            "SNAPSHOT", [bucket, obs, leases], self._rates(limits)
+        )
+        paused_until = float(p)
+        return ProviderQuotaState(
+            provider=limits.name,
+            rpm_tokens_available=float(r),
+            rpm_capacity=limits.rpm_capacity,
+            tpm_tokens_available=float(tk),
+            tpm_capacity=limits.tpm_capacity,
+            wait_ms=int(wait_ms),
+            paused_until_ms=int(paused_until) if paused_until > float(now) else 0,
+            leases_in_flight=int(in_flight),
+            max_concurrency=limits.max_concurrency,
+            configured_rpm=limits.rpm,
+            configured_tpm=limits.tpm,
+            observed_rpm=int(obs_req),
+            observed_tpm=int(obs_tok),
+        )
+
+    async def config_version(self) -> int:
+        from providers.live_config import config_version_key
+
+        value = await self._command("GET", config_version_key())
+        return int(value or 0)
+
+    async def ping(self) -> bool:
+        return bool(await self._command("PING"))
+
+
+class _EncoderHolder:
+    """AsyncScript wants a client to compute the SHA from the encoded text; scripts are ASCII, so any
+    default encoder does (the script then runs on the per-loop client passed at call time)."""
+
+    class connection_pool:  # noqa: N801 - mimics the attribute AsyncScript reads
+        @staticmethod
+        def get_encoder():
+            from redis._parsers.encoders import Encoder
+
+            return Encoder("utf-8", "strict", False)
