@@ -1,0 +1,180 @@
+"""The one module that talks HTTP to providers.
+
+One pooled ``httpx.AsyncClient`` per provider (pool ≥ the provider's max_concurrency, keep-alive on),
+no hidden retries anywhere (transport retries=0, no SDK), one hard per-attempt deadline of the provider's
+``timeout_seconds`` covering connect + send + reading the whole answer. Every call returns an
+``HttpOutcome``; nothing here raises for HTTP or network errors, and nothing here retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from providers.routing import ProviderConfig
+
+from .retry import ErrorType, error_type_for_status
+
+KEEP_HEADERS = (
+    "retry-after",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+)
+MAX_MESSAGE_CHARS = 1000
+RESERVED_PARAMS = ("model", "messages")
+
+
+@dataclass
+class HttpOutcome:
+    status_code: int | None
+    latency_ms: int
+    body: Any = None
+    error_type: str = ""  # "" when the attempt produced a usable answer
+    message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, int] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.error_type
+
+
+def parse_usage(body: Any) -> dict[str, int] | None:
+    """The OpenAI-style ``usage`` object, or None if the answer has none."""
+    if not isinstance(body, dict) or not isinstance(body.get("usage"), dict):
+        return None
+    raw = body["usage"]
+
+    def num(key: str) -> int:
+        value = raw.get(key)
+        return (
+            int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+        )
+
+    prompt, completion = num("prompt_tokens"), num("completion_tokens")
+    total = num("total_tokens") or prompt + completion
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+
+
+def provider_message(body: Any, text: str) -> str:
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:MAX_MESSAGE_CHARS]
+        if isinstance(err, str):
+            return err[:MAX_MESSAGE_CHARS]
+        if body.get("message"):
+            return str(body["message"])[:MAX_MESSAGE_CHARS]
+    return text[:MAX_MESSAGE_CHARS]
+
+
+def chat_url(base_url: str) -> str:
+    return base_url.rstrip("/") + "/chat/completions"
+
+
+class ProviderClient:
+    """Pooled keep-alive client for one provider."""
+
+    def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.config = config
+        self.url = chat_url(config.base_url)
+        pool = max(1, config.max_concurrency)
+        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0)
+        headers = {"Content-Type": "application/json", "User-Agent": "batch-gateway/1"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._client = httpx.AsyncClient(
+            transport=transport or httpx.AsyncHTTPTransport(retries=0, limits=limits),
+            timeout=httpx.Timeout(config.timeout_seconds),
+            headers=headers,
+            follow_redirects=False,
+        )
+
+    async def chat(self, messages: list, params: dict | None = None, *, request_id: str = "") -> HttpOutcome:
+        payload = {"model": self.config.model, "messages": messages}
+        payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
+        extra = {"X-Request-ID": request_id} if request_id else None
+        timeout = self.config.timeout_seconds
+        started = time.monotonic()
+
+        def elapsed_ms() -> int:
+            return int((time.monotonic() - started) * 1000)
+
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._client.post(self.url, json=payload, headers=extra)
+        except (TimeoutError, httpx.TimeoutException):
+            return HttpOutcome(
+                None,
+                elapsed_ms(),
+                error_type=ErrorType.TIMEOUT,
+                message=f"no complete answer within {timeout:g} s",
+            )
+        except httpx.HTTPError as exc:
+            return HttpOutcome(
+                None,
+                elapsed_ms(),
+                error_type=ErrorType.CONNECTION_ERROR,
+                message=f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE_CHARS],
+            )
+        latency = elapsed_ms()
+        headers = {h: response.headers[h] for h in KEEP_HEADERS if h in response.headers}
+        text = response.text
+        try:
+            body = json.loads(text) if text else None
+        except ValueError:
+            body = None
+        usage = parse_usage(body)
+        status = response.status_code
+        if 200 <= status < 300:
+            if not isinstance(body, dict):
+                return HttpOutcome(
+                    status,
+                    latency,
+                    body=None,
+                    error_type=ErrorType.INVALID_RESPONSE,
+                    message=f"answer is not a JSON object: {text[:200]!r}",
+                    headers=headers,
+                )
+            return HttpOutcome(status, latency, body=body, headers=headers, usage=usage)
+        return HttpOutcome(
+            status,
+            latency,
+            body=body if isinstance(body, dict) else None,
+            error_type=error_type_for_status(status),
+            message=provider_message(body, text) or f"HTTP {status}",
+            headers=headers,
+            usage=usage,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class HttpClients:
+    """One ProviderClient per provider for the lifetime of one engine run (one event loop)."""
+
+    def __init__(self, transport_factory=None):
+        self._clients: dict[str, ProviderClient] = {}
+        self._transport_factory = transport_factory
+
+    def get(self, config: ProviderConfig) -> ProviderClient:
+        client = self._clients.get(config.name)
+        if client is None or client.config != config:
+            if client is not None:  # config changed mid-run: the old pool drains when closed at the end
+                self._retired = getattr(self, "_retired", []) + [client]
+            transport = self._transport_factory(config) if self._transport_factory else None
+            client = self._clients[config.name] = ProviderClient(config, transport=transport)
+        return client
+
+    async def aclose(self) -> None:
+        clients = list(self._clients.values()) + getattr(self, "_retired", [])
+        self._clients.clear()
+        await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)

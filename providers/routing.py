@@ -1,0 +1,192 @@
+"""Routing as pure functions: which providers may serve an item, in which order.
+
+The engine never reads the database. Providers and routing rules are turned into plain frozen dataclasses
+once (``routing_table_from_models`` or ``routing_table_from_config``) and every decision below is a pure
+function of that table and the item:
+
+* an item with an explicit ``provider`` skips routing (that provider only, if it is enabled);
+* an item with a ``route`` gets that route's enabled rules pointing at enabled providers, grouped by
+  priority (0 first); inside one priority the first choice is split by weight, the others of the same
+  priority follow (heaviest first), then the next priority's providers — the fallback order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers.quota.types import ProviderLimits
+
+
+class RoutingError(Exception):
+    """An item cannot be routed (unknown route or provider, or nothing enabled)."""
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Everything the engine needs to call one provider, detached from the ORM."""
+
+    name: str
+    base_url: str
+    model: str
+    limits: ProviderLimits
+    api_key: str = ""
+    max_retries: int = 3
+    enabled: bool = True
+
+    @property
+    def timeout_seconds(self) -> float:
+        return self.limits.timeout_seconds
+
+    @property
+    def max_concurrency(self) -> int:
+        return self.limits.max_concurrency
+
+    @classmethod
+    def from_model(cls, provider) -> ProviderConfig:
+        return cls(
+            name=provider.name,
+            base_url=provider.base_url,
+            model=provider.model,
+            limits=ProviderLimits.from_provider(provider),
+            api_key=provider.resolved_api_key(),
+            max_retries=int(provider.max_retries),
+            enabled=bool(provider.enabled),
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProviderConfig:
+        """From one entry of the provider file (contract §3); missing optional keys get model defaults."""
+        for key in ("name", "base_url", "model", "rpm", "tpm", "max_concurrency"):
+            if key not in data:
+                raise ValueError(f"provider config: {key} is required")
+        limits = ProviderLimits(
+            name=str(data["name"]),
+            rpm=int(data["rpm"]),
+            tpm=int(data["tpm"]),
+            burst_seconds=float(data.get("burst_seconds", 5.0)),
+            max_concurrency=int(data["max_concurrency"]),
+            timeout_seconds=float(data.get("timeout_seconds", 30.0)),
+        )
+        return cls(
+            name=limits.name,
+            base_url=str(data["base_url"]),
+            model=str(data["model"]),
+            limits=limits,
+            api_key=str(data.get("api_key") or ""),
+            max_retries=int(data.get("max_retries", 3)),
+            enabled=bool(data.get("enabled", True)),
+        )
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    route: str
+    provider: str
+    priority: int = 0
+    weight: int = 1
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    providers: Mapping[str, ProviderConfig]
+    rules: tuple[RouteRule, ...] = field(default_factory=tuple)
+
+    def provider(self, name: str) -> ProviderConfig:
+        try:
+            return self.providers[name]
+        except KeyError:
+            raise RoutingError(f"provider: unknown provider {name!r}") from None
+
+
+def routing_table(providers: Iterable[ProviderConfig], rules: Iterable[RouteRule] = ()) -> RoutingTable:
+    return RoutingTable(providers={p.name: p for p in providers}, rules=tuple(rules))
+
+
+def routing_table_from_models(providers: Iterable, rules: Iterable) -> RoutingTable:
+    """From Provider and RoutingRule model instances (already loaded by the caller)."""
+    return routing_table(
+        [ProviderConfig.from_model(p) for p in providers],
+        [
+            RouteRule(
+                route=r.route,
+                provider=r.provider.name,
+                priority=r.priority,
+                weight=r.weight,
+                enabled=r.enabled,
+            )
+            for r in rules
+        ],
+    )
+
+
+def routing_table_from_config(data: Mapping[str, Any]) -> RoutingTable:
+    """From the provider file's JSON shape: {"providers": [...], "routes": [...]}."""
+    providers = [ProviderConfig.from_dict(p) for p in data.get("providers", [])]
+    rules = [
+        RouteRule(
+            route=str(r["route"]),
+            provider=str(r["provider"]),
+            priority=int(r.get("priority", 0)),
+            weight=int(r.get("weight", 1)),
+            enabled=bool(r.get("enabled", True)),
+        )
+        for r in data.get("routes", [])
+    ]
+    return routing_table(providers, rules)
+
+
+def stable_draw(*parts: object) -> float:
+    """A deterministic number in [0, 1) from the given parts (same item → same weighted choice)."""
+    digest = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def weighted_order(rules: list[RouteRule], draw: float) -> list[RouteRule]:
+    """Order rules of one priority: the first is picked with probability weight/sum, the rest by weight."""
+    if len(rules) <= 1:
+        return list(rules)
+    total = sum(r.weight for r in rules)
+    point = draw * total
+    chosen = rules[-1]
+    upto = 0.0
+    for rule in rules:
+        upto += rule.weight
+        if point < upto:
+            chosen = rule
+            break
+    rest = sorted((r for r in rules if r is not chosen), key=lambda r: (-r.weight, r.provider))
+    return [chosen, *rest]
+
+
+def candidates(
+    table: RoutingTable, *, route: str = "", provider: str = "", draw: float = 0.0
+) -> list[ProviderConfig]:
+    """Providers that may serve one item, in the order they should be tried (first = preferred)."""
+    if provider:
+        config = table.provider(provider)
+        if not config.enabled:
+            raise RoutingError(f"provider: provider {provider!r} is disabled")
+        return [config]
+    if not route:
+        raise RoutingError("route: an item needs a route or a provider")
+    rules = [
+        r
+        for r in table.rules
+        if r.route == route
+        and r.enabled
+        and r.provider in table.providers
+        and table.providers[r.provider].enabled
+    ]
+    if not rules:
+        known = any(r.route == route for r in table.rules)
+        why = "has no enabled provider" if known else "is not a known route"
+        raise RoutingError(f"route: {route!r} {why}")
+    ordered: list[ProviderConfig] = []
+    for priority in sorted({r.priority for r in rules}):
+        tier = sorted((r for r in rules if r.priority == priority), key=lambda r: r.provider)
+        ordered.extend(table.providers[r.provider] for r in weighted_order(tier, draw))
+    return ordered
