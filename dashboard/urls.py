@@ -1,4 +1,14 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "dashboard"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.batch_list, name="batches"),
+    path("batches/<uuid:batch_id>/", views.batch_detail, name="batch_detail"),
+    path("items/<int:item_id>/", views.item_detail, name="item_detail"),
+    path("failures/", views.failures, name="failures"),
+    path("providers/", views.providers, name="providers"),
+    path("usage/", views.usage, name="usage"),
+    path("usage.csv", views.usage_csv, name="usage_csv"),
+]

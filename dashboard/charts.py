@@ -1,0 +1,138 @@
+"""Server-rendered SVG charts: no JavaScript, no CDN, works offline.
+
+Every label is HTML-escaped before it goes into the markup; the functions return SafeString.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+FONT = "font-family='system-ui, sans-serif' font-size='11'"
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    color: str
+    values: Sequence[float]
+
+
+def _nice_max(value: float) -> float:
+    """A round axis maximum ≥ value (1, 2, 2.5, 5 × 10^k)."""
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** (len(str(int(value))) - 1)
+    for step in (1, 2, 2.5, 5, 10):
+        if value <= step * magnitude:
+            return step * magnitude
+    return 10.0 * magnitude
+
+
+def _short(value: float) -> str:
+    if value >= 1_000_000_000:
+        return f"{value / 1_000_000_000:.3g}G"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.3g}M"
+    if value >= 1_000:
+        return f"{value / 1_000:.3g}k"
+    return f"{value:.3g}" if value != int(value) else str(int(value))
+
+
+def stacked_bar_chart(
+    labels: Sequence[str],
+    series: Sequence[Series],
+    *,
+    title: str,
+    width: int = 860,
+    height: int = 260,
+    label_every: int | None = None,
+) -> SafeString:
+    """Vertical bars, one per label, each split into the given series (stacked bottom-up)."""
+    left, right, top, bottom = 56, 12, 28, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    n = len(labels)
+    totals = [sum(s.values[i] for s in series) for i in range(n)]
+    y_max = _nice_max(max(totals, default=0))
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='chart' role='img' viewBox='0 0 {width} {height}' "
+        f"width='100%' style='max-width:{width}px' aria-label='{escape(title)}'>",
+        f"<title>{escape(title)}</title>",
+        f"<text x='{left}' y='16' {FONT} font-weight='600'>{escape(title)}</text>",
+    ]
+    # horizontal grid with values
+    for k in range(5):
+        value = y_max * k / 4
+        y = top + plot_h - plot_h * k / 4
+        parts.append(f"<line x1='{left}' x2='{width - right}' y1='{y:.1f}' y2='{y:.1f}' stroke='#e3e6ea'/>")
+        parts.append(
+            f"<text x='{left - 6}' y='{y + 4:.1f}' {FONT} text-anchor='end' fill='#555'>{_short(value)}</text>"
+        )
+    if n == 0:
+        parts.append(
+            f"<text x='{left + plot_w / 2:.0f}' y='{top + plot_h / 2:.0f}' {FONT} text-anchor='middle' "
+            "fill='#777'>no data in this range</text>"
+        )
+    slot = plot_w / max(n, 1)
+    bar_w = max(2.0, slot * 0.7)
+    every = label_every or max(1, (n + 13) // 14)
+    for i, label in enumerate(labels):
+        x = left + slot * i + (slot - bar_w) / 2
+        y = top + plot_h
+        for s in series:
+            v = s.values[i]
+            if v <= 0:
+                continue
+            h = plot_h * v / y_max
+            y -= h
+            parts.append(
+                f"<rect x='{x:.1f}' y='{y:.1f}' width='{bar_w:.1f}' height='{h:.1f}' fill='{s.color}'>"
+                f"<title>{escape(label)} · {escape(s.name)}: {v:,.0f}</title></rect>"
+            )
+        if i % every == 0:
+            parts.append(
+                f"<text x='{x + bar_w / 2:.1f}' y='{top + plot_h + 14}' {FONT} text-anchor='middle' "
+                f"fill='#333'>{escape(label)}</text>"
+            )
+    # legend
+    lx = left
+    for s in series:
+        parts.append(f"<rect x='{lx}' y='{height - 14}' width='10' height='10' fill='{s.color}'/>")
+        parts.append(f"<text x='{lx + 14}' y='{height - 5}' {FONT}>{escape(s.name)}</text>")
+        lx += 24 + 7 * len(s.name)
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 - every dynamic piece above is escaped
+
+
+def bar_chart(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    title: str,
+    color: str = "#3b6fb6",
+    width: int = 860,
+    height: int = 220,
+) -> SafeString:
+    """Simple vertical bars (e.g. a latency histogram), value printed above each bar."""
+    chart = stacked_bar_chart(
+        labels, [Series("items", color, values)], title=title, width=width, height=height, label_every=1
+    )
+    # annotate each bar with its count (cheap second pass over the same geometry)
+    left, right, top, bottom = 56, 12, 28, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    n = len(labels)
+    y_max = _nice_max(max(values, default=0))
+    slot = plot_w / max(n, 1)
+    notes = []
+    for i, v in enumerate(values):
+        if v <= 0:
+            continue
+        x = left + slot * i + slot / 2
+        y = top + plot_h - plot_h * v / y_max - 3
+        notes.append(
+            f"<text x='{x:.1f}' y='{y:.1f}' {FONT} text-anchor='middle' fill='#222'>{_short(v)}</text>"
+        )
+    return mark_safe(chart.replace("</svg>", "".join(notes) + "</svg>"))  # noqa: S308

@@ -1,0 +1,536 @@
+"""Read-side queries for the dashboards.
+
+Every function here issues a small, fixed number of queries whatever the batch size: lists read the
+Batch counters and TeamUsageDaily; per-batch numbers come from Batch.stats plus one GROUP BY over the
+batch's items (index batchitem_batch_status); failure lists read the partial index on failed items.
+Large JSON columns (payload, response, attempt_log) are never loaded in lists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Avg, Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
+from django.utils import timezone
+
+from batches.models import Batch, BatchItem, ErrorType, ItemStatus, Team, TeamUsageDaily
+from providers.models import Provider
+
+# --- error classes (seed §5.3 step one: which provider, 4xx or 5xx) --------------------------------
+
+ERROR_CLASSES = [
+    ("4xx", "4xx (client)"),
+    ("429", "429 (rate limited)"),
+    ("5xx", "5xx (server)"),
+    ("timeout", "timeout"),
+    ("connection", "connection"),
+    ("other", "other (gateway, quota, routing, invalid response)"),
+]
+ERROR_CLASS_KEYS = [key for key, _ in ERROR_CLASSES]
+
+# Mutually exclusive, checked in this order (a 429 is not counted as a generic 4xx).
+_CLASS_CONDITIONS: list[tuple[str, Q]] = [
+    ("429", Q(error_status_code=429) | Q(error_type=ErrorType.RATE_LIMITED)),
+    ("4xx", Q(error_status_code__gte=400, error_status_code__lt=500)),
+    ("5xx", Q(error_status_code__gte=500, error_status_code__lt=600) | Q(error_type=ErrorType.SERVER_ERROR)),
+    ("timeout", Q(error_type=ErrorType.TIMEOUT)),
+    ("connection", Q(error_type=ErrorType.CONNECTION_ERROR)),
+]
+
+
+def error_class_q(klass: str) -> Q:
+    """Q selecting failed items of one error class (same precedence as the grouped counts)."""
+    q = Q()
+    for key, cond in _CLASS_CONDITIONS:
+        if key == klass:
+            return q & cond
+        q &= ~cond
+    if klass == "other":
+        return q
+    raise ValueError(f"unknown error class {klass!r}; expected one of {ERROR_CLASS_KEYS}")
+
+
+def _error_class_expr() -> Case:
+    return Case(*[When(cond, then=Value(key)) for key, cond in _CLASS_CONDITIONS], default=Value("other"))
+
+
+def error_class_of(error_type: str, status_code: int | None) -> str:
+    """Python twin of the SQL expression, for single rows."""
+    if status_code == 429 or error_type == ErrorType.RATE_LIMITED:
+        return "429"
+    if status_code is not None and 400 <= status_code < 500:
+        return "4xx"
+    if (status_code is not None and 500 <= status_code < 600) or error_type == ErrorType.SERVER_ERROR:
+        return "5xx"
+    if error_type == ErrorType.TIMEOUT:
+        return "timeout"
+    if error_type == ErrorType.CONNECTION_ERROR:
+        return "connection"
+    return "other"
+
+
+# --- batch history ------------------------------------------------------------------------------
+
+
+def _day_start(day: dt.date) -> dt.datetime:
+    return timezone.make_aware(dt.datetime.combine(day, dt.time.min), dt.UTC)
+
+
+def batch_history(
+    *,
+    team: Team | None = None,
+    status: str = "",
+    date_from: dt.date | None = None,
+    date_to: dt.date | None = None,
+) -> QuerySet[Batch]:
+    """Batches newest first; filters use the (team|status, -created_at) indexes."""
+    qs = Batch.objects.select_related("team").defer("metadata", "api_key")
+    if team is not None:
+        qs = qs.filter(team=team)
+    if status:
+        qs = qs.filter(status=status)
+    if date_from:
+        qs = qs.filter(created_at__gte=_day_start(date_from))
+    if date_to:
+        qs = qs.filter(created_at__lt=_day_start(date_to + dt.timedelta(days=1)))
+    return qs.order_by("-created_at")
+
+
+@dataclass
+class BatchSummary:
+    """What the history table and the detail header show, from the Batch row alone."""
+
+    batch: Batch
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    finished: int
+    progress_pct: float
+    success_rate: float | None  # succeeded / (succeeded + failed); None before anything finished
+    duration: dt.timedelta | None
+    providers: list[str]
+
+
+def summarize_batch(batch: Batch, now: dt.datetime | None = None) -> BatchSummary:
+    total = batch.total_count
+    succeeded, failed, cancelled = batch.completed_count, batch.failed_count, batch.cancelled_count
+    finished = succeeded + failed + cancelled
+    decided = succeeded + failed
+    stats = batch.stats or {}
+    duration = None
+    if stats.get("total_elapsed_ms") and batch.is_terminal:
+        duration = dt.timedelta(milliseconds=int(stats["total_elapsed_ms"]))
+    elif batch.started_at:
+        end = batch.completed_at or now or timezone.now()
+        duration = end - batch.started_at
+    return BatchSummary(
+        batch=batch,
+        total=total,
+        succeeded=succeeded,
+        failed=failed,
+        cancelled=cancelled,
+        finished=finished,
+        progress_pct=(100.0 * finished / total) if total else 0.0,
+        success_rate=(100.0 * succeeded / decided) if decided else None,
+        duration=duration,
+        providers=sorted((stats.get("providers") or {}).keys()),
+    )
+
+
+# --- batch detail -------------------------------------------------------------------------------
+
+LATENCY_BUCKETS_MS = [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]
+
+
+def _bucket_label(i: int) -> str:
+    def fmt(ms: int) -> str:
+        return f"{ms // 1000}s" if ms >= 1000 else f"{ms}ms"
+
+    if i == 0:
+        return f"<{fmt(LATENCY_BUCKETS_MS[0])}"
+    if i == len(LATENCY_BUCKETS_MS):
+        return f"≥{fmt(LATENCY_BUCKETS_MS[-1])}"
+    return f"{fmt(LATENCY_BUCKETS_MS[i - 1])}–{fmt(LATENCY_BUCKETS_MS[i])}"
+
+
+def latency_histogram(batch: Batch) -> list[tuple[str, int]]:
+    """Finished items by latency bucket, one GROUP BY query."""
+    bucket = Case(
+        *[When(latency_ms__lt=edge, then=Value(i)) for i, edge in enumerate(LATENCY_BUCKETS_MS)],
+        default=Value(len(LATENCY_BUCKETS_MS)),
+        output_field=IntegerField(),
+    )
+    rows = (
+        BatchItem.objects.filter(batch=batch, latency_ms__isnull=False)
+        .annotate(bucket=bucket)
+        .values("bucket")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts = {row["bucket"]: row["n"] for row in rows}
+    return [(_bucket_label(i), counts.get(i, 0)) for i in range(len(LATENCY_BUCKETS_MS) + 1)]
+
+
+def item_status_counts(batch: Batch) -> dict[str, int]:
+    """Items per status (pending/running/…), one GROUP BY on the (batch, status) index."""
+    rows = BatchItem.objects.filter(batch=batch).values("status").annotate(n=Count("id")).order_by()
+    counts = {status: 0 for status in ItemStatus.values}
+    counts.update({row["status"]: row["n"] for row in rows})
+    return counts
+
+
+@dataclass
+class ProviderBatchRow:
+    """One line of the seed's batch log, per provider."""
+
+    provider: str
+    # from Batch.stats (attempt level, written by the engine)
+    attempts: int | None = None
+    avg_latency_ms: float | None = None
+    p95_latency_ms: float | None = None
+    error_count: int | None = None
+    retry_count: int | None = None
+    rate_limited_count: int | None = None
+    # from the items (final outcome per item, attributed to the provider that answered last)
+    items_succeeded: int = 0
+    items_failed: int = 0
+    failed_by_class: dict[str, int] = field(default_factory=dict)
+    item_attempts: int = 0
+    item_avg_latency_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retry_extra_tokens: int = 0
+    # extra keys the engine may add per provider (errors by class at attempt level, tokens...)
+    stats_extra: dict = field(default_factory=dict)
+
+    @property
+    def shown_attempts(self) -> int:
+        return self.attempts if self.attempts is not None else self.item_attempts
+
+    @property
+    def shown_avg_latency_ms(self) -> float | None:
+        return self.avg_latency_ms if self.avg_latency_ms is not None else self.item_avg_latency_ms
+
+
+_STATS_KEYS = {
+    "request_count": "attempts",
+    "avg_latency_ms": "avg_latency_ms",
+    "p95_latency_ms": "p95_latency_ms",
+    "error_count": "error_count",
+    "retry_count": "retry_count",
+    "rate_limited_count": "rate_limited_count",
+}
+
+
+def provider_breakdown(batch: Batch) -> list[ProviderBatchRow]:
+    """Batch.stats per provider merged with one aggregate query over the batch's items."""
+    rows: dict[str, ProviderBatchRow] = {}
+    for name, entry in ((batch.stats or {}).get("providers") or {}).items():
+        row = rows[name] = ProviderBatchRow(provider=name)
+        for key, value in (entry or {}).items():
+            if key in _STATS_KEYS:
+                setattr(row, _STATS_KEYS[key], value)
+            else:
+                row.stats_extra[key] = value
+    failed = Q(status=ItemStatus.FAILED)
+    aggregates = {
+        "succeeded": Count("id", filter=Q(status=ItemStatus.SUCCEEDED)),
+        "failed": Count("id", filter=failed),
+        "attempts_sum": Sum("attempts"),
+        "avg_latency": Avg("latency_ms"),
+        "prompt": Sum("prompt_tokens"),
+        "completion": Sum("completion_tokens"),
+        "extra": Sum("retry_extra_tokens"),
+    }
+    for key in ERROR_CLASS_KEYS:
+        aggregates[f"c_{key}"] = Count("id", filter=failed & error_class_q(key))
+    agg = (
+        BatchItem.objects.filter(batch=batch)
+        .exclude(provider="")
+        .values("provider")
+        .annotate(**aggregates)
+        .order_by()
+    )
+    for a in agg:
+        row = rows.setdefault(a["provider"], ProviderBatchRow(provider=a["provider"]))
+        row.items_succeeded = a["succeeded"]
+        row.items_failed = a["failed"]
+        row.item_attempts = a["attempts_sum"] or 0
+        row.item_avg_latency_ms = a["avg_latency"]
+        row.prompt_tokens = a["prompt"] or 0
+        row.completion_tokens = a["completion"] or 0
+        row.retry_extra_tokens = a["extra"] or 0
+        row.failed_by_class = {key: a[f"c_{key}"] for key in ERROR_CLASS_KEYS}
+    for row in rows.values():
+        for key in ERROR_CLASS_KEYS:
+            row.failed_by_class.setdefault(key, 0)
+    return [rows[name] for name in sorted(rows)]
+
+
+LIST_ITEM_FIELDS = (
+    "id",
+    "batch_id",
+    "seq",
+    "custom_id",
+    "route",
+    "status",
+    "provider",
+    "attempts",
+    "latency_ms",
+    "error_type",
+    "error_status_code",
+    "error_message",
+    "finished_at",
+)
+
+
+def failed_items(batch: Batch) -> QuerySet[BatchItem]:
+    return (
+        BatchItem.objects.filter(batch=batch, status=ItemStatus.FAILED)
+        .only(*LIST_ITEM_FIELDS)
+        .order_by("seq")
+    )
+
+
+def item_detail(item_id: int) -> BatchItem:
+    return BatchItem.objects.select_related("batch__team").get(pk=item_id)
+
+
+# --- failures browser ---------------------------------------------------------------------------
+
+
+def failures(
+    *,
+    provider: str = "",
+    error_class: str = "",
+    status_code: int | None = None,
+    team: Team | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> QuerySet[BatchItem]:
+    """Failed items across batches, newest first (partial index batchitem_failed_recent)."""
+    qs = BatchItem.objects.filter(status=ItemStatus.FAILED)
+    if provider:
+        qs = qs.filter(provider=provider)
+    if error_class:
+        qs = qs.filter(error_class_q(error_class))
+    if status_code is not None:
+        qs = qs.filter(error_status_code=status_code)
+    if team is not None:
+        qs = qs.filter(batch__team=team)
+    if since is not None:
+        qs = qs.filter(finished_at__gte=since)
+    if until is not None:
+        qs = qs.filter(finished_at__lt=until)
+    return qs
+
+
+@dataclass
+class FailureGroups:
+    classes: list[tuple[str, str]]
+    rows: list[dict]  # {"provider", "counts": [n per class], "total"}
+    totals: list[int]
+    total: int
+    status_codes: list[tuple[int | None, int]]
+
+
+def failure_groups(qs: QuerySet[BatchItem]) -> FailureGroups:
+    """Counts by provider × error class, and by status code: two GROUP BY queries."""
+    grouped = (
+        qs.annotate(klass=_error_class_expr()).values("provider", "klass").annotate(n=Count("id")).order_by()
+    )
+    by_provider: dict[str, dict[str, int]] = defaultdict(dict)
+    for row in grouped:
+        by_provider[row["provider"] or "(none)"][row["klass"]] = row["n"]
+    rows, totals = [], [0] * len(ERROR_CLASS_KEYS)
+    for name in sorted(by_provider):
+        counts = [by_provider[name].get(key, 0) for key in ERROR_CLASS_KEYS]
+        totals = [a + b for a, b in zip(totals, counts, strict=True)]
+        rows.append({"provider": name, "counts": counts, "total": sum(counts)})
+    rows.sort(key=lambda r: -r["total"])
+    codes = qs.values("error_status_code").annotate(n=Count("id")).order_by("-n")[:12]
+    return FailureGroups(
+        classes=ERROR_CLASSES,
+        rows=rows,
+        totals=totals,
+        total=sum(totals),
+        status_codes=[(c["error_status_code"], c["n"]) for c in codes],
+    )
+
+
+def failure_list(qs: QuerySet[BatchItem]) -> QuerySet[BatchItem]:
+    return (
+        qs.select_related("batch__team")
+        .only(*LIST_ITEM_FIELDS, "batch__id", "batch__team__name")
+        .order_by("-finished_at", "-id")
+    )
+
+
+def provider_names() -> list[str]:
+    return list(Provider.objects.order_by("name").values_list("name", flat=True))
+
+
+# --- providers page -----------------------------------------------------------------------------
+
+
+@dataclass
+class RecentProviderActivity:
+    finished: int
+    failed: int
+    timeouts: int
+    avg_latency_ms: float | None
+    error_rate_pct: float | None
+
+
+RECENT_WINDOW = dt.timedelta(minutes=5)
+
+
+def recent_activity(now: dt.datetime | None = None) -> dict[str, RecentProviderActivity]:
+    """Per provider: items finished in the last 5 minutes, failures, avg latency (one query)."""
+    since = (now or timezone.now()) - RECENT_WINDOW
+    rows = (
+        BatchItem.objects.filter(finished_at__gte=since)
+        .exclude(provider="")
+        .values("provider")
+        .annotate(
+            n=Count("id"),
+            failed=Count("id", filter=Q(status=ItemStatus.FAILED)),
+            timeouts=Count("id", filter=Q(status=ItemStatus.FAILED, error_type=ErrorType.TIMEOUT)),
+            avg=Avg("latency_ms"),
+        )
+        .order_by()
+    )
+    return {
+        r["provider"]: RecentProviderActivity(
+            finished=r["n"],
+            failed=r["failed"],
+            timeouts=r["timeouts"],
+            avg_latency_ms=r["avg"],
+            error_rate_pct=(100.0 * r["failed"] / r["n"]) if r["n"] else None,
+        )
+        for r in rows
+    }
+
+
+@dataclass(frozen=True)
+class ProviderConfigView:
+    """What the providers page may show of a provider. Deliberately has no api_key field."""
+
+    name: str
+    base_url: str
+    model: str
+    rpm: int
+    tpm: int
+    max_concurrency: int
+    burst_seconds: float
+    timeout_seconds: float
+    max_retries: int
+    enabled: bool
+    key_source: str  # "environment", "database" or "none" — never the key itself
+    routes: tuple[str, ...]
+
+
+def provider_configs() -> list[tuple[ProviderConfigView, object]]:
+    """(safe view, Provider) pairs; the Provider is for building quota limits, not for templates."""
+    import os
+
+    out = []
+    for p in Provider.objects.prefetch_related("routes").order_by("name"):
+        if os.environ.get(p.secret_env_name):
+            source = "environment"
+        elif p.api_key:
+            source = "database"
+        else:
+            source = "none"
+        routes = tuple(
+            sorted(
+                f"{r.route} (p{r.priority}, w{r.weight}{'' if r.enabled else ', off'})"
+                for r in p.routes.all()
+            )
+        )
+        view = ProviderConfigView(
+            name=p.name,
+            base_url=p.base_url,
+            model=p.model,
+            rpm=p.rpm,
+            tpm=p.tpm,
+            max_concurrency=p.max_concurrency,
+            burst_seconds=p.burst_seconds,
+            timeout_seconds=p.timeout_seconds,
+            max_retries=p.max_retries,
+            enabled=p.enabled,
+            key_source=source,
+            routes=routes,
+        )
+        out.append((view, p))
+    return out
+
+
+# --- team usage audit ---------------------------------------------------------------------------
+
+_USAGE_SUMS = {
+    "requests": Sum("requests"),
+    "items_succeeded": Sum("items_succeeded"),
+    "items_failed": Sum("items_failed"),
+    "prompt": Sum("prompt_tokens"),
+    "completion": Sum("completion_tokens"),
+    "wasted": Sum("wasted_tokens"),
+}
+
+
+def usage_rows(*, date_from: dt.date, date_to: dt.date, team: Team | None = None) -> QuerySet[TeamUsageDaily]:
+    qs = TeamUsageDaily.objects.filter(day__gte=date_from, day__lte=date_to)
+    if team is not None:
+        qs = qs.filter(team=team)
+    return qs
+
+
+def _with_total(row: dict) -> dict:
+    for key in _USAGE_SUMS:
+        row[key] = row[key] or 0
+    row["total"] = row["prompt"] + row["completion"]
+    row["wasted_pct"] = (100.0 * row["wasted"] / row["total"]) if row["total"] else None
+    return row
+
+
+def usage_by_team_day(qs: QuerySet[TeamUsageDaily]) -> list[dict]:
+    rows = qs.values("team__name", "day").annotate(**_USAGE_SUMS).order_by("-day", "team__name")
+    return [_with_total(r) for r in rows]
+
+
+def usage_by_team_provider(qs: QuerySet[TeamUsageDaily]) -> list[dict]:
+    rows = qs.values("team__name", "provider").annotate(**_USAGE_SUMS).order_by("team__name", "provider")
+    return [_with_total(r) for r in rows]
+
+
+def usage_by_day(qs: QuerySet[TeamUsageDaily], date_from: dt.date, date_to: dt.date) -> list[dict]:
+    """One row per calendar day in the range (zeros included) for the chart."""
+    found = {r["day"]: _with_total(r) for r in qs.values("day").annotate(**_USAGE_SUMS).order_by()}
+    out, day = [], date_from
+    while day <= date_to:
+        out.append(found.get(day) or _with_total({"day": day, **{k: 0 for k in _USAGE_SUMS}}))
+        day += dt.timedelta(days=1)
+    return out
+
+
+def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
+    """Detail rows (team, day, provider) for the CSV export, streamed with iterator()."""
+    return (
+        qs.select_related("team")
+        .order_by("day", "team__name", "provider")
+        .values_list(
+            "day",
+            "team__name",
+            "provider",
+            "requests",
+            "items_succeeded",
+            "items_failed",
+            "prompt_tokens",
+            "completion_tokens",
+            "wasted_tokens",
+        )
+        .iterator(chunk_size=2000)
+    )

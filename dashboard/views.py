@@ -1,0 +1,288 @@
+"""Dashboard pages (staff only). Thin: filters in forms.py, queries in selectors.py, SVG in charts.py."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from django.core.paginator import Paginator
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from batches.models import Batch, BatchItem
+from providers.quota.types import ProviderLimits
+
+from . import charts, live, selectors
+from .access import staff_required
+from .forms import BatchFilterForm, FailureFilterForm, UsageFilterForm
+
+PAGE_SIZE = 50
+RUNNING_REFRESH_SECONDS = 5
+PROVIDERS_REFRESH_SECONDS = 10
+MAX_JSON_CHARS = 100_000
+
+
+def _page(request, qs, per_page: int = PAGE_SIZE):
+    return Paginator(qs, per_page).get_page(request.GET.get("page"))
+
+
+@staff_required
+def batch_list(request):
+    form = BatchFilterForm(request.GET)
+    if form.is_valid():
+        qs = selectors.batch_history(
+            team=form.cleaned_data["team"],
+            status=form.cleaned_data["status"],
+            date_from=form.cleaned_data["date_from"],
+            date_to=form.cleaned_data["date_to"],
+        )
+    else:
+        qs = Batch.objects.none()
+    page = _page(request, qs)
+    now = timezone.now()
+    rows = [selectors.summarize_batch(b, now) for b in page.object_list]
+    any_running = any(not r.batch.is_terminal for r in rows)
+    return render(
+        request,
+        "dashboard/batch_list.html",
+        {
+            "nav": "batches",
+            "form": form,
+            "page": page,
+            "rows": rows,
+            "refresh_seconds": RUNNING_REFRESH_SECONDS * 2 if any_running else None,
+        },
+    )
+
+
+@staff_required
+def batch_detail(request, batch_id):
+    batch = get_object_or_404(Batch.objects.select_related("team"), pk=batch_id)
+    summary = selectors.summarize_batch(batch)
+    histogram = selectors.latency_histogram(batch)
+    chart = charts.bar_chart(
+        [label for label, _ in histogram],
+        [n for _, n in histogram],
+        title="Latency distribution of finished items (last attempt)",
+    )
+    page = _page(request, selectors.failed_items(batch))
+    return render(
+        request,
+        "dashboard/batch_detail.html",
+        {
+            "nav": "batches",
+            "batch": batch,
+            "summary": summary,
+            "status_counts": selectors.item_status_counts(batch),
+            "providers": selectors.provider_breakdown(batch),
+            "error_classes": selectors.ERROR_CLASSES,
+            "token_usage": (batch.stats or {}).get("token_usage") or {},
+            "has_stats": bool((batch.stats or {}).get("providers")),
+            "latency_chart": chart,
+            "page": page,
+            "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
+        },
+    )
+
+
+def _pretty(value) -> str:
+    if value is None:
+        return ""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    if len(text) > MAX_JSON_CHARS:
+        text = text[:MAX_JSON_CHARS] + f"\n… truncated ({len(text):,} characters in total)"
+    return text
+
+
+ATTEMPT_KEYS = ("provider", "status_code", "error_type", "latency_ms", "tokens", "at")
+
+
+def _attempt_row(entry) -> dict:
+    """One attempt_log entry with the known keys, anything else folded into "other"."""
+    if not isinstance(entry, dict):
+        return {"other": str(entry)}
+    row = {key: entry.get(key) for key in ATTEMPT_KEYS}
+    row["other"] = ", ".join(f"{k}={v}" for k, v in entry.items() if k not in ATTEMPT_KEYS)
+    return row
+
+
+@staff_required
+def item_detail(request, item_id: int):
+    try:
+        item = selectors.item_detail(item_id)
+    except BatchItem.DoesNotExist:
+        raise Http404("No such batch item") from None
+    attempts = [_attempt_row(a) for a in (item.attempt_log or [])]
+    return render(
+        request,
+        "dashboard/item_detail.html",
+        {
+            "nav": "batches",
+            "item": item,
+            "error_class": selectors.error_class_of(item.error_type, item.error_status_code)
+            if item.error_type or item.error_status_code
+            else "",
+            "request_json": _pretty(item.payload),
+            "response_json": _pretty(item.response),
+            "attempts": attempts,
+        },
+    )
+
+
+@staff_required
+def failures(request):
+    form = FailureFilterForm(request.GET, provider_names=selectors.provider_names())
+    if form.is_valid():
+        since, until = form.time_bounds()
+        qs = selectors.failures(
+            provider=form.cleaned_data["provider"],
+            error_class=form.cleaned_data["error_class"],
+            status_code=form.cleaned_data["status_code"],
+            team=form.cleaned_data["team"],
+            since=since,
+            until=until,
+        )
+    else:
+        since = until = None
+        qs = BatchItem.objects.none()
+    groups = selectors.failure_groups(qs)
+    page = _page(request, selectors.failure_list(qs))
+    return render(
+        request,
+        "dashboard/failures.html",
+        {"nav": "failures", "form": form, "groups": groups, "page": page, "since": since, "until": until},
+    )
+
+
+@staff_required
+def providers(request):
+    pairs = selectors.provider_configs()
+    limits = [ProviderLimits.from_provider(p) for _, p in pairs]
+    quota = live.quota_states(limits)
+    breakers = live.breaker_states([view.name for view, _ in pairs])
+    recent = selectors.recent_activity()
+    rows = []
+    for view, _provider in pairs:
+        state = quota.by_provider.get(view.name)
+        breaker = breakers.by_provider.get(view.name)
+        rows.append(
+            {
+                "config": view,
+                "quota": state,
+                "breaker": live.breaker_label(breaker) if breaker is not None else None,
+                "recent": recent.get(view.name),
+                "rpm_pct": _pct(getattr(state, "observed_rpm", None), view.rpm),
+                "tpm_pct": _pct(getattr(state, "observed_tpm", None), view.tpm),
+                "lease_pct": _pct(getattr(state, "leases_in_flight", None), view.max_concurrency),
+                "rpm_fill_pct": _pct(
+                    getattr(state, "rpm_tokens_available", None), getattr(state, "rpm_capacity", None)
+                ),
+                "tpm_fill_pct": _pct(
+                    getattr(state, "tpm_tokens_available", None), getattr(state, "tpm_capacity", None)
+                ),
+            }
+        )
+    return render(
+        request,
+        "dashboard/providers.html",
+        {
+            "nav": "providers",
+            "rows": rows,
+            "quota_error": quota.error,
+            "breaker_error": breakers.error,
+            "recent_minutes": int(selectors.RECENT_WINDOW.total_seconds() // 60),
+            "refresh_seconds": PROVIDERS_REFRESH_SECONDS,
+            "now": timezone.now(),
+        },
+    )
+
+
+def _pct(part, whole) -> float | None:
+    if part is None or not whole:
+        return None
+    return max(0.0, min(100.0, 100.0 * float(part) / float(whole)))
+
+
+@staff_required
+def usage(request):
+    form = UsageFilterForm(request.GET)
+    context = {"nav": "usage", "form": form}
+    if form.is_valid():
+        start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
+        qs = selectors.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
+        per_day = selectors.usage_by_day(qs, start, end)
+        context.update(
+            date_from=start,
+            date_to=end,
+            by_team_day=selectors.usage_by_team_day(qs),
+            by_team_provider=selectors.usage_by_team_provider(qs),
+            totals={
+                k: sum(r[k] for r in per_day) for k in ("prompt", "completion", "wasted", "total", "requests")
+            },
+            chart=charts.stacked_bar_chart(
+                [d["day"].strftime("%m-%d") for d in per_day],
+                [
+                    charts.Series("prompt", "#3b6fb6", [d["prompt"] for d in per_day]),
+                    charts.Series("completion", "#59a14f", [d["completion"] for d in per_day]),
+                    charts.Series("wasted (retries)", "#e15759", [d["wasted"] for d in per_day]),
+                ],
+                title="Tokens per day",
+            ),
+            csv_query=request.GET.urlencode(),
+        )
+    return render(request, "dashboard/usage.html", context)
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+CSV_HEADER = [
+    "day",
+    "team",
+    "provider",
+    "requests",
+    "items_succeeded",
+    "items_failed",
+    "prompt_tokens",
+    "completion_tokens",
+    "wasted_tokens",
+    "total_tokens",
+]
+
+
+@staff_required
+def usage_csv(request):
+    form = UsageFilterForm(request.GET)
+    if not form.is_valid():
+        errors = "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
+        return render(
+            request, "dashboard/usage.html", {"nav": "usage", "form": form, "csv_error": errors}, status=400
+        )
+    start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
+    qs = selectors.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
+    writer = csv.writer(_Echo())
+
+    def rows():
+        yield writer.writerow(CSV_HEADER)
+        for day, team, provider, req, ok, failed, prompt, completion, wasted in selectors.usage_csv_rows(qs):
+            yield writer.writerow(
+                [
+                    day.isoformat(),
+                    team,
+                    provider,
+                    req,
+                    ok,
+                    failed,
+                    prompt,
+                    completion,
+                    wasted,
+                    prompt + completion,
+                ]
+            )
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="team-usage_{start}_{end}.csv"'
+    return response
