@@ -1,4 +1,18 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from . import (
+    schema,  # noqa: F401  (registers the bearer-auth scheme with drf-spectacular)
+    views,
+)
 
 app_name = "api"
-urlpatterns: list = []
+urlpatterns = [
+    path("v1/batches", views.BatchListCreateView.as_view(), name="batches"),
+    path("v1/batches/<uuid:batch_id>", views.BatchDetailView.as_view(), name="batch-detail"),
+    path("v1/batches/<uuid:batch_id>/results", views.BatchResultsView.as_view(), name="batch-results"),
+    path("v1/batches/<uuid:batch_id>/cancel", views.BatchCancelView.as_view(), name="batch-cancel"),
+    path("v1/usage", views.UsageView.as_view(), name="usage"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]

@@ -1,0 +1,270 @@
+"""Explicit input and output serializers of the REST API (contract §4).
+
+Input: the submission body is validated by batches.submission (hand-written: a DRF serializer is
+~30x slower per item, see docs/benchmarks.md); ItemSerializer/BatchCreateSerializer describe it in
+the OpenAPI schema. Query parameters are validated by the *QuerySerializer classes below.
+Output: BatchSerializer renders the batch object; RESULTs are built by batches.selectors
+(result_from_row, fast enough to stream 100k rows) and described by ResultSerializer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from batches.models import Batch, BatchStatus, ErrorType, ItemStatus
+from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+class FieldErrorSerializer(serializers.Serializer):
+    index = serializers.IntegerField(
+        allow_null=True, help_text="0-based position of the item; null for body- or query-level errors."
+    )
+    field = serializers.CharField(
+        help_text="Field at fault, e.g. 'custom_id', 'messages[0].role', 'params', 'items', 'body', 'status'."
+    )
+    message = serializers.CharField(help_text="What is wrong and what is expected.")
+
+
+class ErrorsSerializer(serializers.Serializer):
+    errors = FieldErrorSerializer(many=True, help_text="At most the first 100 problems.")
+    error_count = serializers.IntegerField(help_text="Total number of problems found.")
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="Why the request was refused (401, 404, 429).")
+
+
+# --- submission (documentation of the body; validation lives in batches.submission) -------------
+
+
+class MessageSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=sorted(ROLES))
+    content = serializers.CharField(
+        help_text="Message text (a list of OpenAI content parts is also accepted)."
+    )
+
+
+class ItemSerializer(serializers.Serializer):
+    custom_id = serializers.CharField(
+        max_length=MAX_CUSTOM_ID_CHARS, help_text="Caller's id for the item, unique in the batch."
+    )
+    route = serializers.CharField(
+        required=False,
+        max_length=MAX_NAME_CHARS,
+        help_text="Route tag (routing rules pick the provider). Exactly one of route/provider.",
+    )
+    provider = serializers.CharField(
+        required=False,
+        max_length=MAX_NAME_CHARS,
+        help_text="Send to this provider directly. Exactly one of route/provider.",
+    )
+    messages = MessageSerializer(
+        many=True, required=False, help_text="Chat messages. Exactly one of messages/query."
+    )
+    query = serializers.CharField(
+        required=False, help_text="Shorthand for one user message. Exactly one of messages/query."
+    )
+    params = serializers.DictField(
+        required=False,
+        help_text="Passed to the provider as-is (e.g. max_tokens, temperature); model/messages/stream are reserved.",
+    )
+
+
+class BatchCreateSerializer(serializers.Serializer):
+    items = ItemSerializer(many=True, help_text="1..GATEWAY_MAX_ITEMS_PER_BATCH items (default 50,000).")
+    metadata = serializers.DictField(
+        required=False, help_text="Free-form JSON object kept with the batch (≤16 KB)."
+    )
+
+
+# --- batch object ---------------------------------------------------------------------------------
+
+
+class RequestCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    completed = serializers.IntegerField(help_text="Items that succeeded.")
+    failed = serializers.IntegerField(help_text="Items that failed for good.")
+
+
+class ProviderStatsSerializer(serializers.Serializer):
+    request_count = serializers.IntegerField(help_text="HTTP attempts sent (retries included).")
+    avg_latency_ms = serializers.IntegerField()
+    p95_latency_ms = serializers.IntegerField()
+    error_count = serializers.IntegerField()
+    retry_count = serializers.IntegerField()
+    rate_limited_count = serializers.IntegerField()
+
+
+class TokenUsageSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    retry_extra_tokens = serializers.IntegerField(
+        help_text="Tokens billed for attempts whose answer was not used."
+    )
+
+
+class StatsSerializer(serializers.Serializer):
+    batch_id = serializers.UUIDField()
+    task_total = serializers.IntegerField()
+    success_count = serializers.IntegerField()
+    failed_count = serializers.IntegerField()
+    total_elapsed_ms = serializers.IntegerField()
+    providers = serializers.DictField(child=ProviderStatsSerializer(), help_text="Keyed by provider name.")
+    token_usage = TokenUsageSerializer()
+
+
+def zero_stats(batch: Batch) -> dict[str, Any]:
+    return {
+        "batch_id": str(batch.id),
+        "task_total": batch.total_count,
+        "success_count": batch.completed_count,
+        "failed_count": batch.failed_count,
+        "total_elapsed_ms": 0,
+        "providers": {},
+        "token_usage": {"prompt_tokens": 0, "completion_tokens": 0, "retry_extra_tokens": 0},
+    }
+
+
+class BatchSerializer(serializers.Serializer):
+    """The batch object of contract §4."""
+
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=BatchStatus.choices)
+    request_counts = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    metadata = serializers.DictField()
+    stats = serializers.SerializerMethodField(
+        help_text="Filled by the engine while/after running; zeros of the same shape before that."
+    )
+
+    @extend_schema_field(RequestCountsSerializer)
+    def get_request_counts(self, batch: Batch) -> dict[str, int]:
+        return {"total": batch.total_count, "completed": batch.completed_count, "failed": batch.failed_count}
+
+    @extend_schema_field(StatsSerializer)
+    def get_stats(self, batch: Batch) -> dict[str, Any]:
+        stats = zero_stats(batch)
+        if batch.stats:
+            stats.update(batch.stats)
+        return stats
+
+
+class BatchPageSerializer(serializers.Serializer):
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = BatchSerializer(many=True)
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+class ResultErrorSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(
+        choices=[*ErrorType.values, ItemStatus.PENDING, ItemStatus.RUNNING, ItemStatus.CANCELLED],
+        help_text="An error class for failed items; 'pending', 'running' or 'cancelled' for items without an answer.",
+    )
+    status_code = serializers.IntegerField(allow_null=True, help_text="The provider's HTTP status, if any.")
+    message = serializers.CharField()
+
+
+class ResultUsageSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+
+
+class ResultSerializer(serializers.Serializer):
+    """One RESULT of contract §4 (plus `status`, the item's state). Rows come pre-shaped from
+    batches.selectors.result_from_row, so to_representation passes them through."""
+
+    custom_id = serializers.CharField()
+    ok = serializers.BooleanField(help_text="True only for items that succeeded.")
+    status = serializers.ChoiceField(choices=ItemStatus.choices)
+    provider = serializers.CharField(help_text="Provider that answered last; empty if none was tried.")
+    attempts = serializers.IntegerField(help_text="HTTP attempts made for this item.")
+    latency_ms = serializers.IntegerField(help_text="Latency of the last attempt; 0 if none was made.")
+    response = serializers.JSONField(allow_null=True, help_text="The provider's JSON answer, or null.")
+    error = ResultErrorSerializer(allow_null=True)
+    usage = ResultUsageSerializer(allow_null=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+class ResultPageSerializer(serializers.Serializer):
+    results = ResultSerializer(many=True)
+    next = serializers.URLField(allow_null=True, help_text="URL of the next page, or null on the last page.")
+
+
+# --- usage ----------------------------------------------------------------------------------------
+
+
+class UsageNumbersSerializer(serializers.Serializer):
+    requests = serializers.IntegerField(help_text="HTTP attempts sent.")
+    items_succeeded = serializers.IntegerField()
+    items_failed = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    wasted_tokens = serializers.IntegerField(
+        help_text="Tokens billed for attempts whose answer was not used."
+    )
+    total_tokens = serializers.IntegerField(help_text="prompt_tokens + completion_tokens.")
+
+
+class UsageRowSerializer(UsageNumbersSerializer):
+    day = serializers.DateField(required=False, help_text="Present when group_by=day.")
+    provider = serializers.CharField(required=False, help_text="Present when group_by=provider.")
+
+
+class UsageSerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=["day", "provider"])
+    # "from" is a Python keyword: declared through the fields dict below.
+    to = serializers.DateField(allow_null=True)
+    results = UsageRowSerializer(many=True)
+    totals = UsageNumbersSerializer()
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.DateField(allow_null=True)
+        return fields
+
+
+# --- query parameters -----------------------------------------------------------------------------
+
+
+class BatchListQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=BatchStatus.choices, required=False)
+
+
+class ResultsQuerySerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["json", "jsonl"], required=False, default="json")
+    after = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**31 - 1,
+        help_text="Return items after this seq (from `next`).",
+    )
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=100)
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=["day", "provider"], required=False, default="day")
+    to = serializers.DateField(required=False, help_text="Last day included (YYYY-MM-DD).")
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.DateField(required=False, help_text="First day included (YYYY-MM-DD).")
+        return fields
+
+    def validate(self, attrs):
+        start, end = attrs.get("from"), attrs.get("to")
+        if start and end and start > end:
+            raise serializers.ValidationError({"from": "must be on or before 'to'"})
+        return attrs

@@ -1,0 +1,46 @@
+"""Per-API-key request throttling (DRF), rate from REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["api_key"].
+
+The rate is read per request (override_settings and env changes apply). With REDIS_URL set the
+request history lives in Redis so every web process shares one budget per key; otherwise in the
+process-local default cache.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.conf import settings
+from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+
+@cache
+def _redis_cache(url: str, prefix: str) -> BaseCache:
+    from django.core.cache.backends.redis import RedisCache
+
+    return RedisCache(url, {"KEY_PREFIX": prefix + "throttle"})
+
+
+def throttle_cache() -> BaseCache:
+    if settings.REDIS_URL:
+        return _redis_cache(settings.REDIS_URL, settings.GATEWAY_REDIS_PREFIX)
+    return caches["default"]
+
+
+class ApiKeyRateThrottle(SimpleRateThrottle):
+    scope = "api_key"
+
+    def __init__(self):
+        self.cache = throttle_cache()
+        super().__init__()
+
+    def get_rate(self):
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return rate  # None (scope missing) disables throttling
+
+    def get_cache_key(self, request, view):
+        if request.auth is None:
+            return None  # unauthenticated requests are refused before throttling matters
+        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}

@@ -1,0 +1,282 @@
+"""REST API views (contract §4). Thin: parse/validate the request, call a service or selector, render."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
+from rest_framework.views import APIView
+
+from batches import selectors
+from batches.models import Batch
+from batches.submission import SubmissionError, check_body_size, submit_body
+
+from .auth import ApiKeyAuthentication
+from .cancelling import cancel_batch
+from .serializers import (
+    BatchCreateSerializer,
+    BatchListQuerySerializer,
+    BatchPageSerializer,
+    BatchSerializer,
+    DetailSerializer,
+    ErrorsSerializer,
+    ResultPageSerializer,
+    ResultsQuerySerializer,
+    UsageQuerySerializer,
+    UsageSerializer,
+)
+from .throttling import ApiKeyRateThrottle
+
+STREAM_CHUNK_LINES = 200
+
+AUTH_ERRORS = {
+    401: OpenApiResponse(DetailSerializer, description="No, invalid or revoked API key."),
+    429: OpenApiResponse(
+        DetailSerializer, description="Too many requests for this API key (see Retry-After)."
+    ),
+}
+NOT_FOUND = {404: OpenApiResponse(DetailSerializer, description="No such batch for the caller's team.")}
+BAD_QUERY = {400: OpenApiResponse(ErrorsSerializer, description="Invalid query parameter (field names it).")}
+
+
+def errors_response(errors: list[dict], status_code: int = 400) -> Response:
+    return Response({"errors": errors, "error_count": len(errors)}, status=status_code)
+
+
+def query_errors(serializer) -> Response:
+    errors = []
+    for name, messages in serializer.errors.items():
+        for message in messages if isinstance(messages, list) else [messages]:
+            errors.append({"index": None, "field": name, "message": str(message)})
+    return errors_response(errors)
+
+
+class JsonLinesRenderer(BaseRenderer):
+    """Lets `?format=jsonl` (and `Accept: application/jsonl`) select the streaming results."""
+
+    media_type = "application/jsonl"
+    format = "jsonl"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode() if data is not None else b""
+
+
+class TeamAPIView(APIView):
+    # Authenticated by API key, scoped to the key's team, throttled per key.
+
+    authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [ApiKeyRateThrottle]
+    renderer_classes = [JSONRenderer]
+
+    @property
+    def team(self):
+        return self.request.user.team
+
+    def get_batch(self, batch_id) -> Batch:
+        try:
+            return selectors.get_batch_for_team(self.team, batch_id)
+        except Batch.DoesNotExist:
+            raise NotFound("batch not found") from None
+
+
+class BatchPagination(CursorPagination):
+    ordering = ("-created_at", "-id")
+    page_size = 20
+    page_size_query_param = "limit"
+    max_page_size = 100
+
+
+class BatchListCreateView(TeamAPIView):
+    # The body is read raw and parsed by batches.submission (JSON and JSONL), never by DRF parsers.
+
+    @extend_schema(
+        operation_id="batches_list",
+        summary="List the team's batches, newest first",
+        parameters=[
+            BatchListQuerySerializer,
+            OpenApiParameter("cursor", OpenApiTypes.STR, description="Opaque cursor from next/previous."),
+            OpenApiParameter("limit", OpenApiTypes.INT, description="Page size, 1..100 (default 20)."),
+        ],
+        responses={200: BatchPageSerializer, **BAD_QUERY, **AUTH_ERRORS},
+    )
+    def get(self, request):
+        query = BatchListQuerySerializer(data=request.query_params)
+        if not query.is_valid():
+            return query_errors(query)
+        qs = selectors.batches_for_team(self.team, status=query.validated_data.get("status"))
+        paginator = BatchPagination()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(BatchSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="batches_create",
+        summary="Submit a batch (JSON or JSONL)",
+        description=(
+            'JSON body `{"items": [ITEM, ...], "metadata": {...}}`, or a JSONL body '
+            "(`Content-Type: application/jsonl`) with one ITEM per line. Every item is validated "
+            "before anything is stored; on any error nothing is stored."
+        ),
+        request={
+            "application/json": BatchCreateSerializer,
+            "application/jsonl": {"type": "string", "description": "One ITEM object as JSON per line."},
+        },
+        responses={
+            201: BatchSerializer,
+            400: OpenApiResponse(ErrorsSerializer, description="Invalid body or items; nothing stored."),
+            413: OpenApiResponse(ErrorsSerializer, description="Body larger than GATEWAY_MAX_BODY_BYTES."),
+            415: OpenApiResponse(ErrorsSerializer, description="Content-Type is not JSON or JSONL."),
+            **AUTH_ERRORS,
+        },
+        examples=[
+            OpenApiExample(
+                "Two items",
+                request_only=True,
+                media_type="application/json",
+                value={
+                    "items": [
+                        {"custom_id": "q1", "route": "intent", "query": "Where is my order?"},
+                        {
+                            "custom_id": "q2",
+                            "provider": "alpha",
+                            "messages": [{"role": "user", "content": "Hi"}],
+                            "params": {"max_tokens": 64},
+                        },
+                    ],
+                    "metadata": {"source": "docs"},
+                },
+            )
+        ],
+    )
+    def post(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return errors_response([{"index": None, "field": "Content-Length", "message": "not an integer"}])
+        try:
+            check_body_size(length)  # refuse before reading anything
+            stream = request.stream
+            body = stream.read() if stream is not None else b""
+            batch = submit_body(
+                team=self.team,
+                body=body,
+                content_type=request.META.get("CONTENT_TYPE"),
+                api_key=request.auth,
+            )
+        except SubmissionError as exc:
+            return Response(exc.as_dict(), status=exc.status_code)
+        return Response(BatchSerializer(batch).data, status=status.HTTP_201_CREATED)
+
+
+class BatchDetailView(TeamAPIView):
+    @extend_schema(
+        operation_id="batches_retrieve",
+        summary="The batch object",
+        responses={200: BatchSerializer, **NOT_FOUND, **AUTH_ERRORS},
+    )
+    def get(self, request, batch_id):
+        return Response(BatchSerializer(self.get_batch(batch_id)).data)
+
+
+class BatchResultsView(TeamAPIView):
+    renderer_classes = [JSONRenderer, JsonLinesRenderer]
+
+    def perform_content_negotiation(self, request, force=False):
+        # An unknown ?format= falls back to JSON here and is then refused as a 400 naming the field.
+        return super().perform_content_negotiation(request, force=True)
+
+    @extend_schema(
+        operation_id="batches_results",
+        summary="Item results in submission order",
+        description=(
+            "Paginated JSON (`next` is null on the last page), or with `?format=jsonl` every RESULT "
+            "streamed as one JSON object per line. Items without an answer yet have ok=false and an "
+            "error whose type is 'pending', 'running' or 'cancelled'."
+        ),
+        parameters=[ResultsQuerySerializer],
+        responses={
+            (200, "application/json"): ResultPageSerializer,
+            (200, "application/jsonl"): OpenApiResponse(
+                OpenApiTypes.STR, description="One RESULT object per line (with ?format=jsonl)."
+            ),
+            **BAD_QUERY,
+            **NOT_FOUND,
+            **AUTH_ERRORS,
+        },
+    )
+    def get(self, request, batch_id):
+        query = ResultsQuerySerializer(data=request.query_params)
+        if not query.is_valid():
+            return query_errors(query)
+        batch = self.get_batch(batch_id)
+        params = query.validated_data
+        if params["format"] == "jsonl" or request.accepted_renderer.format == "jsonl":
+            response = StreamingHttpResponse(_jsonl_lines(batch), content_type="application/jsonl")
+            response["Content-Disposition"] = f'inline; filename="batch-{batch.id}-results.jsonl"'
+            return response
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = JSONRenderer.media_type
+        results, next_after = selectors.result_page(batch, after=params.get("after"), limit=params["limit"])
+        next_url = None
+        if next_after is not None:
+            url = remove_query_param(request.build_absolute_uri(), "format")
+            next_url = replace_query_param(url, "after", next_after)
+        return Response({"results": results, "next": next_url})
+
+
+def _jsonl_lines(batch: Batch) -> Iterator[bytes]:
+    lines: list[str] = []
+    for result in selectors.iter_results(batch):
+        lines.append(json.dumps(result, ensure_ascii=False, separators=(",", ":")))
+        if len(lines) >= STREAM_CHUNK_LINES:
+            yield ("\n".join(lines) + "\n").encode("utf-8", "backslashreplace")
+            lines = []
+    if lines:
+        yield ("\n".join(lines) + "\n").encode("utf-8", "backslashreplace")
+
+
+class BatchCancelView(TeamAPIView):
+    @extend_schema(
+        operation_id="batches_cancel",
+        summary="Cancel a batch",
+        description=(
+            "Items not yet sent are cancelled; in-flight ones finish. Returns the batch object. "
+            "Cancelling a finished batch changes nothing."
+        ),
+        request=None,
+        responses={200: BatchSerializer, **NOT_FOUND, **AUTH_ERRORS},
+    )
+    def post(self, request, batch_id):
+        batch = self.get_batch(batch_id)
+        cancel_batch(batch.id)
+        batch.refresh_from_db()
+        return Response(BatchSerializer(batch).data)
+
+
+class UsageView(TeamAPIView):
+    @extend_schema(
+        operation_id="usage",
+        summary="The team's token usage",
+        parameters=[UsageQuerySerializer],
+        responses={200: UsageSerializer, **BAD_QUERY, **AUTH_ERRORS},
+    )
+    def get(self, request):
+        query = UsageQuerySerializer(data=request.query_params)
+        if not query.is_valid():
+            return query_errors(query)
+        params = query.validated_data
+        usage = selectors.usage_for_team(
+            self.team, group_by=params["group_by"], date_from=params.get("from"), date_to=params.get("to")
+        )
+        return Response(usage)

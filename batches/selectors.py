@@ -1,0 +1,181 @@
+"""Read side for batches: a team's batches, item results in submission order, token usage."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.models import Count, QuerySet, Sum
+
+from .models import Batch, BatchItem, ItemStatus, Team, TeamUsageDaily
+
+# Columns a RESULT is built from (values_list order matters: see result_from_row).
+RESULT_COLUMNS = (
+    "seq",
+    "custom_id",
+    "status",
+    "provider",
+    "attempts",
+    "latency_ms",
+    "response",
+    "error_type",
+    "error_status_code",
+    "error_message",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+)
+
+# Items that have no outcome yet (or never will) appear in results with ok=false and an error whose
+# type is the item's status, so a client can tell "not run yet" from a provider failure.
+NOT_FINISHED_MESSAGES = {
+    ItemStatus.PENDING: "not sent yet",
+    ItemStatus.RUNNING: "in flight",
+    ItemStatus.CANCELLED: "cancelled before it was sent",
+}
+
+USAGE_GROUPS = ("day", "provider")
+USAGE_SUMS = (
+    "requests",
+    "items_succeeded",
+    "items_failed",
+    "prompt_tokens",
+    "completion_tokens",
+    "wasted_tokens",
+)
+
+
+def batches_for_team(team: Team, *, status: str | None = None) -> QuerySet[Batch]:
+    """The team's batches, newest first (optionally one status)."""
+    qs = Batch.objects.filter(team=team).order_by("-created_at", "-id")
+    if status:
+        qs = qs.filter(status=status)
+    return qs
+
+
+def get_batch_for_team(team: Team, batch_id: Any) -> Batch:
+    """The team's batch; raises Batch.DoesNotExist for unknown ids and other teams' batches alike."""
+    return Batch.objects.get(team=team, pk=batch_id)
+
+
+def item_status_counts(batch: Batch) -> dict[str, int]:
+    """{status: count} over every ItemStatus (zeros included)."""
+    counts = {status.value: 0 for status in ItemStatus}
+    rows = BatchItem.objects.filter(batch=batch).values_list("status").annotate(n=Count("id")).order_by()
+    for status, n in rows:
+        counts[status] = n
+    return counts
+
+
+def result_from_row(row: tuple) -> dict[str, Any]:
+    """One RESULT (contract §4) from a values_list row in RESULT_COLUMNS order."""
+    (
+        _seq,
+        custom_id,
+        status,
+        provider,
+        attempts,
+        latency_ms,
+        response,
+        error_type,
+        error_status_code,
+        error_message,
+        prompt_tokens,
+        completion_tokens,
+        total_tokens,
+    ) = row
+    ok = status == ItemStatus.SUCCEEDED
+    if ok:
+        error = None
+    elif status == ItemStatus.FAILED:
+        error = {
+            "type": error_type or "gateway_error",
+            "status_code": error_status_code,
+            "message": error_message,
+        }
+    else:
+        error = {
+            "type": status,
+            "status_code": None,
+            "message": error_message or NOT_FINISHED_MESSAGES.get(status, status),
+        }
+    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
+        usage = None
+    else:
+        prompt, completion = prompt_tokens or 0, completion_tokens or 0
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
+        }
+    return {
+        "custom_id": custom_id,
+        "ok": ok,
+        "status": status,
+        "provider": provider,
+        "attempts": attempts,
+        "latency_ms": latency_ms or 0,
+        "response": response,
+        "error": error,
+        "usage": usage,
+    }
+
+
+def _result_rows(batch: Batch) -> QuerySet:
+    return BatchItem.objects.filter(batch=batch).order_by("seq").values_list(*RESULT_COLUMNS)
+
+
+def result_page(batch: Batch, *, after: int | None = None, limit: int = 100) -> tuple[list[dict], int | None]:
+    """Up to `limit` RESULTs with seq > `after`, in submission order (keyset pagination on seq).
+
+    Returns (results, next_after): next_after is the seq to pass as `after` for the next page, or None.
+    """
+    qs = _result_rows(batch)
+    if after is not None:
+        qs = qs.filter(seq__gt=after)
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_after = rows[-1][0] if more and rows else None
+    return [result_from_row(row) for row in rows], next_after
+
+
+def iter_results(batch: Batch, *, chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
+    """Every RESULT in submission order, read with a server-side cursor (never all in memory)."""
+    for row in _result_rows(batch).iterator(chunk_size=chunk_size):
+        yield result_from_row(row)
+
+
+def usage_for_team(
+    team: Team, *, group_by: str = "day", date_from: dt.date | None = None, date_to: dt.date | None = None
+) -> dict[str, Any]:
+    """Token usage from TeamUsageDaily, summed per day or per provider, plus totals."""
+    if group_by not in USAGE_GROUPS:
+        raise ValueError(f"group_by must be one of {USAGE_GROUPS}")
+    qs = TeamUsageDaily.objects.filter(team=team)
+    if date_from is not None:
+        qs = qs.filter(day__gte=date_from)
+    if date_to is not None:
+        qs = qs.filter(day__lte=date_to)
+    sums = {name: Sum(name) for name in USAGE_SUMS}
+    rows = []
+    for row in qs.values(group_by).annotate(**sums).order_by(group_by):
+        key = row[group_by]
+        entry = {group_by: key.isoformat() if isinstance(key, dt.date) else key}
+        entry.update(_usage_numbers(row))
+        rows.append(entry)
+    totals = _usage_numbers(qs.aggregate(**sums))
+    return {
+        "group_by": group_by,
+        "from": date_from.isoformat() if date_from else None,
+        "to": date_to.isoformat() if date_to else None,
+        "results": rows,
+        "totals": totals,
+    }
+
+
+def _usage_numbers(row: dict[str, Any]) -> dict[str, int]:
+    numbers = {name: int(row.get(name) or 0) for name in USAGE_SUMS}
+    numbers["total_tokens"] = numbers["prompt_tokens"] + numbers["completion_tokens"]
+    return numbers

@@ -1,0 +1,558 @@
+"""Batch submission: parse a JSON or JSONL body, validate every item, store the batch in one transaction.
+
+Validation is hand-written (not DRF serializers): it runs once per item for batches of up to
+GATEWAY_MAX_ITEMS_PER_BATCH items, and a DRF serializer costs ~30x more per item (see
+docs/benchmarks.md). Every item is checked before anything is stored; on any error a
+SubmissionError carries the HTTP status and a list of field-level errors, and no row is written.
+
+Items are stored with PostgreSQL COPY (psycopg 3) or, on other databases, bulk_create in large
+chunks. After the transaction commits, `batches.tasks.start_batch` is queued for the new batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from providers.models import Provider
+from providers.selectors import known_route_names
+
+from .models import ApiKey, Batch, BatchItem, BatchStatus, ItemStatus, Team
+
+MAX_ERRORS = 100  # errors listed in one response; `error_count` gives the total
+MAX_CUSTOM_ID_CHARS = 255
+MAX_NAME_CHARS = 64  # route / provider names (the model fields' max_length)
+MAX_METADATA_BYTES = 16 * 1024
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+ITEM_FIELDS = frozenset({"custom_id", "route", "provider", "messages", "query", "params"})
+BODY_FIELDS = frozenset({"items", "metadata"})
+# The gateway sets these itself: {"model": provider.model, "messages": ..., **params}; a caller's value
+# would silently override the provider's model or the messages, and streaming is not supported.
+RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
+
+JSON_MEDIA_TYPES = frozenset({"application/json"})
+JSONL_MEDIA_TYPES = frozenset({"application/jsonl", "application/x-ndjson", "application/jsonlines"})
+
+COPY_COLUMNS = (
+    "batch_id",
+    "seq",
+    "custom_id",
+    "route",
+    "requested_provider",
+    "payload",
+    "status",
+    "provider",
+    "attempts",
+    "error_type",
+    "error_message",
+    "retry_extra_tokens",
+    "attempt_log",
+    "claimed_by",
+    "created_at",
+)
+SQLITE_CHUNK = 5000
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem: `index` is the item's 0-based position (None for body-level problems)."""
+
+    index: int | None
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "field": _safe(self.field), "message": _safe(self.message)}
+
+
+def _safe(text: str) -> str:
+    """Text that always encodes as UTF-8 (callers can send lone surrogates in keys and values)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class SubmissionError(Exception):
+    """Invalid submission. `status_code` is the HTTP status to answer (400, 413 or 415)."""
+
+    def __init__(self, status_code: int, errors: list[FieldError], error_count: int | None = None):
+        self.status_code = status_code
+        self.errors = errors[:MAX_ERRORS]
+        self.error_count = len(errors) if error_count is None else error_count
+        super().__init__("; ".join(f"{e.index}.{e.field}: {e.message}" for e in self.errors[:5]))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"errors": [e.as_dict() for e in self.errors], "error_count": self.error_count}
+
+
+@dataclass
+class ParsedBody:
+    items: list[Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # Raw size in bytes of each item as sent (JSONL lines); None when the body was one JSON document.
+    item_sizes: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_items: int
+    max_body_bytes: int
+    max_item_bytes: int
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        # Read at call time so override_settings (and operators' env) apply without a reload.
+        return cls(
+            max_items=settings.GATEWAY_MAX_ITEMS_PER_BATCH,
+            max_body_bytes=settings.GATEWAY_MAX_BODY_BYTES,
+            max_item_bytes=settings.GATEWAY_MAX_ITEM_BYTES,
+        )
+
+
+def _body_error(status: int, field_name: str, message: str) -> SubmissionError:
+    return SubmissionError(status, [FieldError(None, field_name, message)])
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+
+def media_type_of(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def check_body_size(length: int, limits: Limits | None = None) -> None:
+    limits = limits or Limits.from_settings()
+    if length > limits.max_body_bytes:
+        raise _body_error(
+            413, "body", f"request body is {length} bytes; the limit is {limits.max_body_bytes} bytes"
+        )
+
+
+def parse_body(body: bytes, content_type: str | None, limits: Limits | None = None) -> ParsedBody:
+    """Parse a JSON (`{"items": [...], "metadata": {...}}`) or JSONL (one item per line) body."""
+    limits = limits or Limits.from_settings()
+    check_body_size(len(body), limits)
+    media = media_type_of(content_type)
+    if media in JSON_MEDIA_TYPES:
+        return _parse_json(body, limits)
+    if media in JSONL_MEDIA_TYPES:
+        return parse_jsonl(body, limits)
+    shown = media or "(none)"
+    raise _body_error(
+        415,
+        "Content-Type",
+        f"unsupported Content-Type {shown!r}; send application/json or application/jsonl",
+    )
+
+
+def _decode(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _body_error(400, "body", f"body is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
+    text = _decode(body)
+    if not text.strip():
+        raise _body_error(400, "body", "body is empty; expected a JSON object with an 'items' list")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _body_error(
+            400, "body", f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise _body_error(400, "body", f"body must be a JSON object, got {_type_name(doc)}")
+    errors = [
+        FieldError(None, key[:100], f"unknown field; allowed: {', '.join(sorted(BODY_FIELDS))}")
+        for key in doc
+        if key not in BODY_FIELDS
+    ]
+    if "items" not in doc:
+        errors.append(FieldError(None, "items", "required: a list of items"))
+    items = doc.get("items")
+    if "items" in doc and not isinstance(items, list):
+        errors.append(FieldError(None, "items", f"must be a list, got {_type_name(items)}"))
+    metadata = doc.get("metadata", {})
+    errors.extend(_metadata_errors(metadata))
+    if errors:
+        raise SubmissionError(400, errors)
+    _check_count(len(items), limits)
+    return ParsedBody(items=items, metadata=metadata)
+
+
+def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
+    """One JSON item per line; blank lines are ignored. `index` counts items, messages name the line."""
+    limits = limits or Limits.from_settings()
+    lines = body.split(b"\n")
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    _check_count(len(numbered), limits)
+    items: list[Any] = []
+    sizes: list[int] = []
+    errors: list[FieldError] = []
+    for index, (lineno, line) in enumerate(numbered):
+        size = len(line)
+        sizes.append(size)
+        if size > limits.max_item_bytes:
+            errors.append(
+                FieldError(
+                    index,
+                    "item",
+                    f"line {lineno}: item is {size} bytes; at most {limits.max_item_bytes} bytes per item",
+                )
+            )
+            items.append(None)
+            continue
+        try:
+            items.append(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not valid UTF-8"
+            errors.append(FieldError(index, "item", f"line {lineno}: not valid JSON: {reason}"))
+            items.append(None)
+    if errors:
+        raise SubmissionError(400, errors)
+    return ParsedBody(items=items, item_sizes=sizes)
+
+
+def _check_count(count: int, limits: Limits) -> None:
+    if count == 0:
+        raise _body_error(400, "items", "must contain at least one item")
+    if count > limits.max_items:
+        raise _body_error(400, "items", f"{count} items; at most {limits.max_items} items per batch")
+
+
+def _metadata_errors(metadata: Any) -> list[FieldError]:
+    if not isinstance(metadata, dict):
+        return [FieldError(None, "metadata", f"must be an object, got {_type_name(metadata)}")]
+    text = json.dumps(metadata, ensure_ascii=False)
+    if not _is_encodable(text):
+        return [FieldError(None, "metadata", "contains invalid Unicode (a lone surrogate escape)")]
+    if "\\u0000" in text and _contains_nul(metadata):
+        return [FieldError(None, "metadata", "must not contain NUL (\\u0000) characters")]
+    size = len(text.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        return [FieldError(None, "metadata", f"is {size} bytes; at most {MAX_METADATA_BYTES} bytes")]
+    return []
+
+
+def _is_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_nul(v) for v in value)
+    return False
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValidItem:
+    seq: int
+    custom_id: str
+    route: str
+    provider: str
+    payload: dict[str, Any]
+    payload_json: str
+
+
+class _Validator:
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.routes = known_route_names()
+        self.providers = dict(Provider.objects.values_list("name", "enabled"))
+        self.seen: dict[str, int] = {}
+        self.errors: list[FieldError] = []
+        self.error_count = 0
+
+    def err(self, index: int, field_name: str, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(FieldError(index, field_name, message))
+
+    def item(self, i: int, item: Any, raw_size: int | None) -> ValidItem | None:
+        if not isinstance(item, dict):
+            self.err(i, "item", f"must be an object, got {_type_name(item)}")
+            return None
+        before = self.error_count
+        for key in item:
+            if key not in ITEM_FIELDS:
+                self.err(i, str(key)[:100], f"unknown field; allowed: {', '.join(sorted(ITEM_FIELDS))}")
+        custom_id = self._custom_id(i, item)
+        route, provider = self._target(i, item)
+        messages = self._messages(i, item)
+        params = self._params(i, item)
+        if self.error_count != before:
+            return None
+        payload = {"messages": messages, "params": params}
+        payload_json = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        try:
+            encoded_size = len(payload_json.encode("utf-8"))
+        except UnicodeEncodeError:
+            self.err(i, "item", "contains invalid Unicode (a lone surrogate escape such as \\ud800)")
+            return None
+        if "\\u0000" in payload_json and _contains_nul(payload):
+            # PostgreSQL text and jsonb cannot hold NUL characters.
+            self.err(i, "item", "must not contain NUL (\\u0000) characters")
+            return None
+        size = raw_size if raw_size is not None else encoded_size + len(custom_id)
+        if size > self.limits.max_item_bytes:
+            self.err(i, "item", f"item is {size} bytes; at most {self.limits.max_item_bytes} bytes per item")
+            return None
+        return ValidItem(i, custom_id, route, provider, payload, payload_json)
+
+    def _custom_id(self, i: int, item: dict) -> str:
+        if "custom_id" not in item:
+            self.err(i, "custom_id", "required: a string unique in the batch")
+            return ""
+        value = item["custom_id"]
+        if not isinstance(value, str):
+            self.err(i, "custom_id", f"must be a string, got {_type_name(value)}")
+            return ""
+        if not value.strip():
+            self.err(i, "custom_id", "must not be empty")
+        elif len(value) > MAX_CUSTOM_ID_CHARS:
+            self.err(i, "custom_id", f"is {len(value)} characters; at most {MAX_CUSTOM_ID_CHARS}")
+        elif "\x00" in value or not _is_encodable(value):
+            self.err(i, "custom_id", "must not contain NUL characters or invalid Unicode")
+        elif value in self.seen:
+            self.err(i, "custom_id", f"duplicate custom_id {value!r}; first used by item {self.seen[value]}")
+        else:
+            self.seen[value] = i
+        return value
+
+    def _name(self, i: int, item: dict, key: str) -> str | None:
+        value = item[key]
+        if not isinstance(value, str):
+            self.err(i, key, f"must be a string, got {_type_name(value)}")
+            return None
+        if not value:
+            self.err(i, key, "must not be empty")
+            return None
+        if len(value) > MAX_NAME_CHARS:
+            self.err(i, key, f"is {len(value)} characters; at most {MAX_NAME_CHARS}")
+            return None
+        return value
+
+    def _target(self, i: int, item: dict) -> tuple[str, str]:
+        has_route, has_provider = "route" in item, "provider" in item
+        if has_route and has_provider:
+            self.err(i, "route", "give exactly one of 'route' or 'provider', not both")
+            return "", ""
+        if not has_route and not has_provider:
+            self.err(i, "route", "one of 'route' or 'provider' is required")
+            return "", ""
+        if has_route:
+            route = self._name(i, item, "route")
+            if route is not None and route not in self.routes:
+                self.err(
+                    i, "route", f"unknown route {route!r}: no enabled routing rule to an enabled provider"
+                )
+            return route or "", ""
+        provider = self._name(i, item, "provider")
+        if provider is not None:
+            enabled = self.providers.get(provider)
+            if enabled is None:
+                self.err(i, "provider", f"unknown provider {provider!r}")
+            elif not enabled:
+                self.err(i, "provider", f"provider {provider!r} is disabled")
+        return "", provider or ""
+
+    def _messages(self, i: int, item: dict) -> list:
+        has_messages, has_query = "messages" in item, "query" in item
+        if has_messages and has_query:
+            self.err(i, "messages", "give exactly one of 'messages' or 'query', not both")
+            return []
+        if not has_messages and not has_query:
+            self.err(i, "messages", "one of 'messages' or 'query' is required")
+            return []
+        if has_query:
+            query = item["query"]
+            if not isinstance(query, str):
+                self.err(i, "query", f"must be a string, got {_type_name(query)}")
+            elif not query.strip():
+                self.err(i, "query", "must not be empty")
+            elif len(query) > self.limits.max_item_bytes:
+                self.err(
+                    i, "query", f"is {len(query)} characters; at most {self.limits.max_item_bytes} per item"
+                )
+            else:
+                return [{"role": "user", "content": query}]
+            return []
+        messages = item["messages"]
+        if not isinstance(messages, list):
+            self.err(
+                i, "messages", f"must be a list of {{role, content}} objects, got {_type_name(messages)}"
+            )
+            return []
+        if not messages:
+            self.err(i, "messages", "must contain at least one message")
+            return []
+        for k, message in enumerate(messages):
+            where = f"messages[{k}]"
+            if not isinstance(message, dict):
+                self.err(i, where, f"must be an object with 'role' and 'content', got {_type_name(message)}")
+                continue
+            role = message.get("role")
+            if "role" not in message:
+                self.err(i, f"{where}.role", f"required: one of {', '.join(sorted(ROLES))}")
+            elif role not in ROLES:
+                shown = role if isinstance(role, str) else _type_name(role)
+                self.err(i, f"{where}.role", f"{str(shown)[:50]!r} is not one of {', '.join(sorted(ROLES))}")
+            if "content" not in message:
+                self.err(i, f"{where}.content", "required: a string (or a list of content parts)")
+            elif not isinstance(message["content"], str | list):
+                self.err(
+                    i,
+                    f"{where}.content",
+                    f"must be a string or a list of content parts, got {_type_name(message['content'])}",
+                )
+        return messages
+
+    def _params(self, i: int, item: dict) -> dict:
+        if "params" not in item:
+            return {}
+        params = item["params"]
+        if not isinstance(params, dict):
+            self.err(i, "params", f"must be an object, got {_type_name(params)}")
+            return {}
+        for key in params:
+            if key in RESERVED_PARAMS:
+                self.err(i, f"params.{key}", "is set by the gateway; remove it")
+        if "max_tokens" in params:
+            value = params["max_tokens"]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                self.err(i, "params.max_tokens", "must be a positive integer")
+        return params
+
+
+def validate_items(
+    items: Sequence[Any], item_sizes: Sequence[int] | None = None, limits: Limits | None = None
+) -> list[ValidItem]:
+    """Validate every item; raise SubmissionError(400) listing the first 100 problems, or return all."""
+    limits = limits or Limits.from_settings()
+    _check_count(len(items), limits)
+    validator = _Validator(limits)
+    valid: list[ValidItem] = []
+    for i, item in enumerate(items):
+        result = validator.item(i, item, item_sizes[i] if item_sizes is not None else None)
+        if result is not None:
+            valid.append(result)
+    if validator.error_count:
+        raise SubmissionError(400, validator.errors, validator.error_count)
+    return valid
+
+
+# --- storing --------------------------------------------------------------------------------------
+
+
+def submit_batch(
+    *,
+    team: Team,
+    items: Sequence[Any],
+    metadata: dict[str, Any] | None = None,
+    api_key: ApiKey | None = None,
+    item_sizes: Sequence[int] | None = None,
+) -> Batch:
+    """Validate `items` and store a queued batch with its items in one transaction.
+
+    Raises SubmissionError (nothing stored) when any item or the metadata is invalid. After commit,
+    `batches.tasks.start_batch.delay(batch_id)` is called.
+    """
+    metadata = {} if metadata is None else metadata
+    metadata_errors = _metadata_errors(metadata)
+    if metadata_errors:
+        raise SubmissionError(400, metadata_errors)
+    valid = validate_items(items, item_sizes)
+    with transaction.atomic():
+        batch = Batch.objects.create(
+            team=team, api_key=api_key, status=BatchStatus.QUEUED, metadata=metadata, total_count=len(valid)
+        )
+        insert_items(batch, valid)
+        batch_id = str(batch.id)
+        transaction.on_commit(lambda: enqueue_start(batch_id))
+    return batch
+
+
+def submit_body(*, team: Team, body: bytes, content_type: str | None, api_key: ApiKey | None = None) -> Batch:
+    """Parse a raw request body (JSON or JSONL) and submit it. Raises SubmissionError."""
+    parsed = parse_body(body, content_type)
+    return submit_batch(
+        team=team, items=parsed.items, metadata=parsed.metadata, api_key=api_key, item_sizes=parsed.item_sizes
+    )
+
+
+def enqueue_start(batch_id: str) -> None:
+    """Hand a stored batch to the execution engine (called on commit)."""
+    from batches.tasks import start_batch  # the engine's module; imported late to keep apps decoupled
+
+    start_batch.delay(batch_id)
+
+
+def insert_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
+    if connection.vendor == "postgresql":
+        _copy_items(batch, valid)
+    else:
+        _bulk_create_items(batch, valid)
+
+
+def _copy_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
+    table = connection.ops.quote_name(BatchItem._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(c) for c in COPY_COLUMNS)
+    now = timezone.now()
+    pending = ItemStatus.PENDING.value
+    batch_id = batch.id
+    with connection.cursor() as cursor:
+        with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for v in valid:
+                copy.write_row(
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, v.payload_json, pending, "", 0, "", "", 0,
+                     "[]", "", now)
+                )  # fmt: skip
+
+
+def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
+    rows = [
+        BatchItem(
+            batch=batch,
+            seq=v.seq,
+            custom_id=v.custom_id,
+            route=v.route,
+            requested_provider=v.provider,
+            payload=v.payload,
+            status=ItemStatus.PENDING,
+        )
+        for v in valid
+    ]
+    BatchItem.objects.bulk_create(rows, batch_size=SQLITE_CHUNK)
