@@ -1,0 +1,108 @@
+"""The circuit breaker state machine, on both backends (the Redis one against the real Redis)."""
+
+import asyncio
+
+import pytest
+from django.conf import settings
+
+from providers.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+
+CFG = BreakerConfig(
+    consecutive_failures=3,
+    window_seconds=5,
+    min_requests=6,
+    failure_ratio=0.5,
+    cooldown_seconds=0.3,
+    max_cooldown_seconds=0.5,
+)
+
+
+@pytest.fixture(params=["local", "redis"])
+def breaker(request, redis_sync):
+    if request.param == "local":
+        return LocalBreaker(CFG)
+    return RedisBreaker(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX + "brk:", config=CFG)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_opens_on_consecutive_failures_then_half_open_probe_then_closes(breaker):
+    async def scenario():
+        p = "alpha"
+        for _ in range(2):
+            assert await breaker.record(p, ok=False) == "closed"
+        assert (await breaker.allow(p)).allowed
+        assert await breaker.record(p, ok=False) == "open"
+        refused = await breaker.allow(p)
+        assert not refused.allowed and 0 < refused.wait_seconds <= 0.3
+        await asyncio.sleep(0.35)
+        probe = await breaker.allow(p, probe_ttl_seconds=5)
+        assert probe.allowed and probe.probe and probe.state == "half_open"
+        second = await breaker.allow(p, probe_ttl_seconds=5)
+        assert not second.allowed  # one probe at a time
+        # probe fails → open again, cooldown doubled (0.6 capped at 0.5)
+        assert await breaker.record(p, ok=False) == "open"
+        refused = await breaker.allow(p)
+        assert 0.35 < refused.wait_seconds <= 0.5
+        await asyncio.sleep(0.55)
+        assert (await breaker.allow(p, probe_ttl_seconds=5)).probe
+        assert await breaker.record(p, ok=True) == "closed"
+        assert (await breaker.allow(p)).allowed
+        # another provider is independent
+        assert (await breaker.allow("beta")).allowed
+        view = breaker.snapshot_sync(["alpha", "beta"])
+        assert view["alpha"].state == "closed" and view["alpha"].opened_count == 0
+        await breaker.aclose()
+
+    run(scenario())
+
+
+def test_opens_on_failure_ratio_in_window(breaker):
+    async def scenario():
+        p = "gamma"
+        # alternate ok/fail: never 3 in a row, but 3 of 6 failed = ratio 0.5 at min_requests 6
+        states = []
+        for i in range(6):
+            states.append(await breaker.record(p, ok=i % 2 == 1))
+        assert states[:-1] == ["closed"] * 5
+        assert states[-1] == "closed"  # 6th call is ok: 3/6 failed but the check runs on failures
+        assert await breaker.record(p, ok=False) == "open"  # 4/7 ≥ 0.5
+        snap = breaker.snapshot_sync([p])[p]
+        assert snap.state == "open" and snap.open_remaining_ms > 0
+        await breaker.aclose()
+
+    run(scenario())
+
+
+def test_retry_after_lengthens_but_never_shortens_an_open_cooldown(breaker):
+    async def scenario():
+        p = "delta"
+        for _ in range(3):
+            await breaker.record(p, ok=False, retry_after_seconds=0.0)
+        first = (await breaker.allow(p)).wait_seconds
+        assert 0 < first <= 0.3
+        await breaker.record(p, ok=False, retry_after_seconds=0.05)  # shorter: ignored
+        assert (await breaker.allow(p)).wait_seconds > 0.2
+        await breaker.record(p, ok=False, retry_after_seconds=2.0)  # longer: extends
+        assert (await breaker.allow(p)).wait_seconds > 1.5
+        await breaker.aclose()
+
+    run(scenario())
+
+
+def test_redis_breaker_is_shared_between_instances(redis_sync):
+    prefix = settings.GATEWAY_REDIS_PREFIX + "brk2:"
+    a = RedisBreaker(settings.REDIS_URL, prefix=prefix, config=CFG)
+    b = RedisBreaker(settings.REDIS_URL, prefix=prefix, config=CFG)
+
+    async def scenario():
+        for _ in range(3):
+            await a.record("shared", ok=False)
+        assert not (await b.allow("shared")).allowed
+        await a.aclose()
+        await b.aclose()
+
+    run(scenario())
+    assert b.snapshot_sync(["shared"])["shared"].state == "open"
