@@ -1,0 +1,231 @@
+"""Simulator configuration: one JSON document describing several named providers.
+
+All durations and rates in the file are in *simulated* units. ``time_scale`` compresses time: with
+``time_scale = 10`` a simulated minute lasts 6 real seconds, so an ``rpm`` of 60 admits 600 requests
+per real minute, a 2 s median latency takes 0.2 s, and a 60 s outage period repeats every 6 s.
+Bucket capacities (``rate x burst_seconds``) are the same in both units.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class ConfigError(ValueError):
+    """The simulator configuration is invalid; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class OutageConfig:
+    period_s: float
+    duration_s: float
+    offset_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CompletionConfig:
+    """Completion length drawn from a lognormal (median, sigma), capped at the request's max_tokens."""
+
+    median: float
+    sigma: float = 0.0
+    minimum: int = 1
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    model: str = ""
+    rpm: float | None = None  # None / 0 = unlimited
+    tpm: float | None = None
+    burst_seconds: float = 5.0
+    median_ms: float = 200.0
+    sigma: float = 0.0
+    min_ms: float = 0.0
+    max_ms: float | None = None
+    max_concurrency: int | None = None  # None / 0 = unlimited; over it -> 503
+    error_rate_500: float = 0.0  # 500 returned AFTER processing (billed)
+    hang_rate: float = 0.0  # request is accepted and never answered within hang_seconds
+    hang_seconds: float = 600.0  # REAL seconds (not scaled): must exceed any client timeout
+    outage: OutageConfig | None = None
+    fixed_status: int | None = None  # every request answered with this status (not billed)
+    status_script: tuple[int, ...] = ()  # statuses for the first N requests, then normal behaviour
+    default_max_tokens: int = 64  # used when the request gives no max_tokens
+    completion: CompletionConfig | None = None  # None: completion tokens = max_tokens
+    api_key: str | None = None  # when set, requests must carry "Authorization: Bearer <api_key>"
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)
+    time_scale: float = 1.0
+    seed: int | None = None
+
+    @property
+    def minute_s(self) -> float:
+        """Real seconds in one simulated minute."""
+        return 60.0 / self.time_scale
+
+
+def _num(d: dict, key: str, where: str, default=None, *, minimum=None, maximum=None, integer=False):
+    if key not in d or d[key] is None:
+        return default
+    value = d[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}.{key}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}.{key}: must be finite")
+    if integer and int(value) != value:
+        raise ConfigError(f"{where}.{key}: expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where}.{key}: must be >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{where}.{key}: must be <= {maximum}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _status(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
+        raise ConfigError(f"{where}: expected an HTTP status code (100-599), got {value!r}")
+    return value
+
+
+_PROVIDER_KEYS = {
+    "name", "model", "rpm", "tpm", "burst_seconds", "median_ms", "sigma", "min_ms", "max_ms",
+    "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
+    "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
+}  # fmt: skip
+
+
+def parse_provider(name: str, raw: dict) -> ProviderConfig:
+    where = f"providers.{name}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected an object")
+    if not NAME_RE.match(name) or name.startswith("_"):
+        raise ConfigError(f"{where}: invalid provider name {name!r} (letters, digits, _ . -)")
+    unknown = set(raw) - _PROVIDER_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    outage = None
+    if raw.get("outage") is not None:
+        o = raw["outage"]
+        if not isinstance(o, dict):
+            raise ConfigError(f"{where}.outage: expected an object with period_s, duration_s")
+        period = _num(o, "period_s", f"{where}.outage", minimum=0.001)
+        duration = _num(o, "duration_s", f"{where}.outage", minimum=0.0)
+        if period is None or duration is None:
+            raise ConfigError(f"{where}.outage: period_s and duration_s are required")
+        if duration > period:
+            raise ConfigError(f"{where}.outage.duration_s: must be <= period_s")
+        outage = OutageConfig(period, duration, _num(o, "offset_s", f"{where}.outage", 0.0, minimum=0))
+    completion = None
+    ct = raw.get("completion_tokens")
+    if ct is not None:
+        if isinstance(ct, int) and not isinstance(ct, bool):
+            if ct < 1:
+                raise ConfigError(f"{where}.completion_tokens: must be >= 1")
+            completion = CompletionConfig(median=float(ct), sigma=0.0)
+        elif isinstance(ct, dict):
+            median = _num(ct, "median", f"{where}.completion_tokens", minimum=1)
+            if median is None:
+                raise ConfigError(f"{where}.completion_tokens.median: required")
+            completion = CompletionConfig(
+                median=median,
+                sigma=_num(ct, "sigma", f"{where}.completion_tokens", 0.0, minimum=0, maximum=5),
+                minimum=_num(ct, "min", f"{where}.completion_tokens", 1, minimum=1, integer=True),
+            )
+        else:
+            raise ConfigError(f"{where}.completion_tokens: expected an integer or {{median, sigma}}")
+    script = raw.get("status_script") or []
+    if not isinstance(script, list):
+        raise ConfigError(f"{where}.status_script: expected a list of status codes")
+    fixed = raw.get("fixed_status")
+    api_key = raw.get("api_key")
+    if api_key is not None and not isinstance(api_key, str):
+        raise ConfigError(f"{where}.api_key: expected a string")
+    model = raw.get("model", f"{name}-chat")
+    if not isinstance(model, str):
+        raise ConfigError(f"{where}.model: expected a string")
+    rpm = _num(raw, "rpm", where, None, minimum=0)
+    tpm = _num(raw, "tpm", where, None, minimum=0)
+    conc = _num(raw, "max_concurrency", where, None, minimum=0, integer=True)
+    return ProviderConfig(
+        name=name,
+        model=model,
+        rpm=rpm or None,
+        tpm=tpm or None,
+        burst_seconds=_num(raw, "burst_seconds", where, 5.0, minimum=0.001),
+        median_ms=_num(raw, "median_ms", where, 200.0, minimum=0),
+        sigma=_num(raw, "sigma", where, 0.0, minimum=0, maximum=5),
+        min_ms=_num(raw, "min_ms", where, 0.0, minimum=0),
+        max_ms=_num(raw, "max_ms", where, None, minimum=0),
+        max_concurrency=conc or None,
+        error_rate_500=_num(raw, "error_rate_500", where, 0.0, minimum=0, maximum=1),
+        hang_rate=_num(raw, "hang_rate", where, 0.0, minimum=0, maximum=1),
+        hang_seconds=_num(raw, "hang_seconds", where, 600.0, minimum=0.001),
+        outage=outage,
+        fixed_status=None if fixed is None else _status(fixed, f"{where}.fixed_status"),
+        status_script=tuple(_status(s, f"{where}.status_script[{i}]") for i, s in enumerate(script)),
+        default_max_tokens=_num(raw, "default_max_tokens", where, 64, minimum=1, integer=True),
+        completion=completion,
+        api_key=api_key or None,
+        seed=_num(raw, "seed", where, None, integer=True),
+    )
+
+
+def parse_config(raw: dict) -> SimConfig:
+    """Validate a config dict: {"time_scale": 1, "seed": 1, "providers": {name: {...}} or [{name,...}]}."""
+    if not isinstance(raw, dict):
+        raise ConfigError("config: expected a JSON object")
+    unknown = set(raw) - {"providers", "time_scale", "seed", "comment"}
+    if unknown:
+        raise ConfigError(f"config: unknown keys {sorted(unknown)}")
+    provs = raw.get("providers")
+    if isinstance(provs, list):
+        items = []
+        for i, p in enumerate(provs):
+            if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+                raise ConfigError(f"providers[{i}].name: required string")
+            items.append((p["name"], {k: v for k, v in p.items() if k != "name"}))
+        names = [n for n, _ in items]
+        if len(set(names)) != len(names):
+            raise ConfigError("providers: duplicate names")
+    elif isinstance(provs, dict):
+        items = list(provs.items())
+    else:
+        raise ConfigError("providers: expected an object {name: {...}} or a list of {name, ...}")
+    if not items:
+        raise ConfigError("providers: at least one provider is required")
+    time_scale = _num(raw, "time_scale", "config", 1.0, minimum=0.001, maximum=100_000)
+    return SimConfig(
+        providers={name: parse_provider(name, p) for name, p in items},
+        time_scale=time_scale,
+        seed=_num(raw, "seed", "config", None, integer=True),
+    )
+
+
+def load_config(source: str | Path | dict) -> SimConfig:
+    """A SimConfig from a dict, a JSON file path, or a JSON string."""
+    if isinstance(source, SimConfig):
+        return source
+    if isinstance(source, dict):
+        return parse_config(source)
+    text = str(source)
+    if text.lstrip().startswith("{"):
+        data = json.loads(text)
+    else:
+        path = Path(text)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {path}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: invalid JSON: {exc}") from exc
+    return parse_config(data)

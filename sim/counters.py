@@ -1,0 +1,128 @@
+"""Per-provider counters: what the simulator saw, billed and delivered."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SlidingMax:
+    """Maximum sum of values over any window of ``window`` seconds (events are (time, value)).
+
+    The maximum over all windows is attained by a window ending at an event, so checking at
+    every event is exact.
+    """
+
+    window: float
+    events: deque = field(default_factory=deque)
+    total: float = 0.0
+    maximum: float = 0.0
+
+    def add(self, now: float, value: float = 1.0) -> None:
+        self.events.append((now, value))
+        self.total += value
+        horizon = now - self.window
+        while self.events and self.events[0][0] <= horizon:
+            self.total -= self.events.popleft()[1]
+        if self.total > self.maximum:
+            self.maximum = self.total
+
+
+@dataclass
+class ProviderCounters:
+    minute_s: float
+    requests: int = 0
+    ok: int = 0
+    rate_limited: int = 0  # 429s sent
+    status_4xx: int = 0  # all 4xx including 429
+    status_5xx: int = 0
+    errors_500: int = 0  # 500 after processing (billed)
+    overload_503: int = 0  # over max_concurrency
+    outage_503: int = 0
+    forced: int = 0  # fixed_status / status_script / x-sim-force-status answers
+    hangs: int = 0
+    disconnects: int = 0  # client went away while the request was being processed
+    accepted: int = 0  # admitted by the rate limiter and processed
+    billed_prompt_tokens: int = 0
+    billed_completion_tokens: int = 0
+    delivered_prompt_tokens: int = 0
+    delivered_completion_tokens: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    by_status: Counter = field(default_factory=Counter)
+    first_accepted_at: float | None = None
+    last_finished_at: float | None = None
+    _req_window: SlidingMax | None = None
+    _tok_window: SlidingMax | None = None
+
+    def __post_init__(self):
+        self._req_window = SlidingMax(self.minute_s)
+        self._tok_window = SlidingMax(self.minute_s)
+
+    def record_status(self, status: int) -> None:
+        self.by_status[status] += 1
+        if status == 200:
+            self.ok += 1
+        elif status == 429:
+            self.rate_limited += 1
+        if 400 <= status < 500:
+            self.status_4xx += 1
+        elif status >= 500:
+            self.status_5xx += 1
+
+    def record_accept(self, now: float, charged_tokens: int) -> None:
+        self.accepted += 1
+        if self.first_accepted_at is None:
+            self.first_accepted_at = now
+        self._req_window.add(now, 1)
+        self._tok_window.add(now, charged_tokens)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def record_done(self, now: float) -> None:
+        self.in_flight -= 1
+        self.last_finished_at = now
+
+    def bill(self, prompt: int, completion: int) -> None:
+        self.billed_prompt_tokens += prompt
+        self.billed_completion_tokens += completion
+
+    def deliver(self, prompt: int, completion: int) -> None:
+        self.delivered_prompt_tokens += prompt
+        self.delivered_completion_tokens += completion
+
+    def snapshot(self) -> dict:
+        billed = self.billed_prompt_tokens + self.billed_completion_tokens
+        delivered = self.delivered_prompt_tokens + self.delivered_completion_tokens
+        return {
+            "requests": self.requests,
+            "ok": self.ok,
+            "rate_limited_429": self.rate_limited,
+            "status_4xx": self.status_4xx,
+            "status_5xx": self.status_5xx,
+            "errors_500": self.errors_500,
+            "overload_503": self.overload_503,
+            "outage_503": self.outage_503,
+            "forced": self.forced,
+            "hangs": self.hangs,
+            "disconnects": self.disconnects,
+            "accepted": self.accepted,
+            "billed_prompt_tokens": self.billed_prompt_tokens,
+            "billed_completion_tokens": self.billed_completion_tokens,
+            "billed_tokens": billed,
+            "delivered_prompt_tokens": self.delivered_prompt_tokens,
+            "delivered_completion_tokens": self.delivered_completion_tokens,
+            "delivered_tokens": delivered,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "max_accepted_per_minute": int(self._req_window.maximum),
+            "max_charged_tokens_per_minute": int(self._tok_window.maximum),
+            "minute_s": self.minute_s,
+            "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
+            "active_seconds": (
+                round(self.last_finished_at - self.first_accepted_at, 3)
+                if self.first_accepted_at is not None and self.last_finished_at is not None
+                else None
+            ),
+        }

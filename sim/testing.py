@@ -1,0 +1,185 @@
+"""Helpers to run the simulator inside tests and benchmarks.
+
+    from sim.testing import run_simulator_in_thread
+
+    with run_simulator_in_thread({"providers": {"alpha": {"rpm": 60}}}) as sim:
+        sim.provider_url("alpha")        # "http://127.0.0.1:PORT/alpha/v1" -> Provider.base_url
+        sim.counters()["providers"]["alpha"]["ok"]
+
+The pytest fixture ``sim_server`` (import it into a conftest: ``from sim.testing import sim_server``)
+is a factory: ``sim = sim_server(config_dict)``; every simulator it started is stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sim.config import SimConfig, load_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class SimHandle:
+    """A running simulator. ``base_url`` is "http://host:port" (no trailing slash)."""
+
+    base_url: str
+    port: int
+
+    def provider_url(self, name: str) -> str:
+        """The OpenAI base_url of a provider: "{base_url}/{name}/v1"."""
+        return f"{self.base_url}/{name}/v1"
+
+    def counters(self) -> dict:
+        """GET /_sim/counters: {"providers": {name: {...}}, "totals": {...}, "time_scale", "minute_s"}."""
+        return httpx.get(f"{self.base_url}/_sim/counters", timeout=10).json()
+
+    def provider_counters(self, name: str) -> dict:
+        return self.counters()["providers"][name]
+
+    def reset(self) -> None:
+        """Zero the counters, refill the buckets, restart outage clocks and status scripts."""
+        httpx.post(f"{self.base_url}/_sim/reset", timeout=10).raise_for_status()
+
+    def set_config(self, config: dict | SimConfig | str) -> None:
+        """Replace the whole configuration (and reset)."""
+        raw = config if isinstance(config, dict) else json.loads(Path(config).read_text())
+        r = httpx.post(f"{self.base_url}/_sim/config", json=raw, timeout=10)
+        if r.status_code != 200:
+            raise ValueError(r.json().get("error", r.text))
+
+    def __str__(self) -> str:
+        return self.base_url
+
+
+@contextmanager
+def run_simulator_in_thread(config: dict | str | SimConfig, host: str = "127.0.0.1", port: int = 0):
+    """Serve ``config`` from a daemon thread with its own event loop; yields a SimHandle.
+
+    ``port=0`` binds a free port. The config is validated before the thread starts (ConfigError).
+    """
+    cfg = load_config(config)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box: dict = {}
+
+    def target():
+        asyncio.set_event_loop(loop)
+        from sim.server import start
+
+        async def boot():
+            box["runner"], box["port"] = await start(cfg, host, port)
+
+        try:
+            loop.run_until_complete(boot())
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+            box["error"] = exc
+            ready.set()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(box["runner"].cleanup())
+        loop.close()
+
+    thread = threading.Thread(target=target, name="sim-server", daemon=True)
+    thread.start()
+    if not ready.wait(15):
+        raise RuntimeError("simulator did not start within 15 s")
+    if "error" in box:
+        raise box["error"]
+    try:
+        yield SimHandle(base_url=f"http://{host}:{box['port']}", port=box["port"])
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+@contextmanager
+def run_simulator_subprocess(
+    config: dict | str | SimConfig,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: str | Path | None = None,
+    python: str = sys.executable,
+):
+    """Serve ``config`` from a separate ``python -m sim`` process (own CPU, no GIL sharing).
+
+    ``config`` is a dict or a path to a JSON file. Yields a SimHandle; the process is terminated on exit.
+    """
+    tmp = None
+    if isinstance(config, dict):
+        load_config(config)  # validate here for a clear error
+        tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(config, tmp)
+        tmp.close()
+        path = tmp.name
+    else:
+        path = str(config)
+        load_config(path)
+    err = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [python, "-m", "sim", "--config", path, "--host", host, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=err,
+        cwd=str(REPO_ROOT),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 20
+        line = b""
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith(b"sim listening on ") or not line:
+                break
+        if not line.startswith(b"sim listening on "):
+            raise RuntimeError(f"simulator did not start (exit code {proc.poll()})")
+        url = line.decode().split("sim listening on ", 1)[1].strip()
+        yield SimHandle(base_url=url, port=int(url.rsplit(":", 1)[1]))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        if proc.stdout:
+            proc.stdout.close()
+        if log_path:
+            err.close()
+        if tmp is not None:
+            os.unlink(tmp.name)
+
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - pytest is a dev dependency
+    pytest = None
+
+if pytest is not None:
+
+    @pytest.fixture
+    def sim_server():
+        """Factory fixture: ``sim = sim_server(config_dict)`` starts a simulator (thread, free port)."""
+        stack = []
+
+        def start(config, **kw) -> SimHandle:
+            cm = run_simulator_in_thread(config, **kw)
+            handle = cm.__enter__()
+            stack.append(cm)
+            return handle
+
+        yield start
+        while stack:
+            stack.pop().__exit__(None, None, None)

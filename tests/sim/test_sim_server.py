@@ -1,0 +1,254 @@
+"""The simulator over real HTTP: quotas, billing, counting, concurrency, outages, hangs, forcing."""
+
+import asyncio
+import math
+import time
+
+import httpx
+import pytest
+
+from tests.sim.helpers import achat, chat
+
+
+def test_rpm_burst_over_capacity_gets_429_with_correct_retry_after(sim_server):
+    # 6 rpm = 0.1 req/s, bucket of 10 s -> capacity 1: the second request must wait ~10 s.
+    sim = sim_server({"providers": {"a": {"rpm": 6, "burst_seconds": 10, "median_ms": 0}}})
+    assert chat(sim, "a").status_code == 200
+    r = chat(sim, "a")
+    assert r.status_code == 429
+    assert r.headers["Retry-After"] == "10"  # ceil(~9.99)
+    assert 9_000 < int(r.headers["retry-after-ms"]) <= 10_000
+    assert r.headers["x-ratelimit-limit-requests"] == "6"
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
+    assert r.json()["error"]["code"] == "rate_limit_exceeded"
+    c = sim.provider_counters("a")
+    assert (c["requests"], c["ok"], c["rate_limited_429"], c["accepted"]) == (2, 1, 1, 1)
+
+
+def test_burst_capacity_then_refill_at_rate(sim_server):
+    # 600 rpm = 10/s, 0.5 s bucket -> capacity 5
+    sim = sim_server({"providers": {"a": {"rpm": 600, "burst_seconds": 0.5, "median_ms": 0}}})
+    with httpx.Client() as client:
+        statuses = [chat(sim, "a", client=client).status_code for _ in range(8)]
+        assert statuses[:5] == [200] * 5
+        assert statuses[5:].count(429) >= 2  # at most one token refilled while the 8 calls ran
+        r = chat(sim, "a", client=client)
+        wait_ms = int(r.headers.get("retry-after-ms", "0")) if r.status_code == 429 else 0
+        assert wait_ms <= 100  # one token takes 100 ms at 10/s
+        time.sleep(wait_ms / 1000 + 0.01)
+        assert chat(sim, "a", client=client).status_code == 200  # honouring retry-after-ms works
+
+
+def test_time_scale_compresses_rates(sim_server):
+    # 60 simulated rpm at 10x = 10 real req/s; bucket 0.5 simulated s holds 1 request.
+    sim = sim_server({"time_scale": 10, "providers": {"a": {"rpm": 60, "burst_seconds": 1, "median_ms": 0}}})
+    assert chat(sim, "a").status_code == 200
+    r = chat(sim, "a")
+    assert r.status_code == 429
+    assert r.headers["x-ratelimit-limit-requests"] == "600"
+    assert 50 < int(r.headers["retry-after-ms"]) <= 100
+    assert sim.counters()["minute_s"] == pytest.approx(6.0)
+
+
+def test_tpm_charges_prompt_plus_max_tokens(sim_server):
+    # 600 tpm = 10 tokens/s, 10 s bucket -> 100 tokens. Each call: 40 chars = 10 prompt + 40 max = 50.
+    sim = sim_server({"providers": {"a": {"tpm": 600, "burst_seconds": 10, "median_ms": 0}}})
+    content = "x" * 40
+    assert chat(sim, "a", content, max_tokens=40).status_code == 200
+    assert chat(sim, "a", content, max_tokens=40).status_code == 200
+    r = chat(sim, "a", content, max_tokens=40)
+    assert r.status_code == 429 and r.json()["error"]["type"] == "tokens"
+    assert r.headers["Retry-After"] == "5"  # 50 tokens at 10/s
+    assert r.headers["x-ratelimit-limit-tokens"] == "600"
+    small = chat(sim, "a", "x" * 4, max_tokens=1)  # 2 tokens: still not available right away? no: ~0
+    assert small.status_code in (200, 429)
+    too_big = chat(sim, "a", "x" * 400, max_tokens=10)  # 110 > capacity 100: can never pass
+    assert too_big.status_code == 400 and too_big.json()["error"]["code"] == "request_too_large"
+    c = sim.provider_counters("a")
+    assert c["max_charged_tokens_per_minute"] >= 100
+    assert c["billed_prompt_tokens"] == 10 * 2 + (1 if small.status_code == 200 else 0)
+
+
+def test_billing_500_after_processing_is_billed_429_is_not(sim_server):
+    sim = sim_server(
+        {
+            "providers": {
+                "bad": {"error_rate_500": 1.0, "median_ms": 5},
+                "tight": {"rpm": 6, "burst_seconds": 10, "median_ms": 0},
+            }
+        }
+    )
+    r = chat(sim, "bad", "y" * 20, max_tokens=7)
+    assert r.status_code == 500
+    ok = chat(sim, "tight", "z" * 8, max_tokens=3)
+    limited = chat(sim, "tight", "z" * 8, max_tokens=3)
+    assert (ok.status_code, limited.status_code) == (200, 429)
+    assert ok.json()["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
+    counters = sim.counters()["providers"]
+    bad, tight = counters["bad"], counters["tight"]
+    assert (bad["billed_prompt_tokens"], bad["billed_completion_tokens"]) == (5, 7)
+    assert bad["delivered_tokens"] == 0 and bad["errors_500"] == 1 and bad["status_5xx"] == 1
+    assert tight["billed_tokens"] == tight["delivered_tokens"] == 5  # the 429 added nothing
+    assert sim.counters()["totals"]["billed_tokens"] == 17
+
+
+def test_counts_are_honest_under_concurrent_load(sim_server):
+    sim = sim_server(
+        {"providers": {"a": {"rpm": 1200, "burst_seconds": 1, "median_ms": 20, "max_concurrency": 8}}}
+    )
+
+    async def fire():
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=200)) as client:
+            return await asyncio.gather(*(achat(client, sim, "a", max_tokens=4) for _ in range(120)))
+
+    responses = asyncio.run(fire())
+    statuses = [r.status_code for r in responses]
+    c = sim.provider_counters("a")
+    assert c["requests"] == 120
+    assert c["ok"] == statuses.count(200) and c["rate_limited_429"] == statuses.count(429)
+    assert c["overload_503"] == statuses.count(503)
+    assert sum(c["by_status"].values()) == 120
+    assert c["accepted"] == c["ok"]
+    assert c["delivered_tokens"] == sum(
+        r.json()["usage"]["total_tokens"] for r in responses if r.status_code == 200
+    )
+    assert c["billed_tokens"] == c["delivered_tokens"]
+    assert c["max_in_flight"] <= 8
+    # a correct limiter admits at most capacity + rate x window in any window
+    assert c["max_accepted_per_minute"] <= 20 + 1200
+    assert c["in_flight"] == 0
+
+
+def test_concurrency_ceiling_answers_503_and_is_not_billed(sim_server):
+    sim = sim_server({"providers": {"local": {"median_ms": 400, "max_concurrency": 2}}})
+
+    async def fire():
+        async with httpx.AsyncClient() as client:
+            return await asyncio.gather(*(achat(client, sim, "local") for _ in range(5)))
+
+    statuses = sorted(r.status_code for r in asyncio.run(fire()))
+    assert statuses == [200, 200, 503, 503, 503]
+    c = sim.provider_counters("local")
+    assert c["max_in_flight"] == 2 and c["overload_503"] == 3 and c["accepted"] == 2
+    assert c["billed_tokens"] == c["delivered_tokens"] > 0
+
+
+def test_outage_window_returns_503_then_recovers(sim_server):
+    sim = sim_server({"providers": {"a": {"median_ms": 0, "outage": {"period_s": 4, "duration_s": 1.5}}}})
+    sim.reset()  # outage clock starts now: [0, 1.5) down, [1.5, 4) up
+    r = chat(sim, "a")
+    assert r.status_code == 503 and r.json()["error"]["code"] == "outage"
+    time.sleep(2.0)
+    assert chat(sim, "a").status_code == 200
+    c = sim.provider_counters("a")
+    assert c["outage_503"] == 1 and c["billed_tokens"] == c["delivered_tokens"]
+
+
+def test_hang_outlasts_client_timeout_and_is_billed_not_delivered(sim_server):
+    sim = sim_server({"providers": {"a": {"hang_rate": 1.0, "hang_seconds": 30}}})
+    with pytest.raises(httpx.ReadTimeout):
+        chat(sim, "a", "q" * 8, max_tokens=5, timeout=0.5)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        c = sim.provider_counters("a")
+        if c["disconnects"]:
+            break
+        time.sleep(0.05)
+    assert c["hangs"] == 1 and c["disconnects"] == 1 and c["in_flight"] == 0
+    assert c["billed_tokens"] == 7 and c["delivered_tokens"] == 0
+
+
+def test_forced_status_header_script_and_fixed_status(sim_server):
+    sim = sim_server(
+        {
+            "providers": {
+                "a": {"median_ms": 0, "status_script": [503, 429, 200]},
+                "down": {"fixed_status": 503},
+                "free": {"median_ms": 0},
+            }
+        }
+    )
+    assert [chat(sim, "a").status_code for _ in range(4)] == [503, 429, 200, 200]
+    assert chat(sim, "down").status_code == 503
+    r = chat(sim, "free", headers={"x-sim-force-status": "429", "x-sim-retry-after": "7"})
+    assert r.status_code == 429 and r.headers["Retry-After"] == "7"
+    assert chat(sim, "free", headers={"x-sim-force-status": "422"}).status_code == 422
+    counters = sim.counters()["providers"]
+    assert counters["a"]["forced"] == 2 and counters["free"]["forced"] == 2
+    assert counters["free"]["billed_tokens"] == 0 and counters["down"]["billed_tokens"] == 0
+
+
+def test_bad_requests_auth_and_unknown_provider(sim_server):
+    sim = sim_server({"providers": {"a": {"api_key": "sekret", "median_ms": 0}}})
+    url = sim.provider_url("a") + "/chat/completions"
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(url, json=body).status_code == 401
+    auth = {"Authorization": "Bearer sekret"}
+    assert httpx.post(url, json=body, headers=auth).status_code == 200
+    assert httpx.post(url, content=b"{not json", headers=auth).status_code == 400
+    assert httpx.post(url, json={"messages": []}, headers=auth).status_code == 400
+    assert httpx.post(url, json={**body, "max_tokens": 0}, headers=auth).status_code == 400
+    assert httpx.post(sim.provider_url("nope") + "/chat/completions", json=body).status_code == 404
+    c = sim.provider_counters("a")
+    assert c["status_4xx"] == 4 and c["ok"] == 1
+
+
+def test_default_max_tokens_and_response_shape(sim_server):
+    sim = sim_server({"providers": {"a": {"median_ms": 0, "default_max_tokens": 9, "model": "a-7b"}}})
+    data = httpx.post(
+        sim.provider_url("a") + "/chat/completions", json={"messages": [{"role": "user", "content": "abcd"}]}
+    ).json()
+    assert data["object"] == "chat.completion" and data["model"] == "a-7b"
+    assert data["usage"] == {"prompt_tokens": 1, "completion_tokens": 9, "total_tokens": 10}
+    assert data["choices"][0]["message"]["role"] == "assistant"
+    assert data["choices"][0]["finish_reason"] == "length"
+
+
+def test_sliding_window_counts_accepted_per_simulated_minute(sim_server):
+    # time_scale 60: a simulated minute is 1 real second.
+    sim = sim_server({"time_scale": 60, "providers": {"a": {"median_ms": 0}}})
+    for _ in range(3):
+        chat(sim, "a")
+    time.sleep(1.1)
+    for _ in range(2):
+        chat(sim, "a")
+    c = sim.provider_counters("a")
+    assert c["accepted"] == 5 and c["max_accepted_per_minute"] == 3
+
+
+def test_reset_and_set_config(sim_server):
+    sim = sim_server({"providers": {"a": {"rpm": 6, "burst_seconds": 10, "median_ms": 0}}})
+    chat(sim, "a")
+    assert chat(sim, "a").status_code == 429
+    sim.reset()
+    assert sim.provider_counters("a")["requests"] == 0
+    assert chat(sim, "a").status_code == 200  # bucket refilled
+    sim.set_config({"providers": {"b": {"median_ms": 0}}})
+    assert chat(sim, "b").status_code == 200
+    assert "a" not in sim.counters()["providers"]
+    with pytest.raises(ValueError, match="rpm"):
+        sim.set_config({"providers": {"b": {"rpm": -1}}})
+
+
+def test_openai_sdk_reads_answers_and_honours_429(sim_server):
+    from openai import OpenAI, RateLimitError
+
+    sim = sim_server({"providers": {"a": {"rpm": 6, "burst_seconds": 10, "median_ms": 0}}})
+    client = OpenAI(base_url=sim.provider_url("a"), api_key="x", max_retries=0)
+    resp = client.chat.completions.create(
+        model="a", messages=[{"role": "user", "content": "hello"}], max_tokens=4
+    )
+    assert resp.usage.completion_tokens == 4 and resp.usage.prompt_tokens == math.ceil(5 / 4)
+    with pytest.raises(RateLimitError):
+        client.chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "hello"}], max_tokens=4
+        )
+
+
+def test_subprocess_runner_serves_the_example_config():
+    from sim.testing import run_simulator_subprocess
+
+    with run_simulator_subprocess("examples/sim.json") as sim:
+        health = httpx.get(f"{sim.base_url}/_sim/health").json()
+        assert health["providers"] == ["alpha", "beta", "local"] and health["time_scale"] == 10
+        assert chat(sim, "local").status_code == 200
