@@ -67,6 +67,9 @@ class SimConfig:
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     time_scale: float = 1.0
     seed: int | None = None
+    # When set, every request is recorded in GET /_sim/trace with a tag: the first group of this regex
+    # matched against the last message's content (benchmarks tag each user request this way).
+    trace_tag_regex: str | None = None
 
     @property
     def minute_s(self) -> float:
@@ -184,7 +187,7 @@ def parse_config(raw: dict) -> SimConfig:
     """Validate a config dict: {"time_scale": 1, "seed": 1, "providers": {name: {...}} or [{name,...}]}."""
     if not isinstance(raw, dict):
         raise ConfigError("config: expected a JSON object")
-    unknown = set(raw) - {"providers", "time_scale", "seed", "comment"}
+    unknown = set(raw) - {"providers", "time_scale", "seed", "comment", "trace_tag_regex"}
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}")
     provs = raw.get("providers")
@@ -204,10 +207,18 @@ def parse_config(raw: dict) -> SimConfig:
     if not items:
         raise ConfigError("providers: at least one provider is required")
     time_scale = _num(raw, "time_scale", "config", 1.0, minimum=0.001, maximum=100_000)
+    tag_re = raw.get("trace_tag_regex")
+    if tag_re is not None:
+        try:
+            if not isinstance(tag_re, str) or re.compile(tag_re).groups < 1:
+                raise ConfigError("config.trace_tag_regex: expected a regex with one group")
+        except re.error as exc:
+            raise ConfigError(f"config.trace_tag_regex: invalid regex: {exc}") from exc
     return SimConfig(
         providers={name: parse_provider(name, p) for name, p in items},
         time_scale=time_scale,
         seed=_num(raw, "seed", "config", None, integer=True),
+        trace_tag_regex=tag_re,
     )
 
 

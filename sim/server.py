@@ -5,7 +5,9 @@ Routes (one port, many providers):
   GET  /{name}/v1/models             the provider's model
   GET  /_sim/health                  liveness + provider names
   GET  /_sim/counters                per-provider counters (see sim/counters.py)
-  POST /_sim/reset                   zero counters, refill buckets, restart outage clock and scripts
+  GET  /_sim/trace                   per-request rows [provider, tag, status, arrival_s, done_s] (seconds
+                                     since start/reset), when the config sets trace_tag_regex
+  POST /_sim/reset                   zero counters and trace, refill buckets, restart outage clock, scripts
   POST /_sim/config                  replace the whole configuration (body: a config document), then reset
 
 Request pipeline for a provider, in order (the first rule that answers wins):
@@ -29,6 +31,7 @@ import asyncio
 import json
 import math
 import random
+import re
 import time
 import uuid
 
@@ -56,9 +59,13 @@ def error_body(message: str, type_: str, code: str | None = None) -> dict:
 class SimProvider:
     """One simulated provider: its buckets, RNG, counters and request handling."""
 
-    def __init__(self, cfg: ProviderConfig, time_scale: float, seed: int | None, now: float):
+    def __init__(
+        self, cfg: ProviderConfig, time_scale: float, seed: int | None, now: float, tracer=None, tag_re=None
+    ):
         self.cfg = cfg
         self.time_scale = time_scale
+        self.tracer = tracer  # callable(provider, tag, status, t_arrival, t_done) or None
+        self.tag_re = re.compile(tag_re) if tag_re else None
         self.rng = random.Random(cfg.seed if cfg.seed is not None else seed)
         self.reset(now)
 
@@ -122,6 +129,28 @@ class SimProvider:
 
     # --- the pipeline -------------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.Response:
+        box: dict = {}
+        if self.tracer is None:
+            return await self._handle(request, box)
+        loop_time = asyncio.get_running_loop().time
+        arrival = loop_time()
+        status = 499  # client went away
+        try:
+            response = await self._handle(request, box)
+            status = response.status
+            return response
+        finally:
+            self.tracer(self.cfg.name, box.get("tag"), status, arrival, loop_time())
+
+    def tag_of(self, messages: list) -> str | None:
+        content = messages[-1].get("content")
+        if isinstance(content, str):
+            m = self.tag_re.search(content)
+            if m:
+                return m.group(1)
+        return None
+
+    async def _handle(self, request: web.Request, box: dict) -> web.Response:
         c = self.counters
         c.requests += 1
         cfg = self.cfg
@@ -138,6 +167,8 @@ class SimProvider:
         problem = validate_body(body)
         if problem:
             return self.reply(400, error_body(problem, "invalid_request_error"))
+        if self.tag_re is not None:
+            box["tag"] = self.tag_of(body["messages"])
 
         forced = request.headers.get("x-sim-force-status")
         if forced is not None:
@@ -273,13 +304,22 @@ class SimState:
         now = asyncio.get_event_loop().time() if _loop_running() else time.monotonic()
         self.config = config
         self.started = now
+        self.trace: list[list] = []
+        tracer = self.record if config.trace_tag_regex else None
         self.providers = {
-            name: SimProvider(p, config.time_scale, config.seed, now) for name, p in config.providers.items()
+            name: SimProvider(p, config.time_scale, config.seed, now, tracer, config.trace_tag_regex)
+            for name, p in config.providers.items()
         }
+
+    def record(self, provider: str, tag, status: int, arrival: float, done: float) -> None:
+        self.trace.append(
+            [provider, tag, status, round(arrival - self.started, 6), round(done - self.started, 6)]
+        )
 
     def reset(self) -> None:
         now = asyncio.get_running_loop().time()
         self.started = now
+        self.trace = []
         for p in self.providers.values():
             p.reset(now)
 
@@ -333,6 +373,11 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     async def counters(request: web.Request) -> web.Response:
         return web.json_response(state.counters())
 
+    async def trace(request: web.Request) -> web.Response:
+        fields = ["provider", "tag", "status", "arrival_s", "done_s"]
+        return web.json_response({"fields": fields, "enabled": state.config.trace_tag_regex is not None,
+                                  "rows": state.trace})  # fmt: skip
+
     async def reset(request: web.Request) -> web.Response:
         state.reset()
         return web.json_response({"ok": True})
@@ -347,6 +392,7 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
 
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/counters", counters)
+    app.router.add_get("/_sim/trace", trace)
     app.router.add_post("/_sim/reset", reset)
     app.router.add_post("/_sim/config", set_config)
     app.router.add_post("/{name}/v1/chat/completions", chat)

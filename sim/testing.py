@@ -49,6 +49,11 @@ class SimHandle:
     def provider_counters(self, name: str) -> dict:
         return self.counters()["providers"][name]
 
+    def trace(self) -> list[dict]:
+        """GET /_sim/trace as dicts {provider, tag, status, arrival_s, done_s} (needs trace_tag_regex)."""
+        data = httpx.get(f"{self.base_url}/_sim/trace", timeout=30).json()
+        return [dict(zip(data["fields"], row, strict=True)) for row in data["rows"]]
+
     def reset(self) -> None:
         """Zero the counters, refill the buckets, restart outage clocks and status scripts."""
         httpx.post(f"{self.base_url}/_sim/reset", timeout=10).raise_for_status()

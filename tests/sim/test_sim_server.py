@@ -40,13 +40,13 @@ def test_burst_capacity_then_refill_at_rate(sim_server):
 
 
 def test_time_scale_compresses_rates(sim_server):
-    # 60 simulated rpm at 10x = 10 real req/s; bucket 0.5 simulated s holds 1 request.
-    sim = sim_server({"time_scale": 10, "providers": {"a": {"rpm": 60, "burst_seconds": 1, "median_ms": 0}}})
+    # 6 simulated rpm at 10x = 1 real req/s; a 1 simulated-second bucket holds (at least) 1 request.
+    sim = sim_server({"time_scale": 10, "providers": {"a": {"rpm": 6, "burst_seconds": 1, "median_ms": 0}}})
     assert chat(sim, "a").status_code == 200
     r = chat(sim, "a")
     assert r.status_code == 429
-    assert r.headers["x-ratelimit-limit-requests"] == "600"
-    assert 50 < int(r.headers["retry-after-ms"]) <= 100
+    assert r.headers["x-ratelimit-limit-requests"] == "60"
+    assert 500 < int(r.headers["retry-after-ms"]) <= 1000
     assert sim.counters()["minute_s"] == pytest.approx(6.0)
 
 
@@ -252,3 +252,23 @@ def test_subprocess_runner_serves_the_example_config():
         health = httpx.get(f"{sim.base_url}/_sim/health").json()
         assert health["providers"] == ["alpha", "beta", "local"] and health["time_scale"] == 10
         assert chat(sim, "local").status_code == 200
+
+
+def test_trace_records_tagged_requests_relative_to_reset(sim_server):
+    sim = sim_server(
+        {"trace_tag_regex": r"\[(u\d+)\]", "providers": {"a": {"median_ms": 30}, "b": {"fixed_status": 503}}}
+    )
+    sim.reset()
+    assert chat(sim, "a", "[u7] classify this").status_code == 200
+    assert chat(sim, "b", "[u8] and this").status_code == 503
+    assert chat(sim, "a", "untagged").status_code == 200
+    rows = sim.trace()
+    assert [(r["provider"], r["tag"], r["status"]) for r in rows] == [
+        ("a", "u7", 200),
+        ("b", "u8", 503),
+        ("a", None, 200),
+    ]
+    assert rows[0]["done_s"] - rows[0]["arrival_s"] >= 0.025
+    assert 0 <= rows[0]["arrival_s"] < rows[1]["arrival_s"] < rows[2]["arrival_s"]
+    sim.reset()
+    assert sim.trace() == []
