@@ -1,0 +1,135 @@
+"""Redis-only behaviour: script cache, failure policy, key hygiene, store selection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import override_settings
+
+from providers.quota import (
+    LocalQuotaStore,
+    QuotaStoreUnavailable,
+    get_quota_store,
+    reset_quota_store,
+    snapshot_all_sync,
+)
+from providers.quota.redis_store import RedisQuotaStore, redact_url
+
+from .conftest import make_limits, run
+
+
+def test_noscript_after_script_flush_is_transparent(redis_store, redis_sync):
+    limits = make_limits(rpm=6000, max_concurrency=2)
+
+    async def body():
+        assert (await redis_store.try_acquire(limits, 5)).granted
+        redis_sync.script_flush()
+        assert not redis_sync.script_exists(redis_store._scripts["ACQUIRE"].sha)[0]
+        assert (await redis_store.try_acquire(limits, 5)).granted  # NOSCRIPT → SCRIPT LOAD → EVALSHA
+        assert redis_sync.script_exists(redis_store._scripts["ACQUIRE"].sha)[0]
+        redis_sync.script_flush()
+        async with redis_store.lease(limits):
+            state = await redis_store.snapshot(limits)
+        assert state.leases_in_flight == 1 and state.observed_rpm == 2
+
+    run(redis_store, body)
+
+
+@pytest.mark.parametrize("operation", ["acquire", "lease", "reconcile", "penalize", "snapshot", "config"])
+def test_redis_down_raises_quota_store_unavailable(operation):
+    store = RedisQuotaStore("redis://:s3cret@127.0.0.1:1/0", prefix="down:", global_max_in_flight=2)
+    limits = make_limits()
+
+    async def body():
+        if operation == "acquire":
+            await store.acquire(limits, 1)
+        elif operation == "lease":
+            async with store.lease(limits):
+                pass
+        elif operation == "reconcile":
+            from providers.quota import Reservation
+
+            await store.reconcile(limits, Reservation(limits.name, 10), 5)
+        elif operation == "penalize":
+            await store.penalize(limits, 5)
+        elif operation == "snapshot":
+            await store.snapshot(limits)
+        else:
+            await store.config_version()
+
+    with pytest.raises(QuotaStoreUnavailable) as info:
+        run(store, body)
+    message = str(info.value)
+    assert "127.0.0.1:1" in message and "s3cret" not in message and "retryable" in message
+
+
+def test_redact_url():
+    assert redact_url("redis://user:pw@host:6380/1") == "redis://user:***@host:6380/1"
+    assert redact_url("redis://host:6379/0") == "redis://host:6379/0"
+
+
+def test_bucket_keys_expire_once_full(redis_store, redis_sync):
+    limits = make_limits(rpm=600, burst_seconds=2.0)
+
+    async def body():
+        await redis_store.acquire(limits, 3)
+        async with redis_store.lease(limits):
+            pass
+
+    run(redis_store, body)
+    bucket, obs, leases = redis_store._keys(limits.name)
+    assert 0 < redis_sync.pttl(bucket) <= 2_000 + 1_000 + 50  # refill time + 1 s margin
+    assert 0 < redis_sync.pttl(obs) <= 61_000
+    assert not redis_sync.exists(leases) or redis_sync.pttl(leases) > 0
+
+
+def test_get_quota_store_follows_settings():
+    reset_quota_store()
+    try:
+        with override_settings(GATEWAY_QUOTA_BACKEND="local"):
+            local = get_quota_store()
+            assert isinstance(local, LocalQuotaStore) and get_quota_store() is local
+        reset_quota_store()
+        with override_settings(GATEWAY_QUOTA_BACKEND="redis", GATEWAY_REDIS_PREFIX="bgwtest:factory:"):
+            shared = get_quota_store()
+            assert isinstance(shared, RedisQuotaStore) and shared.prefix == "bgwtest:factory:"
+        reset_quota_store()
+        with (
+            override_settings(GATEWAY_QUOTA_BACKEND="nonsense"),
+            pytest.raises(ValueError, match="GATEWAY_QUOTA"),
+        ):
+            get_quota_store()
+    finally:
+        reset_quota_store()
+
+
+def test_one_client_per_event_loop(redis_store):
+    clients = []
+
+    async def grab():
+        clients.append(redis_store.client())
+        assert redis_store.client() is clients[-1]
+        return await redis_store.ping()
+
+    assert asyncio.run(grab())  # no aclose: the next loop must not reuse this loop's client
+    assert run(redis_store, grab)
+    assert clients[0] is not clients[1]
+
+
+def test_snapshot_all_sync_from_sync_and_async_callers(redis_sync):
+    reset_quota_store()
+    try:
+        limits = [make_limits(rpm=600), make_limits(rpm=1200)]
+        store = get_quota_store()
+        run(store, store.acquire, limits[1], 7)
+        states = snapshot_all_sync(limits)
+        assert [s.provider for s in states] == [lim.name for lim in limits]
+        assert (states[0].observed_rpm, states[1].observed_rpm, states[1].observed_tpm) == (0, 1, 7)
+
+        async def inside_a_loop():
+            return snapshot_all_sync(limits)
+
+        assert asyncio.run(inside_a_loop())[1].observed_tpm == 7
+    finally:
+        reset_quota_store()
