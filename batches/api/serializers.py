@@ -241,6 +241,10 @@ class UsageSerializer(serializers.Serializer):
 
 class BatchListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=BatchStatus.choices, required=False)
+    cursor = serializers.CharField(required=False, help_text="Opaque cursor taken from `next`/`previous`.")
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=100, help_text="Page size (default 20)."
+    )
 
 
 class ResultsQuerySerializer(serializers.Serializer):

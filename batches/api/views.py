@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
@@ -104,11 +104,7 @@ class BatchListCreateView(TeamAPIView):
     @extend_schema(
         operation_id="batches_list",
         summary="List the team's batches, newest first",
-        parameters=[
-            BatchListQuerySerializer,
-            OpenApiParameter("cursor", OpenApiTypes.STR, description="Opaque cursor from next/previous."),
-            OpenApiParameter("limit", OpenApiTypes.INT, description="Page size, 1..100 (default 20)."),
-        ],
+        parameters=[BatchListQuerySerializer],
         responses={200: BatchPageSerializer, **BAD_QUERY, **AUTH_ERRORS},
     )
     def get(self, request):
@@ -117,7 +113,10 @@ class BatchListCreateView(TeamAPIView):
             return query_errors(query)
         qs = selectors.batches_for_team(self.team, status=query.validated_data.get("status"))
         paginator = BatchPagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
+        try:
+            page = paginator.paginate_queryset(qs, request, view=self)
+        except NotFound as exc:  # DRF answers a bad cursor with 404; it is a bad query parameter
+            return errors_response([{"index": None, "field": "cursor", "message": str(exc.detail)}])
         return paginator.get_paginated_response(BatchSerializer(page, many=True).data)
 
     @extend_schema(
