@@ -1,0 +1,282 @@
+"""Shared pieces of the benchmarks: the seed workload, simulator settings, the quota floor, reporting.
+
+The seed's §4 workload: every user message needs three answers from three providers —
+intent (alpha), sentiment (beta) and summary (local). A user request is done when all three are back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_SIM = ROOT / "examples" / "sim.json"
+
+# route -> (provider, max_tokens, instruction)
+ROUTES: dict[str, tuple[str, int, str]] = {
+    "intent": ("alpha", 16, "Classify the intent of this customer message in one or two words."),
+    "sentiment": ("beta", 8, "Answer positive, neutral or negative: the sentiment of this message."),
+    "summary": ("local", 120, "Summarise this customer message in one sentence."),
+}
+TAG_RE = r"\[(u\d+)\]"  # the simulator traces requests by this tag in the message
+
+_SUBJECTS = [
+    "my order", "the invoice", "the mobile app", "your delivery driver", "the refund", "the new plan",
+    "the login page", "the support chat", "the warranty", "the premium subscription", "the price change",
+    "the replacement part", "my account", "the checkout", "the tracking number",
+]  # fmt: skip
+_PROBLEMS = [
+    "arrived two days late and the box was damaged",
+    "charges me twice every month since the update",
+    "keeps crashing when I open the settings screen",
+    "was great, thank you for the quick help",
+    "has not been processed although I sent everything you asked for",
+    "is confusing, I cannot find where to change my address",
+    "works fine now, but it took three calls to get it fixed",
+    "is much better than the old one, well done",
+    "says my card is invalid but the bank says it is fine",
+    "was cancelled without any notice and nobody answers my emails",
+]  # fmt: skip
+_ASKS = [
+    "Can you tell me what happens next?", "I would like a refund.", "Please call me back.",
+    "Just wanted to say thanks.", "How do I fix this myself?", "Is there a discount for the trouble?",
+    "What are my options?", "",
+]  # fmt: skip
+
+
+def user_messages(n: int, seed: int = 7) -> list[str]:
+    """n deterministic customer messages, each tagged "[u{i}]" (i from 1)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(1, n + 1):
+        text = f"[u{i}] Hello, {rng.choice(_SUBJECTS)} {rng.choice(_PROBLEMS)}. {rng.choice(_ASKS)}".strip()
+        if rng.random() < 0.3:
+            text += f" I have been a customer for {rng.randint(1, 12)} years and this is order #{rng.randint(10000, 99999)}."
+        out.append(text)
+    return out
+
+
+def seed_items(n_users: int, seed: int = 7) -> list[dict]:
+    """Gateway ITEMs (contract §4): u{i}-intent, u{i}-sentiment, u{i}-summary for each user message."""
+    items = []
+    for i, text in enumerate(user_messages(n_users, seed), start=1):
+        for route, (_provider, max_tokens, instruction) in ROUTES.items():
+            items.append(
+                {
+                    "custom_id": f"u{i}-{route}",
+                    "route": route,
+                    "query": f"{instruction}\n\n{text}",
+                    "params": {"max_tokens": max_tokens},
+                }
+            )
+    return items
+
+
+def item_user(custom_id: str) -> str:
+    return custom_id.rsplit("-", 1)[0]
+
+
+def write_jsonl(items: list[dict], path: Path) -> None:
+    path.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items))
+
+
+# --- simulator settings -----------------------------------------------------------------------------
+
+
+def bench_sim_config(time_scale: float, errors: bool = True, trace: bool = True) -> dict:
+    """examples/sim.json's providers at another time_scale.
+
+    The provider buckets hold 1.3 real seconds of traffic at any scale (the gateway's own bucket holds
+    1 s: Provider.burst_seconds >= 1), so burst_seconds (simulated) = 1.3 x time_scale.
+    """
+    raw = json.loads(EXAMPLE_SIM.read_text())
+    raw.pop("comment", None)
+    raw["time_scale"] = time_scale
+    for p in raw["providers"].values():
+        p["burst_seconds"] = round(1.3 * time_scale, 6)
+        if not errors:
+            p.pop("error_rate_500", None)
+    if trace:
+        raw["trace_tag_regex"] = TAG_RE
+    return raw
+
+
+def gateway_providers(sim_cfg: dict, sim_base_url: str, **overrides) -> dict:
+    """A providers file (contract §3) matching the simulator: real rates, 1 s burst, same concurrency."""
+    scale = sim_cfg["time_scale"]
+    providers = []
+    for name, p in sim_cfg["providers"].items():
+        entry = {
+            "name": name,
+            "base_url": f"{sim_base_url}/{name}/v1",
+            "model": p.get("model", f"{name}-chat"),
+            "rpm": int(p["rpm"] * scale),
+            "tpm": int(p["tpm"] * scale),
+            "max_concurrency": p["max_concurrency"],
+            "burst_seconds": 1,
+            "timeout_seconds": 30,
+            "max_retries": 3,
+            "enabled": True,
+        }
+        entry.update(overrides)
+        providers.append(entry)
+    routes = [
+        {"route": route, "provider": provider, "priority": 0, "weight": 1}
+        for route, (provider, _m, _i) in ROUTES.items()
+    ]
+    return {"providers": providers, "routes": routes}
+
+
+def estimate_prompt_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def quota_floor(sim_cfg: dict, items: list[dict]) -> dict:
+    """The fastest any client could finish `items` under the simulator's limits (real seconds).
+
+    Per provider p with n requests, T charged tokens (prompt + max_tokens), bucket capacities C and
+    real refill rates r: the last request cannot be admitted before (n - C_req) / r_req, nor before
+    (T - C_tok) / r_tok; with concurrency c and mean latency L, n requests need at least n·L / c.
+    Add one median latency for the last answer. t_min is the max over providers.
+    """
+    scale = sim_cfg["time_scale"]
+    per: dict[str, dict] = {}
+    for it in items:
+        provider = ROUTES[it["route"]][0]
+        d = per.setdefault(provider, {"n": 0, "tokens": 0})
+        d["n"] += 1
+        d["tokens"] += estimate_prompt_tokens(it["query"]) + it["params"]["max_tokens"]
+    out = {}
+    for name, d in per.items():
+        p = sim_cfg["providers"][name]
+        burst = p.get("burst_seconds", 5.0)
+        r_req = p["rpm"] * scale / 60
+        c_req = max(1.0, p["rpm"] / 60 * burst)
+        r_tok = p["tpm"] * scale / 60
+        c_tok = p["tpm"] / 60 * burst
+        median = p.get("median_ms", 200) / 1000 / scale
+        mean = median * math.exp(p.get("sigma", 0) ** 2 / 2)
+        floors = {
+            "rpm": max(0.0, (d["n"] - c_req) / r_req),
+            "tpm": max(0.0, (d["tokens"] - c_tok) / r_tok),
+            "concurrency": d["n"] * mean / p.get("max_concurrency", 10**9),
+        }
+        binding = max(floors, key=floors.get)
+        out[name] = {"n": d["n"], "floor_s": floors[binding] + median, "binding": binding, **floors}
+    t_min = max(v["floor_s"] for v in out.values())
+    return {"t_min": t_min, "providers": out}
+
+
+# --- measuring ---------------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def user_latencies_from_trace(rows: list[dict], n_routes: int = 3) -> dict:
+    """Per user request (tag), from the simulator's trace:
+
+    - service: first request of the user's three reaching a provider -> last 200 answer leaving it
+    - done: batch start (simulator reset) -> last 200 answer
+    Users without three 200 answers are not complete and are left out.
+    """
+    first: dict[str, float] = {}
+    last_ok: dict[str, float] = {}
+    oks: dict[str, int] = {}
+    for r in rows:
+        tag = r["tag"]
+        if tag is None:
+            continue
+        first[tag] = min(first.get(tag, math.inf), r["arrival_s"])
+        if r["status"] == 200:
+            oks[tag] = oks.get(tag, 0) + 1
+            last_ok[tag] = max(last_ok.get(tag, 0.0), r["done_s"])
+    complete = [t for t, n in oks.items() if n >= n_routes]
+    service = [last_ok[t] - first[t] for t in complete]
+    done = [last_ok[t] for t in complete]
+    return {
+        "users_complete": len(complete),
+        "service_p50": pct(service, 0.5),
+        "service_p95": pct(service, 0.95),
+        "done_p50": pct(done, 0.5),
+        "done_p95": pct(done, 0.95),
+    }
+
+
+def sim_summary(counters: dict) -> dict:
+    t = counters["totals"]
+    billed, delivered = t["billed_tokens"], t["delivered_tokens"]
+    return {
+        "requests": t["requests"],
+        "429s": t["rate_limited_429"],
+        "5xx": t["status_5xx"],
+        "billed": billed,
+        "delivered": delivered,
+        "waste_pct": 100.0 * (billed - delivered) / billed if billed else 0.0,
+        "max_in_flight": {n: p["max_in_flight"] for n, p in counters["providers"].items()},
+        "max_per_minute": {n: p["max_accepted_per_minute"] for n, p in counters["providers"].items()},
+    }
+
+
+# --- reporting ---------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    cores = os.cpu_count()
+    ram = ""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                ram = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB RAM"
+    except OSError:
+        pass
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cores} cores ({cpu}), {ram}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def replace_section(path: Path, marker: str, body: str, header: str = "# Benchmarks\n") -> None:
+    """Replace the text between <!-- {marker}:begin --> and <!-- {marker}:end --> (append if absent)."""
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
+    text = path.read_text() if path.exists() else header
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def fmt_s(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def mean(values):
+    return statistics.fmean(values) if values else None
