@@ -16,7 +16,7 @@ from providers.quota.types import ProviderLimits
 QUOTA_MODULE = "providers.quota"
 QUOTA_FUNCTIONS = ("snapshot_all_sync", "snapshot_many_sync", "snapshots_sync")
 BREAKER_MODULE = "providers.breaker"
-BREAKER_FUNCTIONS = ("snapshot_all_sync", "states_sync", "breaker_states_sync", "snapshot_sync")
+BREAKER_FUNCTIONS = ("breaker_snapshot_sync", "snapshot_all_sync")
 
 
 @dataclass
@@ -85,3 +85,19 @@ def breaker_label(state: Any) -> str:
         value = state.state
     value = getattr(value, "value", value)
     return str(value)
+
+
+def breaker_detail(state: Any) -> str:
+    """A one-line explanation: failures in a row, window failures, time until a probe."""
+    if not isinstance(state, dict):
+        return ""
+    parts = []
+    if state.get("open_remaining_ms"):
+        parts.append(f"probe in {int(state['open_remaining_ms']) / 1000:.1f} s")
+    if state.get("consecutive_failures"):
+        parts.append(f"{state['consecutive_failures']} failures in a row")
+    if state.get("window_requests"):
+        parts.append(f"{state.get('window_failures', 0)}/{state['window_requests']} failed in window")
+    if state.get("opened_count"):
+        parts.append(f"opened {state['opened_count']}×")
+    return ", ".join(parts)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.db.models import Avg, Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
 from django.utils import timezone
 
-from batches.models import Batch, BatchItem, ErrorType, ItemStatus, Team, TeamUsageDaily
+from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
 from providers.models import Provider
 
 # --- error classes (seed §5.3 step one: which provider, 4xx or 5xx) --------------------------------
@@ -391,8 +391,13 @@ RECENT_WINDOW = dt.timedelta(minutes=5)
 def recent_activity(now: dt.datetime | None = None) -> dict[str, RecentProviderActivity]:
     """Per provider: items finished in the last 5 minutes, failures, avg latency (one query)."""
     since = (now or timezone.now()) - RECENT_WINDOW
+    # BatchItem has no index on finished_at alone: restrict to batches that can hold recently finished
+    # items (still active, or finalized inside the window), so the batch_id index does the work.
+    active = Batch.objects.filter(
+        Q(status__in=[BatchStatus.QUEUED, BatchStatus.RUNNING]) | Q(completed_at__gte=since)
+    ).values("pk")
     rows = (
-        BatchItem.objects.filter(finished_at__gte=since)
+        BatchItem.objects.filter(batch__in=active, finished_at__gte=since)
         .exclude(provider="")
         .values("provider")
         .annotate(

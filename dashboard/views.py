@@ -15,7 +15,7 @@ from providers.quota.types import ProviderLimits
 
 from . import charts, live, selectors
 from .access import staff_required
-from .forms import BatchFilterForm, FailureFilterForm, UsageFilterForm
+from .forms import DEFAULT_WINDOW, BatchFilterForm, FailureFilterForm, UsageFilterForm
 
 PAGE_SIZE = 50
 RUNNING_REFRESH_SECONDS = 5
@@ -73,6 +73,7 @@ def batch_detail(request, batch_id):
         {
             "nav": "batches",
             "batch": batch,
+            "metadata_json": json.dumps(batch.metadata, ensure_ascii=False) if batch.metadata else "",
             "summary": summary,
             "status_counts": selectors.item_status_counts(batch),
             "providers": selectors.provider_breakdown(batch),
@@ -132,7 +133,10 @@ def item_detail(request, item_id: int):
 
 @staff_required
 def failures(request):
-    form = FailureFilterForm(request.GET, provider_names=selectors.provider_names())
+    data = request.GET.copy()
+    if not data.get("window"):
+        data["window"] = DEFAULT_WINDOW  # so the select shows the window actually applied
+    form = FailureFilterForm(data, provider_names=selectors.provider_names())
     if form.is_valid():
         since, until = form.time_bounds()
         qs = selectors.failures(
@@ -171,6 +175,7 @@ def providers(request):
                 "config": view,
                 "quota": state,
                 "breaker": live.breaker_label(breaker) if breaker is not None else None,
+                "breaker_detail": live.breaker_detail(breaker),
                 "recent": recent.get(view.name),
                 "rpm_pct": _pct(getattr(state, "observed_rpm", None), view.rpm),
                 "tpm_pct": _pct(getattr(state, "observed_tpm", None), view.tpm),

@@ -1,0 +1,88 @@
+"""The providers page reads live quota and breaker state, and degrades visibly when it cannot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.urls import reverse
+
+from dashboard import live
+from providers.quota.types import ProviderLimits
+
+
+@pytest.fixture
+def fresh_stores():
+    """Process-wide quota store and breaker rebuilt from the current settings, before and after."""
+    from providers.breaker import reset_breaker
+    from providers.quota import reset_quota_store
+
+    reset_quota_store()
+    reset_breaker()
+    yield
+    reset_quota_store()
+    reset_breaker()
+
+
+def _take(limits: ProviderLimits, n: int, tokens: int) -> None:
+    from providers.quota import get_quota_store
+
+    async def run():
+        store = get_quota_store()
+        try:
+            for _ in range(n):
+                await store.acquire(limits, tokens)
+        finally:
+            await store.aclose()
+
+    asyncio.run(run())
+
+
+def test_providers_page_shows_live_bucket_levels_from_the_quota_store(
+    staff_client, seeded, redis_sync, fresh_stores
+):
+    alpha = ProviderLimits.from_provider(seeded.providers["alpha"])
+    _take(alpha, 3, 1000)  # 3 requests, 3000 tokens granted just now
+    response = staff_client.get(reverse("dashboard:providers"))
+    assert response.status_code == 200
+    assert response.context["quota_error"] is None, response.context["quota_error"]
+    rows = {r["config"].name: r for r in response.context["rows"]}
+    state = rows["alpha"]["quota"]
+    assert state is not None and state.observed_rpm == 3 and state.observed_tpm == 3000
+    assert state.rpm_tokens_available <= alpha.rpm_capacity - 3 + 0.5  # refills slowly (1/s)
+    assert rows["beta"]["quota"].observed_rpm == 0
+    assert rows["alpha"]["breaker"] == "closed"
+    assert b"3 / 60" in response.content  # observed / configured RPM
+    assert b'http-equiv="refresh"' in response.content
+
+
+def test_redis_down_shows_a_banner_not_a_crash(staff_client, seeded, settings, fresh_stores):
+    settings.REDIS_URL = "redis://127.0.0.1:18598/0"  # nothing listens there
+    settings.GATEWAY_QUOTA_BACKEND = "redis"
+    response = staff_client.get(reverse("dashboard:providers"))
+    assert response.status_code == 200
+    assert response.context["quota_error"].startswith("quota store unavailable: ")
+    assert response.context["breaker_error"].startswith("breaker state unavailable: ")
+    assert b"quota store unavailable: " in response.content
+    # the configuration and recent activity from the database are still there
+    assert {r["config"].name for r in response.context["rows"]} == {"alpha", "beta", "local"}
+    assert all(r["quota"] is None for r in response.context["rows"])
+
+
+def test_missing_engine_function_is_reported(monkeypatch, staff_client, seeded):
+    monkeypatch.setattr(live, "QUOTA_FUNCTIONS", ("no_such_function",))
+    monkeypatch.setattr(live, "BREAKER_MODULE", "providers.no_such_module")
+    response = staff_client.get(reverse("dashboard:providers"))
+    assert response.status_code == 200
+    assert "no_such_function" in response.context["quota_error"]
+    assert "no_such_module" in response.context["breaker_error"]
+
+
+def test_recent_activity_error_rate_and_latency(staff_client, seeded):
+    response = staff_client.get(reverse("dashboard:providers"))
+    rows = {r["config"].name: r for r in response.context["rows"]}
+    local = rows["local"]["recent"]
+    # seed: items finished within the last 4 minutes; local has a timeout and a connection error
+    assert local.failed == 2 and local.timeouts == 1
+    assert local.error_rate_pct == pytest.approx(100 * 2 / local.finished)
+    assert local.avg_latency_ms is not None
