@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 
 from django.conf import settings
@@ -66,6 +67,9 @@ class LimitsSource:
         self._loaded_at = 0.0
         self._next_check = 0.0
         self._lock = threading.Lock()
+        self._refreshing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @classmethod
     def shared(cls) -> LimitsSource:
@@ -103,8 +107,16 @@ class LimitsSource:
                 self._loaded_at = now
 
     async def _maybe_refresh(self) -> None:
-        if time.monotonic() >= self._next_check:
-            await self.refresh()
+        if not self._loaded_at or time.monotonic() >= self._next_check:
+            # one refresh per loop at a time; concurrent callers wait for it (so nobody sees an
+            # empty cache on the first call)
+            loop = asyncio.get_running_loop()
+            with self._lock:
+                task = self._refreshing.get(loop)
+                if task is None or task.done():
+                    task = loop.create_task(self.refresh())
+                    self._refreshing[loop] = task
+            await asyncio.shield(task)
 
     async def get(self, name: str) -> ProviderLimits:
         await self._maybe_refresh()
