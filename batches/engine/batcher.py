@@ -1,0 +1,490 @@
+"""The cross-provider async batcher: route → quota pool → scheduler → provider, with failure isolation.
+
+No ORM in here. Input: work items and a RoutingTable (plain dataclasses); output: one ItemResult per
+item, in input order. Per attempt, in this order:
+
+    1. breaker permit for the chosen provider (open → next candidate, or wait for the half-open probe)
+    2. bucket token:   store.acquire(limits, estimated tokens)   — waits only on THIS provider's bucket
+    3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)
+    4. provider lease: store.lease(limits)                        — cross-worker concurrency slot
+    5. in-flight slot: store.global_slot()                        — per-process cap
+    6. send (one hard deadline = provider timeout_seconds), release the lease, reconcile usage
+    7. retry/fallback decision; the final attempt's in-flight slot is held until ``on_result`` returned
+       (the caller persists the result there), so "sent but not recorded" never exceeds the cap.
+
+Every retry goes through 1–6 again. Items are dispatched per preferred provider (one small worker pool
+per provider), shortest first, so an empty bucket at provider A never delays provider B, and short
+items are not stuck behind long ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from providers.breaker import LocalBreaker
+from providers.quota.types import ProviderLimits, QuotaImpossible
+from providers.routing import (
+    ProviderConfig,
+    RoutingError,
+    RoutingTable,
+    candidates,
+    routing_table_from_config,
+    stable_draw,
+)
+
+from .http import HttpClients, HttpOutcome
+from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
+from .stats import build_stats
+
+log = logging.getLogger(__name__)
+
+BREAKER_FAILURES = (
+    ErrorType.SERVER_ERROR,
+    ErrorType.TIMEOUT,
+    ErrorType.CONNECTION_ERROR,
+    ErrorType.INVALID_RESPONSE,
+)
+
+
+# ---- inputs and outputs ---------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkItem:
+    custom_id: str
+    messages: list
+    params: dict = field(default_factory=dict)
+    route: str = ""
+    provider: str = ""
+    key: str = ""  # stable identity for the weighted route draw and the X-Request-ID header
+
+    @classmethod
+    def coerce(cls, item: Any, index: int = 0) -> WorkItem:
+        """From a WorkItem or a contract ITEM dict ({custom_id, route|provider, messages|query, params})."""
+        if isinstance(item, WorkItem):
+            return item
+        if not isinstance(item, Mapping):
+            raise ValueError(f"items[{index}]: must be a dict or WorkItem, got {type(item).__name__}")
+        where = f"items[{index}]"
+        custom_id = item.get("custom_id")
+        if not isinstance(custom_id, str) or not custom_id:
+            raise ValueError(f"{where}.custom_id: must be a non-empty string")
+        route, provider = item.get("route") or "", item.get("provider") or ""
+        if bool(route) == bool(provider):
+            raise ValueError(f"{where}: exactly one of route/provider is required")
+        messages, query = item.get("messages"), item.get("query")
+        if (messages is None) == (query is None):
+            raise ValueError(f"{where}: exactly one of messages/query is required")
+        if query is not None:
+            if not isinstance(query, str):
+                raise ValueError(f"{where}.query: must be a string")
+            messages = [{"role": "user", "content": query}]
+        if not isinstance(messages, list) or not messages:
+            raise ValueError(f"{where}.messages: must be a non-empty list")
+        params = item.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise ValueError(f"{where}.params: must be an object")
+        return cls(custom_id, messages, dict(params), str(route), str(provider), str(item.get("key") or ""))
+
+
+@dataclass
+class ItemResult:
+    custom_id: str
+    status: str  # succeeded | failed | cancelled
+    provider: str = ""
+    attempts: int = 0
+    latency_ms: int | None = None
+    response: Any = None
+    error_type: str = ""
+    error_status_code: int | None = None
+    error_message: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    retry_extra_tokens: int = 0
+    attempt_log: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+    def as_result(self) -> dict:
+        """The contract's RESULT object."""
+        return {
+            "custom_id": self.custom_id,
+            "ok": self.ok,
+            "provider": self.provider,
+            "attempts": self.attempts,
+            "latency_ms": self.latency_ms,
+            "response": self.response,
+            "error": None
+            if self.ok
+            else {
+                "type": self.error_type,
+                "status_code": self.error_status_code,
+                "message": self.error_message,
+            },
+            "usage": None
+            if self.prompt_tokens is None
+            else {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    default_max_tokens: int = 256
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # an item whose every candidate is open waits at most this long (summed) for a half-open probe
+    max_breaker_wait_seconds: float = 120.0
+    # items estimated above this many tokens use the long lane (at most long_lane_share of the slots)
+    long_item_tokens: int = 1024
+    long_lane_share: float = 0.75
+    # per preferred provider, how many items may be between "routed" and "done" at once
+    provider_workers_min: int = 8
+    provider_workers_factor: int = 2
+    seed: int | None = None
+
+
+def estimate_tokens(messages: list, params: Mapping, default_max_tokens: int) -> int:
+    """TPM reservation: prompt characters / 4 + the completion budget (max_tokens or the default)."""
+    chars = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else message
+        chars += len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
+    budget = params.get("max_tokens") or params.get("max_completion_tokens") or default_max_tokens
+    try:
+        budget = int(budget)
+    except (TypeError, ValueError):
+        budget = default_max_tokens
+    return int(math.ceil(chars / 4)) + max(0, budget)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+OnResult = Callable[[int, ItemResult], Awaitable[None]]
+
+
+class _Run:
+    """State of one abatch() call, bound to its event loop."""
+
+    def __init__(self, batcher: CrossProviderBatcher, should_cancel: Callable[[], bool] | None):
+        self.b = batcher
+        self.http = HttpClients(batcher.transport_factory)
+        self.should_cancel = should_cancel or (lambda: False)
+        slots = max(1, int(getattr(batcher.store, "global_max_in_flight", 64)))
+        self.long_lane = asyncio.Semaphore(max(1, int(slots * batcher.options.long_lane_share)))
+        self.rng = random.Random(batcher.options.seed)
+
+    async def limits(self, config: ProviderConfig) -> ProviderLimits:
+        source = self.b.limits_source
+        if source is None:
+            return config.limits
+        try:
+            return await source.get(config.name)
+        except LookupError:  # provider deleted mid-run: keep the limits the run started with
+            return config.limits
+
+    async def run_item(self, item: WorkItem) -> tuple[ItemResult, AsyncExitStack | None]:
+        b, opts = self.b, self.b.options
+        result = ItemResult(item.custom_id, "failed")
+        key = item.key or item.custom_id
+        try:
+            cands = candidates(
+                b.table, route=item.route, provider=item.provider, draw=stable_draw(b.salt, key)
+            )
+        except RoutingError as exc:
+            result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
+            return result, None
+        est = estimate_tokens(item.messages, item.params, opts.default_max_tokens)
+        per_provider: dict[str, int] = {}
+        impossible: set[str] = set()
+        last_provider, delay, breaker_waited = "", 0.0, 0.0
+
+        def usable(p: ProviderConfig) -> bool:
+            return p.name not in impossible and per_provider.get(p.name, 0) <= p.max_retries
+
+        while True:
+            if not result.attempts and self.should_cancel():
+                result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
+                return result, None
+            remaining = [p for p in cands if usable(p)]
+            if not remaining:
+                return result, None  # the last failure is already recorded on the result
+            if delay > 0 and remaining[0].name == last_provider:
+                await asyncio.sleep(delay)  # backoff / Retry-After before retrying the same provider
+            delay = 0.0
+            choice, probe, wait = None, False, None
+            for p in remaining:
+                permit = await b.breaker.allow(p.name, probe_ttl_seconds=p.timeout_seconds + 5.0)
+                if permit.allowed:
+                    choice, probe = p, permit.probe
+                    break
+                wait = permit.wait_seconds if wait is None else min(wait, permit.wait_seconds)
+            if choice is None:
+                wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
+                if breaker_waited + wait > opts.max_breaker_wait_seconds:
+                    if not result.error_type:
+                        result.error_type = ErrorType.NO_PROVIDER
+                    names = ", ".join(p.name for p in remaining)
+                    result.error_message = (
+                        f"circuit breaker open for {names} for more than {opts.max_breaker_wait_seconds:g} s"
+                        + (f"; last error: {result.error_message}" if result.error_message else "")
+                    )
+                    return result, None
+                breaker_waited += wait
+                await asyncio.sleep(wait)
+                continue
+
+            limits = await self.limits(choice)
+            try:
+                reservation = await b.store.acquire(limits, est)
+            except QuotaImpossible as exc:
+                impossible.add(choice.name)
+                if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:
+                    result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
+                    result.error_status_code = None
+                continue
+            if not result.attempts and self.should_cancel():
+                await b.store.reconcile(limits, reservation, 0)
+                result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
+                return result, None
+
+            slot = AsyncExitStack()
+            try:
+                async with AsyncExitStack() as held:
+                    if est > opts.long_item_tokens:
+                        await held.enter_async_context(self.long_lane)
+                    await held.enter_async_context(b.store.lease(limits))
+                    await slot.enter_async_context(b.store.global_slot())
+                    started = _now_iso()
+                    outcome: HttpOutcome = await self.http.get(choice).chat(
+                        item.messages, item.params, request_id=key
+                    )
+            except BaseException:
+                await slot.aclose()
+                raise
+            per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
+            result.attempts += 1
+            last_provider = choice.name
+            usage = outcome.usage
+            if usage is not None:
+                await b.store.reconcile(limits, reservation, usage["total_tokens"])
+            entry = {
+                "provider": choice.name,
+                "status_code": outcome.status_code,
+                "error_type": outcome.error_type,
+                "latency_ms": outcome.latency_ms,
+                "prompt_tokens": usage["prompt_tokens"] if usage else 0,
+                "completion_tokens": usage["completion_tokens"] if usage else 0,
+                "tokens": usage["total_tokens"] if usage else 0,
+                "used": False,
+                "at": started,
+            }
+            result.attempt_log.append(entry)
+            result.provider, result.latency_ms = choice.name, outcome.latency_ms
+
+            if outcome.ok:
+                await b.breaker.record(choice.name, ok=True)
+                entry["used"] = True
+                result.status, result.response = "succeeded", outcome.body
+                result.error_type, result.error_status_code, result.error_message = "", None, ""
+                if usage is not None:
+                    result.prompt_tokens = usage["prompt_tokens"]
+                    result.completion_tokens = usage["completion_tokens"]
+                    result.total_tokens = usage["total_tokens"]
+                return result, slot
+
+            result.retry_extra_tokens += entry["tokens"]
+            result.error_type = outcome.error_type
+            result.error_status_code = outcome.status_code
+            result.error_message = outcome.message
+            retry_after = rate_limit_wait(outcome.headers) if outcome.status_code else None
+            if outcome.error_type in BREAKER_FAILURES:
+                await b.breaker.record(choice.name, ok=False, retry_after_seconds=retry_after)
+            elif probe:  # the provider answered (429 or a 4xx): it is alive
+                await b.breaker.record(choice.name, ok=True)
+            if outcome.status_code == 429 and retry_after:
+                await b.store.penalize(limits, retry_after)
+            if not is_retryable_error(outcome.error_type, outcome.status_code):
+                return result, slot
+            if not any(usable(p) for p in cands):
+                return result, slot
+            await slot.aclose()
+            if retry_after is not None:
+                delay = retry_after
+            else:
+                delay = opts.retry.backoff(per_provider[choice.name] - 1, self.rng)
+
+
+class CrossProviderBatcher:
+    """Runnable-style batch executor over many providers.
+
+    ``batch(items)`` / ``await abatch(items)`` → list of ItemResult in input order. Items are WorkItems
+    or contract ITEM dicts. Usable from plain Python::
+
+        batcher = CrossProviderBatcher.from_config({"providers": [...], "routes": [...]},
+                                                   global_max_in_flight=32)
+        results = batcher.batch([{"custom_id": "1", "route": "intent", "query": "hi"}])
+
+    In the gateway the Celery tasks construct it with the shared quota store and breaker
+    (providers.quota.get_quota_store(), providers.breaker.get_breaker()) and a LimitsSource.
+    """
+
+    def __init__(
+        self,
+        table: RoutingTable,
+        *,
+        store=None,
+        breaker=None,
+        limits_source=None,
+        options: EngineOptions | None = None,
+        global_max_in_flight: int = 64,
+        salt: str = "",
+        transport_factory=None,
+    ):
+        if store is None:
+            from providers.quota.local import LocalQuotaStore
+
+            store = LocalQuotaStore(global_max_in_flight=global_max_in_flight)
+        self.table = table
+        self.store = store
+        self.breaker = breaker if breaker is not None else LocalBreaker()
+        self.limits_source = limits_source
+        self.options = options or EngineOptions()
+        self.salt = salt
+        self.transport_factory = transport_factory
+        self.last_stats: dict | None = None
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any], **kwargs) -> CrossProviderBatcher:
+        """From the provider file's shape (contract §3): {"providers": [...], "routes": [...]}."""
+        return cls(routing_table_from_config(data), **kwargs)
+
+    def _provider_workers(self, name: str) -> int:
+        config = self.table.providers.get(name)
+        concurrency = config.max_concurrency if config else 1
+        return max(self.options.provider_workers_min, self.options.provider_workers_factor * concurrency)
+
+    async def abatch(
+        self,
+        items: Iterable[Any],
+        *,
+        on_result: OnResult | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+        batch_id: str = "",
+    ) -> list[ItemResult]:
+        work = [WorkItem.coerce(item, i) for i, item in enumerate(items)]
+        results: list[ItemResult | None] = [None] * len(work)
+        run = _Run(self, should_cancel)
+        started = time.monotonic()
+
+        # group by preferred provider; each group is served by its own small pool, shortest first
+        groups: dict[str, list[tuple[int, int]]] = {}
+        for index, item in enumerate(work):
+            try:
+                first = candidates(
+                    self.table,
+                    route=item.route,
+                    provider=item.provider,
+                    draw=stable_draw(self.salt, item.key or item.custom_id),
+                )[0].name
+            except RoutingError:
+                first = ""
+            est = estimate_tokens(item.messages, item.params, self.options.default_max_tokens)
+            groups.setdefault(first, []).append((est, index))
+        for queue in groups.values():
+            queue.sort()
+            queue.reverse()  # pop() from the end = shortest first
+
+        async def finish(index: int, result: ItemResult, slot: AsyncExitStack | None) -> None:
+            results[index] = result
+            try:
+                if on_result is not None:
+                    await on_result(index, result)
+            finally:
+                if slot is not None:
+                    await slot.aclose()
+
+        async def worker(queue: list[tuple[int, int]]) -> None:
+            while queue:
+                _, index = queue.pop()
+                item = work[index]
+                try:
+                    result, slot = await run.run_item(item)
+                except (asyncio.CancelledError, KeyboardInterrupt):
+                    raise
+                except Exception as exc:
+                    if _is_store_failure(exc):
+                        raise
+                    log.exception("engine bug while running item %s", item.custom_id)
+                    result, slot = (
+                        ItemResult(
+                            item.custom_id,
+                            "failed",
+                            error_type=ErrorType.GATEWAY_ERROR,
+                            error_message=f"{type(exc).__name__}: {exc}",
+                        ),
+                        None,
+                    )
+                await finish(index, result, slot)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for name, queue in groups.items():
+                    for _ in range(min(len(queue), self._provider_workers(name))):
+                        tg.create_task(worker(queue))
+        except BaseExceptionGroup as group:
+            first = group.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+        finally:
+            await run.http.aclose()
+        final = [r for r in results if r is not None]
+        assert len(final) == len(work), "every item gets exactly one result"
+        self.last_stats = build_stats(batch_id, final, len(work), int((time.monotonic() - started) * 1000))
+        return final
+
+    def batch(self, items: Iterable[Any], **kwargs) -> list[ItemResult]:
+        """Synchronous wrapper (own event loop); closes loop-bound store/breaker clients afterwards."""
+
+        async def main():
+            try:
+                return await self.abatch(items, **kwargs)
+            finally:
+                await _aclose_quietly(self.store)
+                await _aclose_quietly(self.breaker)
+
+        return asyncio.run(main())
+
+
+def _is_store_failure(exc: BaseException) -> bool:
+    from providers.breaker import BreakerUnavailable
+    from providers.quota.types import QuotaStoreUnavailable
+
+    return isinstance(exc, (QuotaStoreUnavailable, BreakerUnavailable))
+
+
+async def _aclose_quietly(obj) -> None:
+    close = getattr(obj, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # noqa: BLE001 - closing a pool at the end of a run must not mask results
+            log.warning("could not close %r", obj, exc_info=True)

@@ -1,0 +1,168 @@
+"""A real local HTTP provider server for engine tests (aiohttp in a background thread).
+
+Every provider is served at /{name}/v1/chat/completions. A behaviour decides each answer:
+``behaviour(name, request_id, attempt_no, body) -> Reply``; the server counts every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+PORTS = range(18300, 18400)
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    delay: float = 0.0
+    headers: dict = field(default_factory=dict)
+    usage: dict | None = None  # for error replies that still report usage
+    body: dict | None = None
+
+
+def ok_reply(delay: float = 0.0) -> Reply:
+    return Reply(200, delay)
+
+
+@dataclass
+class Hit:
+    provider: str
+    request_id: str
+    attempt: int
+    at: float
+    status: int
+    max_tokens: int
+
+
+def usage_for(body: dict) -> dict:
+    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
+    completion = min(int(body.get("max_tokens") or 16), 16)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+class ProviderServer:
+    def __init__(self, default: Callable | None = None):
+        self.behaviours: dict[str, Callable] = {}
+        self.default = default or (lambda name, rid, attempt, body: ok_reply())
+        self.hits: list[Hit] = []
+        self.in_flight = 0
+        self.max_in_flight: Counter = Counter()
+        self._in_flight_by: Counter = Counter()
+        self._attempts: dict[tuple[str, str], int] = defaultdict(int)
+        self._lock = threading.Lock()
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}/v1"
+
+    # ---- counting --------------------------------------------------------------------------------------
+    def count(self, provider: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for h in self.hits if provider is None or h.provider == provider)
+
+    def by_provider(self) -> Counter:
+        with self._lock:
+            return Counter(h.provider for h in self.hits)
+
+    def hits_for(self, request_id: str) -> list[Hit]:
+        with self._lock:
+            return [h for h in self.hits if h.request_id == request_id]
+
+    # ---- server ----------------------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        rid = request.headers.get("X-Request-ID", "")
+        hit = Hit(name, rid, 0, time.monotonic(), 0, 0)
+        with self._lock:  # counted as soon as the request line arrives
+            self._attempts[(name, rid)] += 1
+            hit.attempt = attempt = self._attempts[(name, rid)]
+            self.hits.append(hit)
+            self._in_flight_by[name] += 1
+            self.max_in_flight[name] = max(self.max_in_flight[name], self._in_flight_by[name])
+        try:
+            body = await request.json()
+        except BaseException:
+            with self._lock:
+                self._in_flight_by[name] -= 1
+            raise
+        behaviour = self.behaviours.get(name, self.default)
+        reply = behaviour(name, rid, attempt, body)
+        hit.status, hit.max_tokens = reply.status, int(body.get("max_tokens") or 0)
+        try:
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+        finally:
+            with self._lock:
+                self._in_flight_by[name] -= 1
+        if reply.status == 200:
+            payload = reply.body or {
+                "id": f"cmpl-{rid}-{attempt}",
+                "object": "chat.completion",
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f"answer to {rid}"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage_for(body),
+            }
+        else:
+            payload = reply.body or {
+                "error": {"message": f"simulated {reply.status} from {name}", "type": "simulated"}
+            }
+            if reply.usage:
+                payload["usage"] = reply.usage
+        return web.json_response(payload, status=reply.status, headers=reply.headers)
+
+    def _serve(self) -> None:
+        async def main():
+            app = web.Application()
+            app.router.add_post("/{name}/v1/chat/completions", self._handle)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
+            await site.start()
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._ready.set()
+            await self._stop.wait()
+            await runner.cleanup()
+
+        asyncio.run(main())
+
+    def start(self) -> ProviderServer:
+        for port in PORTS:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            self.port = port
+            break
+        else:
+            raise RuntimeError("no free port in 18300-18399")
+        self._thread = threading.Thread(target=self._serve, name="provider-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("provider server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop and self._stop:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread:
+            self._thread.join(10)

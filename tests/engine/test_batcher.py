@@ -1,0 +1,269 @@
+"""The async engine against a real local HTTP provider server and the real quota stores."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections import Counter, defaultdict
+
+import pytest
+from django.conf import settings
+
+from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy
+from providers.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+from providers.quota.local import LocalQuotaStore
+from providers.quota.redis_store import RedisQuotaStore
+from providers.routing import ProviderConfig, RouteRule, routing_table
+
+from .provider_server import Reply, ok_reply
+
+FAST_RETRY = EngineOptions(retry=RetryPolicy(base_seconds=0.05, cap_seconds=1.0), seed=1)
+
+
+def provider(server, name, **kw):
+    data = {
+        "name": name,
+        "base_url": server.url(name),
+        "model": f"{name}-m",
+        "rpm": 60_000,
+        "tpm": 10_000_000,
+        "max_concurrency": 8,
+        "timeout_seconds": 5,
+        "max_retries": 3,
+    }
+    data.update(kw)
+    return ProviderConfig.from_dict(data)
+
+
+class CountingRedisStore(RedisQuotaStore):
+    """The real Redis store, counting the bucket grants it hands out per provider."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.grants = Counter()
+
+    async def try_acquire(self, limits, tokens=0):
+        decision = await super().try_acquire(limits, tokens)
+        if decision.granted:
+            self.grants[limits.name] += 1
+        return decision
+
+
+def redis_store(tag, **kw):
+    return CountingRedisStore(settings.REDIS_URL, prefix=f"{settings.GATEWAY_REDIS_PREFIX}{tag}:", **kw)
+
+
+def item(cid, provider=None, route=None, **params):
+    out = {"custom_id": cid, "query": f"question {cid}", "params": params}
+    out["provider" if provider else "route"] = provider or route
+    return out
+
+
+def test_retry_policy_table(provider_server, redis_sync):
+    statuses = [400, 401, 404, 422, 500, 502, 503, 504]
+    for status in statuses:
+        provider_server.behaviours[f"s{status}"] = lambda n, r, a, b, s=status: Reply(s)
+    provider_server.behaviours["slow"] = lambda n, r, a, b: Reply(200, delay=3.0)
+    provider_server.behaviours["limited"] = lambda n, r, a, b: (
+        Reply(429, headers={"Retry-After": "2"}) if a == 1 else ok_reply()
+    )
+    configs = [provider(provider_server, f"s{s}") for s in statuses]
+    configs += [provider(provider_server, "slow", timeout_seconds=1.0), provider(provider_server, "limited")]
+    store = redis_store("table", global_max_in_flight=64)
+    breaker = LocalBreaker(BreakerConfig(consecutive_failures=1000, min_requests=1000))
+    batcher = CrossProviderBatcher(routing_table(configs), store=store, breaker=breaker, options=FAST_RETRY)
+    items = [item(f"{c.name}-{i}", provider=c.name) for c in configs for i in range(4)]
+    started = time.monotonic()
+    results = batcher.batch(items)
+    assert [r.custom_id for r in results] == [i["custom_id"] for i in items]  # input order
+    by_id = {r.custom_id: r for r in results}
+
+    for status in (400, 401, 404, 422):
+        for i in range(4):
+            r = by_id[f"s{status}-{i}"]
+            assert (r.ok, r.attempts, r.error_type, r.error_status_code) == (False, 1, "client_error", status)
+            assert r.error_message == f"simulated {status} from s{status}"
+        assert provider_server.count(f"s{status}") == 4
+
+    gaps = defaultdict(list)  # retry index -> gaps between attempts (s)
+    for name in [f"s{s}" for s in (500, 502, 503, 504)] + ["slow"]:
+        for i in range(4):
+            r = by_id[f"{name}-{i}"]
+            assert (r.ok, r.attempts) == (False, 4), (name, r)
+            assert r.error_type == ("timeout" if name == "slow" else "server_error")
+            hits = provider_server.hits_for(f"{name}-{i}")
+            assert len(hits) == 4, (r.attempt_log, hits, time.monotonic())
+            for k in range(3):
+                gaps[k].append(hits[k + 1].at - hits[k].at)
+    for k in range(3):
+        ceiling = 0.05 * 2**k
+        # 5xx answer at once; the timeout adds 1 s per attempt; the rest is the full-jitter wait
+        assert all(g <= ceiling + 1.0 + 0.3 for g in gaps[k]), (k, gaps[k])
+    fast_gaps = {k: [g for g in gaps[k] if g < 0.9] for k in gaps}
+    assert statistics.mean(fast_gaps[2]) > statistics.mean(fast_gaps[0])  # growing
+    assert len({round(g, 3) for g in fast_gaps[2]}) > 3  # jittered, not a fixed schedule
+
+    for i in range(4):
+        r = by_id[f"limited-{i}"]
+        assert r.ok and r.attempts == 2
+        first, second = provider_server.hits_for(f"limited-{i}")
+        assert second.at - first.at >= 2.0
+    assert time.monotonic() - started < 30
+
+    # every attempt (retries included) took a bucket token
+    assert store.grants == provider_server.by_provider()
+    stats = batcher.last_stats
+    for name, count in provider_server.by_provider().items():
+        assert stats["providers"][name]["request_count"] == count
+    assert stats["providers"]["limited"]["rate_limited_count"] == 4
+    assert stats["providers"]["slow"]["errors_by_class"]["timeout"] == 16
+    assert stats["providers"]["s503"]["retry_count"] == 12
+
+
+def test_token_before_lease_empty_bucket_at_a_does_not_delay_b(provider_server, redis_sync):
+    a = provider(
+        provider_server, "pa", rpm=6, burst_seconds=10, max_concurrency=1
+    )  # 1 token, then 1 per 10 s
+    b = provider(provider_server, "pb")
+    provider_server.behaviours["pb"] = lambda n, r, at, body: ok_reply(0.02)
+    store = redis_store("tbl", global_max_in_flight=2)  # tiny global cap on purpose
+    batcher = CrossProviderBatcher(routing_table([a, b]), store=store, options=FAST_RETRY)
+    items = [item(f"a{i}", provider="pa") for i in range(6)] + [
+        item(f"b{i}", provider="pb") for i in range(40)
+    ]
+    done_at = {}
+
+    async def main():
+        started = time.monotonic()
+
+        async def on_result(index, result):
+            done_at[result.custom_id] = time.monotonic() - started
+
+        task = asyncio.create_task(batcher.abatch(items, on_result=on_result))
+        deadline = time.monotonic() + 15
+        while sum(1 for k in done_at if k.startswith("b")) < 40 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await store.aclose()
+
+    asyncio.run(main())
+    b_done = [t for k, t in done_at.items() if k.startswith("b")]
+    assert len(b_done) == 40
+    assert max(b_done) < 5.0  # B never waited for A's bucket (A's next token is 10 s away)
+    assert provider_server.count("pa") == 1  # A sent only what its bucket allowed
+    assert provider_server.count("pb") == 40
+
+
+def test_fallback_when_primary_always_503_and_stats_match_the_server(provider_server, redis_sync):
+    provider_server.behaviours["primary"] = lambda n, r, a, b: Reply(
+        503, usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    )
+    configs = [provider(provider_server, "primary", max_retries=2), provider(provider_server, "secondary")]
+    table = routing_table(configs, [RouteRule("intent", "primary", 0), RouteRule("intent", "secondary", 1)])
+    breaker = RedisBreaker(
+        settings.REDIS_URL,
+        prefix=settings.GATEWAY_REDIS_PREFIX + "fb:",
+        config=BreakerConfig(consecutive_failures=5, cooldown_seconds=30),
+    )
+    store = redis_store("fb")
+    batcher = CrossProviderBatcher(table, store=store, breaker=breaker, options=FAST_RETRY)
+    results = batcher.batch([item(f"i{i}", route="intent", max_tokens=20) for i in range(30)])
+    assert all(r.ok and r.provider == "secondary" for r in results)
+    stats = batcher.last_stats
+    assert set(stats["providers"]) == {"primary", "secondary"}
+    served = provider_server.by_provider()
+    assert {n: p["request_count"] for n, p in stats["providers"].items()} == dict(served)
+    assert stats["providers"]["secondary"]["request_count"] == 30
+    assert stats["providers"]["primary"]["error_count"] == served["primary"]
+    # the breaker opened after 5 consecutive failures: later items went straight to the secondary
+    assert served["primary"] < 30 * 3
+    assert breaker.snapshot_sync(["primary"])["primary"].state == "open"
+    # 503 answers that reported usage were billed but unused
+    assert stats["token_usage"]["retry_extra_tokens"] == 7 * served["primary"]
+    assert stats["success_count"] == 30 and stats["failed_count"] == 0
+    assert sum(r.retry_extra_tokens for r in results) == 7 * served["primary"]
+    assert stats["token_usage"]["prompt_tokens"] == sum(r.prompt_tokens for r in results) > 0
+
+
+def test_slow_item_never_holds_the_rest(provider_server):
+    provider_server.behaviours["mix"] = lambda n, rid, a, b: Reply(200, delay=3.0 if rid == "slow" else 0.01)
+    batcher = CrossProviderBatcher(
+        routing_table([provider(provider_server, "mix", timeout_seconds=0.5, max_retries=1)]),
+        options=FAST_RETRY,
+        global_max_in_flight=4,
+    )
+    done_at = {}
+
+    async def main():
+        started = time.monotonic()
+
+        async def on_result(index, result):
+            done_at[result.custom_id] = time.monotonic() - started
+
+        return await batcher.abatch(
+            [item("slow", provider="mix")] + [item(f"q{i}", provider="mix") for i in range(30)],
+            on_result=on_result,
+        )
+
+    results = asyncio.run(main())
+    slow = results[0]
+    assert (slow.ok, slow.error_type, slow.attempts) == (False, "timeout", 2)
+    assert all(r.ok for r in results[1:])
+    assert max(t for k, t in done_at.items() if k != "slow") < 1.0
+    assert all(e["error_type"] == "timeout" and e["latency_ms"] >= 450 for e in slow.attempt_log)
+
+
+def test_plain_python_runnable_surface(provider_server):
+    config = {
+        "providers": [
+            {
+                "name": "alpha",
+                "base_url": provider_server.url("alpha"),
+                "model": "a",
+                "rpm": 6000,
+                "tpm": 10**6,
+                "max_concurrency": 4,
+            },
+            {
+                "name": "beta",
+                "base_url": provider_server.url("beta"),
+                "model": "b",
+                "rpm": 6000,
+                "tpm": 10**6,
+                "max_concurrency": 4,
+            },
+        ],
+        "routes": [
+            {"route": "r", "provider": "alpha", "weight": 1},
+            {"route": "r", "provider": "beta", "weight": 1},
+        ],
+    }
+    batcher = CrossProviderBatcher.from_config(config, global_max_in_flight=8)
+    items = [{"custom_id": str(i), "route": "r", "query": f"q{i}"} for i in range(200)]
+    results = batcher.batch(items)
+    assert [r.custom_id for r in results] == [str(i) for i in range(200)]
+    assert all(r.ok for r in results)
+    split = Counter(r.provider for r in results)
+    assert 60 < split["alpha"] < 140 and split["alpha"] + split["beta"] == 200
+    assert results[5].as_result()["usage"]["total_tokens"] > 0
+    assert results[5].response["choices"][0]["message"]["content"] == "answer to 5"
+    with pytest.raises(ValueError, match=r"items\[0\]: exactly one of route/provider"):
+        batcher.batch([{"custom_id": "x", "query": "q"}])
+
+
+def test_unroutable_and_impossible_items_fail_clearly(provider_server):
+    tiny = provider(provider_server, "tiny", tpm=60, burst_seconds=5)  # TPM bucket holds 5 tokens
+    batcher = CrossProviderBatcher(routing_table([tiny]), store=LocalQuotaStore(global_max_in_flight=4))
+    results = batcher.batch([item("big", provider="tiny", max_tokens=500), item("lost", route="nowhere")])
+    assert (results[0].error_type, results[0].attempts) == ("quota_impossible", 0)
+    assert "TPM bucket holds at most 5" in results[0].error_message
+    assert (results[1].error_type, results[1].error_message) == (
+        "no_provider",
+        "route: 'nowhere' is not a known route",
+    )
+    assert provider_server.count() == 0
