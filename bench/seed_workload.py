@@ -1,0 +1,388 @@
+"""The seed's §4 comparison in one run: the same workload and simulator for every approach.
+
+    .venv/bin/python bench/seed_workload.py                 # all six rows, writes docs/benchmarks.md
+    .venv/bin/python bench/seed_workload.py --rows 1,2,3    # some rows (the table keeps the others)
+
+Workload: --users user messages (default 300), each needing intent (alpha), sentiment (beta) and
+summary (local). Simulator: examples/sim.json's providers at --time-scale (default 20x), so beta's
+30 rpm (600 real rpm) is the binding quota. Rows:
+  1 serial loop, official openai SDK          2 asyncio.gather, openai SDK default retries
+  3 LangChain abatch + InMemoryRateLimiter    4 gateway, single process (SQLite, eager Celery)
+  5 gateway, Redis + PostgreSQL, 2 workers    6 same with 4 workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    ROOT,
+    ROUTES,
+    bench_sim_config,
+    fmt_s,
+    gateway_providers,
+    git_rev,
+    item_user,
+    machine,
+    quota_floor,
+    replace_section,
+    seed_items,
+    sim_summary,
+    user_latencies_from_trace,
+)
+from sim.testing import SimHandle, run_simulator_subprocess  # noqa: E402
+
+ROW_NAMES = {
+    1: "serial loop (openai SDK)",
+    2: "asyncio.gather (openai SDK, default retries)",
+    3: "LangChain abatch + InMemoryRateLimiter",
+    4: "gateway, single process (SQLite, eager Celery)",
+    5: "gateway, Redis + PostgreSQL, 2 Celery workers",
+    6: "gateway, Redis + PostgreSQL, 4 Celery workers",
+}
+API_KEY = "sk-bench-not-a-real-key"
+
+
+@dataclass
+class Ctx:
+    sim: SimHandle
+    sim_cfg: dict
+    items: list[dict]
+    logdir: Path
+
+
+@dataclass
+class RowResult:
+    items_ok: int
+    wall: float
+    notes: list[str] = field(default_factory=list)
+
+
+def provider_of(item: dict) -> str:
+    return ROUTES[item["route"]][0]
+
+
+def model_of(ctx: Ctx, provider: str) -> str:
+    return ctx.sim_cfg["providers"][provider].get("model", provider)
+
+
+# --- row 1: serial ------------------------------------------------------------------------------------
+
+
+def row_serial(ctx: Ctx) -> RowResult:
+    from openai import OpenAI
+
+    clients = {p: OpenAI(base_url=ctx.sim.provider_url(p), api_key=API_KEY) for p in ctx.sim_cfg["providers"]}
+    ok = 0
+    t0 = time.monotonic()
+    for it in ctx.items:
+        p = provider_of(it)
+        try:
+            clients[p].chat.completions.create(
+                model=model_of(ctx, p), messages=[{"role": "user", "content": it["query"]}], **it["params"]
+            )
+            ok += 1
+        except Exception:  # noqa: BLE001 - a failed item is counted, not fatal
+            pass
+    wall = time.monotonic() - t0
+    for c in clients.values():
+        c.close()
+    return RowResult(ok, wall)
+
+
+# --- row 2: naive gather -----------------------------------------------------------------------------
+
+
+def row_gather(ctx: Ctx) -> RowResult:
+    from openai import AsyncOpenAI
+
+    async def main():
+        clients = {
+            p: AsyncOpenAI(base_url=ctx.sim.provider_url(p), api_key=API_KEY)
+            for p in ctx.sim_cfg["providers"]
+        }
+
+        async def one(it):
+            p = provider_of(it)
+            try:
+                await clients[p].chat.completions.create(
+                    model=model_of(ctx, p),
+                    messages=[{"role": "user", "content": it["query"]}],
+                    **it["params"],
+                )
+                return True
+            except Exception:  # noqa: BLE001
+                return False
+
+        t0 = time.monotonic()
+        oks = await asyncio.gather(*(one(it) for it in ctx.items))
+        wall = time.monotonic() - t0
+        for c in clients.values():
+            await c.close()
+        return sum(oks), wall
+
+    ok, wall = asyncio.run(main())
+    return RowResult(ok, wall)
+
+
+# --- row 3: LangChain ---------------------------------------------------------------------------------
+
+
+def row_langchain(ctx: Ctx) -> RowResult:
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+    from langchain_openai import ChatOpenAI
+
+    scale = ctx.sim_cfg["time_scale"]
+    by_route: dict[str, list[dict]] = {}
+    for it in ctx.items:
+        by_route.setdefault(it["route"], []).append(it)
+
+    async def main():
+        async def run_route(route: str, items: list[dict]):
+            provider, max_tokens, _ = ROUTES[route]
+            p = ctx.sim_cfg["providers"][provider]
+            limiter = InMemoryRateLimiter(
+                requests_per_second=p["rpm"] * scale / 60, check_every_n_seconds=0.01, max_bucket_size=1
+            )
+            llm = ChatOpenAI(
+                model=model_of(ctx, provider),
+                openai_api_base=ctx.sim.provider_url(provider),
+                openai_api_key=API_KEY,
+                max_tokens=max_tokens,
+                rate_limiter=limiter,
+            )
+            inputs = [[("user", it["query"])] for it in items]
+            out = await llm.abatch(
+                inputs, config={"max_concurrency": p["max_concurrency"]}, return_exceptions=True
+            )
+            return sum(1 for r in out if not isinstance(r, BaseException))
+
+        t0 = time.monotonic()
+        counts = await asyncio.gather(*(run_route(r, its) for r, its in by_route.items()))
+        return sum(counts), time.monotonic() - t0
+
+    ok, wall = asyncio.run(main())
+    return RowResult(
+        ok,
+        wall,
+        ["one ChatOpenAI per provider, rate = the provider's real rpm, max_concurrency = its ceiling"],
+    )
+
+
+# --- rows 4-6: the gateway ----------------------------------------------------------------------------
+
+
+def gateway_row(ctx: Ctx, mode: str, workers: int = 0) -> RowResult:
+    from bench.stack import GatewayStack
+
+    providers = gateway_providers(ctx.sim_cfg, ctx.sim.base_url)
+    logdir = ctx.logdir / (f"gateway-{mode}-{workers}" if workers else f"gateway-{mode}")
+    with GatewayStack(mode, providers, logdir, workers=workers) as gw:
+        ctx.sim.reset()  # the simulator clock and counters start with the submission
+        batch, wall = gw.run_batch(ctx.items)
+        stats = batch.get("stats") or {}
+        notes = [f"batch status {batch['status']}, stats.success_count={stats.get('success_count')}"]
+        providers_stats = stats.get("providers") or {}
+        retries = sum((v.get("retry_count") or 0) for v in providers_stats.values())
+        notes.append(f"gateway retries {retries}")
+        return RowResult(int(stats.get("success_count") or 0), wall, notes)
+
+
+def row_gateway_single(ctx: Ctx) -> RowResult:
+    return gateway_row(ctx, "single")
+
+
+def row_gateway_2(ctx: Ctx) -> RowResult:
+    return gateway_row(ctx, "shared", 2)
+
+
+def row_gateway_4(ctx: Ctx) -> RowResult:
+    return gateway_row(ctx, "shared", 4)
+
+
+ROWS = {
+    1: row_serial,
+    2: row_gather,
+    3: row_langchain,
+    4: row_gateway_single,
+    5: row_gateway_2,
+    6: row_gateway_4,
+}
+GATEWAY_ROWS = {4, 5, 6}
+
+
+# --- driver -------------------------------------------------------------------------------------------
+
+
+def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
+    print(f"row {n}: {ROW_NAMES[n]} ...", flush=True)
+    ctx.sim.reset()
+    res = ROWS[n](ctx)
+    counters = ctx.sim.counters()
+    trace = ctx.sim.trace()
+    s = sim_summary(counters)
+    lat = user_latencies_from_trace(trace)
+    users_total = len({item_user(it["custom_id"]) for it in ctx.items})
+    row = {
+        "row": n,
+        "name": ROW_NAMES[n],
+        "items": len(ctx.items),
+        "items_ok": res.items_ok,
+        "wall_s": res.wall,
+        "t_min_s": t_min,
+        "efficiency": t_min / res.wall if res.wall else None,
+        "users_complete": lat["users_complete"],
+        "users_total": users_total,
+        "service_p50": lat["service_p50"],
+        "service_p95": lat["service_p95"],
+        "done_p50": lat["done_p50"],
+        "done_p95": lat["done_p95"],
+        "sim_requests": s["requests"],
+        "sim_429": s["429s"],
+        "sim_5xx": s["5xx"],
+        "billed": s["billed"],
+        "delivered": s["delivered"],
+        "waste_pct": s["waste_pct"],
+        "max_in_flight": s["max_in_flight"],
+        "max_per_minute": s["max_per_minute"],
+        "notes": res.notes,
+        "run_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    print(
+        f"   ok {row['items_ok']}/{row['items']}  wall {row['wall_s']:.1f}s  eff {row['efficiency']:.2f}  "
+        f"429s {row['sim_429']}  5xx {row['sim_5xx']}  waste {row['waste_pct']:.1f}%  "
+        f"service p50 {fmt_s(row['service_p50'])}s",
+        flush=True,
+    )
+    return row
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    scale = meta["time_scale"]
+    lines = [
+        "## Seed workload: serial vs gather vs LangChain vs the gateway",
+        "",
+        f"- date: {meta['date']}; commit {meta['commit']}",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        f"- workload: {meta['users']} user messages x intent (alpha) / sentiment (beta) / summary (local) = "
+        f"{meta['items']} calls; simulator: examples/sim.json providers at time_scale {scale:g} "
+        f"(1 simulated minute = {60 / scale:g} real s; provider buckets hold 1.3 real s), "
+        f"error_rate_500 as in examples/sim.json",
+        f"- quota floor t_min = {meta['t_min']:.2f} s real, binding: "
+        + ", ".join(
+            f"{name} {v['binding']} ({v['n']} calls, {v['floor_s']:.2f} s)"
+            for name, v in meta["floor"].items()
+        ),
+        "",
+        "| # | approach | items ok | wall (s) | t_min (s) | efficiency t_min/wall | user latency p50 / p95 (s) "
+        "| users done p50 (s) | 429s at provider | 5xx at provider | waste % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['row']} | {r['name']} | not run: {r['skipped']} | | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['row']} | {r['name']} | {r['items_ok']}/{r['items']} | {r['wall_s']:.1f} | {r['t_min_s']:.1f} "
+            f"| {r['efficiency']:.2f} | {fmt_s(r['service_p50'])} / {fmt_s(r['service_p95'])} "
+            f"| {fmt_s(r['done_p50'], 1)} | {r['sim_429']} | {r['sim_5xx']} | {r['waste_pct']:.1f} |"
+        )
+    lines += [
+        "",
+        "Columns: *user latency* is per user request, measured at the simulator: from the first of its three "
+        "calls reaching a provider (including rejected attempts) to the last of its three answers leaving it "
+        "(real seconds; multiply by the time scale for simulated seconds); users whose three calls did not all "
+        "succeed are left out. *users done* is when a user's last answer left, counted from the start of the run "
+        "(all requests are present at t=0). *429s / 5xx* are what the simulated providers answered. *waste %* = "
+        "(billed − delivered tokens) / billed: the simulator bills accepted requests (500-after-processing "
+        "and abandoned ones included) and does not bill 429 or 503 rejections, like real providers.",
+        "",
+    ]
+    notes = [f"- row {r['row']}: " + "; ".join(r["notes"]) for r in rows if r.get("notes")]
+    runs = sorted({(r.get("run_at"), r.get("command")) for r in rows if r.get("run_at")})
+    if len(runs) > 1:
+        notes += [f"- rows run at {at}: `{cmd}`" for at, cmd in runs]
+    if notes:
+        lines += ["Notes:", *notes, ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", default="1,2,3,4,5,6")
+    ap.add_argument("--users", type=int, default=300)
+    ap.add_argument("--time-scale", type=float, default=20.0)
+    ap.add_argument("--no-errors", action="store_true", help="drop error_rate_500 from the providers")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--json", default=str(ROOT / "var" / "bench" / "seed_workload.json"))
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+
+    rows_wanted = [int(x) for x in args.rows.split(",") if x.strip()]
+    sim_cfg = bench_sim_config(args.time_scale, errors=not args.no_errors)
+    items = seed_items(args.users)
+    floor = quota_floor(sim_cfg, items)
+    logdir = ROOT / "var" / "bench"
+    logdir.mkdir(parents=True, exist_ok=True)
+    json_path = Path(args.json)
+    previous = {}
+    if json_path.exists():
+        try:
+            saved = json.loads(json_path.read_text())
+            if (
+                saved.get("meta", {}).get("users") == args.users
+                and saved["meta"].get("time_scale") == args.time_scale
+            ):
+                previous = {r["row"]: r for r in saved["rows"]}
+        except (ValueError, KeyError):
+            previous = {}
+
+    print(
+        f"t_min = {floor['t_min']:.2f} s ({json.dumps({k: round(v['floor_s'], 2) for k, v in floor['providers'].items()})})"
+    )
+    results = dict(previous)
+    command = ".venv/bin/python bench/seed_workload.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
+        ctx = Ctx(sim, sim_cfg, items, logdir)
+        for n in rows_wanted:
+            try:
+                results[n] = run_row(n, ctx, floor["t_min"])
+                results[n]["command"] = command
+            except Exception as exc:  # noqa: BLE001 - one row failing must not lose the others
+                print(f"   row {n} failed: {exc!r}", flush=True)
+                results[n] = {"row": n, "name": ROW_NAMES[n], "skipped": f"{type(exc).__name__}: {exc}"[:200]}
+
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_rev(),
+        "machine": machine(),
+        "command": command,
+        "users": args.users,
+        "items": len(items),
+        "time_scale": args.time_scale,
+        "t_min": floor["t_min"],
+        "floor": floor["providers"],
+    }
+    ordered = [results[k] for k in sorted(results)]
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({"meta": meta, "rows": ordered}, indent=1))
+    if not args.no_write:
+        replace_section(Path(args.out), "seed-workload", render(ordered, meta))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

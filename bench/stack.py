@@ -1,0 +1,287 @@
+"""Start the gateway for a benchmark: web server (+ Celery workers) with a fresh database.
+
+    with GatewayStack(mode="single", providers=file_dict, logdir=Path("var/bench")) as gw:
+        gw.submit(items) -> batch dict; gw.wait(batch_id) -> batch dict
+
+mode "single": SQLite, no REDIS_URL (eager Celery, in-process quota store), `manage.py runserver`.
+mode "shared": PostgreSQL + Redis, gunicorn and `workers` x `celery -A gateway_site worker`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.common import ROOT
+
+PY = sys.executable
+DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/gateway_bench"
+# A Redis database of its own so benchmark workers never take tasks from other runs on db 0.
+DEFAULT_REDIS = "redis://127.0.0.1:6379/7"
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def recreate_postgres_db(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+class GatewayStack:
+    def __init__(
+        self,
+        mode: str,
+        providers: dict,
+        logdir: Path,
+        workers: int = 2,
+        worker_concurrency: int = 1,
+        web_workers: int = 2,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        extra_env: dict | None = None,
+    ):
+        assert mode in ("single", "shared")
+        self.mode = mode
+        self.providers = providers
+        self.logdir = Path(logdir)
+        self.workers = workers
+        self.worker_concurrency = worker_concurrency
+        self.web_workers = web_workers
+        self.database_url = database_url
+        self.redis_url = redis_url or os.environ.get("BENCH_REDIS_URL", DEFAULT_REDIS)
+        self.extra_env = extra_env or {}
+        self.procs: list[subprocess.Popen] = []
+        self.logs = []
+        self.key = ""
+        self.url = ""
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def env(self) -> dict:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "CELERY_", "DATABASE_URL"))
+        }
+        env.update(
+            DJANGO_SETTINGS_MODULE="gateway_site.settings.local",
+            DJANGO_DEBUG="0",
+            DJANGO_LOG_LEVEL="WARNING",
+            DJANGO_SECRET_KEY="bench-" + secrets.token_hex(16),
+            PYTHONUNBUFFERED="1",
+        )
+        if self.mode == "single":
+            db = self.logdir / "single.sqlite3"
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(db) + suffix).unlink(missing_ok=True)
+            env["DATABASE_URL"] = self.database_url or f"sqlite:///{db}"
+        else:
+            env["DATABASE_URL"] = self.database_url or os.environ.get("BENCH_DATABASE_URL", DEFAULT_PG)
+            env["REDIS_URL"] = self.redis_url
+            env["GATEWAY_REDIS_PREFIX"] = f"bgwbench:{secrets.token_hex(4)}:"
+        env.update(self.extra_env)
+        return env
+
+    def manage(self, *args: str, env: dict) -> str:
+        out = subprocess.run(
+            [PY, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+        return out.stdout
+
+    def spawn(self, name: str, argv: list[str], env: dict) -> subprocess.Popen:
+        log = open(self.logdir / f"{name}.log", "wb")
+        self.logs.append(log)
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.procs.append(proc)
+        return proc
+
+    def __enter__(self) -> GatewayStack:
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        env = self.env()
+        self._env = env
+        if self.mode == "shared" and env["DATABASE_URL"].startswith("postgres"):
+            recreate_postgres_db(env["DATABASE_URL"])
+        try:
+            self.manage("migrate", "--noinput", env=env)
+            pfile = self.logdir / "providers.json"
+            pfile.write_text(json.dumps(self.providers, indent=1))
+            self.manage("load_providers", str(pfile), env=env)
+            self.manage("create_team", "bench", env=env)
+            self.key = (
+                self.manage("create_api_key", "--team", "bench", "--name", "bench", env=env)
+                .strip()
+                .splitlines()[-1]
+            )
+            port = free_port()
+            self.url = f"http://127.0.0.1:{port}"
+            if self.mode == "single":
+                self.spawn("web", [PY, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], env)
+            else:
+                self.spawn(
+                    "web",
+                    [PY, "-m", "gunicorn", "gateway_site.wsgi:application", "-b", f"127.0.0.1:{port}",
+                     "-w", str(self.web_workers), "--threads", "4", "--timeout", "120"],
+                    env,
+                )  # fmt: skip
+                for i in range(self.workers):
+                    self.spawn(
+                        f"worker{i}",
+                        [PY, "-m", "celery", "-A", "gateway_site", "worker", "--loglevel", "WARNING",
+                         "-c", str(self.worker_concurrency), "-n", f"bench{i}-{os.getpid()}@%h",
+                         "--without-gossip", "--without-mingle"],
+                        env,
+                    )  # fmt: skip
+            self.wait_ready()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{p.args[:4]} exited with {p.returncode}; see {self.logdir}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        else:
+            raise RuntimeError(f"gateway web server did not answer within {timeout} s; see {self.logdir}")
+        if self.mode == "shared":  # give the workers a moment to connect to the broker
+            self.wait_workers(deadline)
+
+    def wait_workers(self, deadline: float) -> None:
+        import re
+
+        while time.monotonic() < deadline:
+            ready = 0
+            for i in range(self.workers):
+                text = (self.logdir / f"worker{i}.log").read_text(errors="replace")
+                ready += bool(re.search(r"ready\.|Connected to", text))
+            if ready >= self.workers:
+                return
+            time.sleep(0.3)
+        # Celery at WARNING level may print nothing; fall back to a fixed grace period.
+        time.sleep(2)
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(5)
+        for log in self.logs:
+            log.close()
+        self.procs, self.logs = [], []
+        if self.mode == "shared" and hasattr(self, "_env"):
+            try:
+                import redis
+
+                client = redis.Redis.from_url(self.redis_url)
+                prefix = self._env["GATEWAY_REDIS_PREFIX"]
+                keys = list(client.scan_iter(match=prefix + "*", count=1000))
+                if keys:
+                    client.delete(*keys)
+                client.close()
+            except Exception:  # noqa: BLE001 - best-effort cleanup
+                pass
+
+    # --- API ---------------------------------------------------------------------------------------
+    @property
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    def submit(self, items: list[dict], timeout: float = 600) -> dict:
+        r = httpx.post(
+            f"{self.url}/api/v1/batches", json={"items": items}, headers=self.headers, timeout=timeout
+        )
+        if r.status_code != 201:
+            raise RuntimeError(f"submit: HTTP {r.status_code}: {r.text[:500]}")
+        return r.json()
+
+    def get(self, batch_id: str) -> dict:
+        return httpx.get(f"{self.url}/api/v1/batches/{batch_id}", headers=self.headers, timeout=30).json()
+
+    def newest(self) -> dict | None:
+        data = httpx.get(
+            f"{self.url}/api/v1/batches", params={"limit": 1}, headers=self.headers, timeout=30
+        ).json()
+        results = data.get("results") or []
+        return results[0] if results else None
+
+    def run_batch(self, items: list[dict], timeout: float = 900, poll: float = 0.1) -> tuple[dict, float]:
+        """Submit and wait for a terminal status; returns (batch, wall seconds from POST to terminal)."""
+        box: dict = {}
+
+        def post():
+            try:
+                box["batch"] = self.submit(items, timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - re-raised below
+                box["error"] = exc
+
+        t0 = time.monotonic()
+        sender = threading.Thread(target=post, daemon=True)
+        sender.start()
+        deadline = t0 + timeout
+        batch_id = None
+        while time.monotonic() < deadline:
+            if "error" in box:
+                raise box["error"]
+            if batch_id is None and "batch" in box:
+                batch_id = box["batch"]["id"]
+            if batch_id:
+                try:
+                    batch = self.get(batch_id)
+                except httpx.HTTPError:
+                    batch = {}
+                if batch.get("status") in TERMINAL:
+                    wall = time.monotonic() - t0
+                    sender.join(timeout)
+                    return batch, wall
+            time.sleep(poll)
+        raise TimeoutError(f"batch did not finish within {timeout} s")
+
+    def results(self, batch_id: str) -> list[dict]:
+        r = httpx.get(
+            f"{self.url}/api/v1/batches/{batch_id}/results",
+            params={"format": "jsonl"},
+            headers=self.headers,
+            timeout=120,
+        )
+        r.raise_for_status()
+        return [json.loads(line) for line in r.text.splitlines() if line.strip()]
