@@ -1,0 +1,199 @@
+"""Gateway overhead against a ~1 ms simulated provider with quotas out of the way.
+
+    .venv/bin/python bench/overhead.py                       # all parts, writes docs/benchmarks.md
+    .venv/bin/python bench/overhead.py --items 10000 --workers 2
+
+Parts:
+  latency    per-call time, sequential (one call in flight): direct httpx call vs the engine
+             (CrossProviderBatcher, in-process quota store, provider max_concurrency=1); "added" is
+             engine per-call wall time minus direct per-call wall time (p50 of the item latencies too)
+  throughput end-to-end items/s through REST -> Celery (Redis + PostgreSQL, --workers workers)
+             -> provider: POST of --items items until the batch is terminal
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx  # noqa: E402
+
+from bench.common import ROOT, git_rev, machine, pct, replace_section  # noqa: E402
+from sim.testing import run_simulator_subprocess  # noqa: E402
+
+SIM_CFG = {"providers": {"fast": {"model": "fast-1ms", "median_ms": 1, "sigma": 0, "completion_tokens": 4}}}
+HUGE = 100_000_000
+
+
+def provider_file(base_url: str, concurrency: int) -> dict:
+    return {
+        "providers": [
+            {"name": "fast", "base_url": f"{base_url}/fast/v1", "model": "fast-1ms", "rpm": HUGE, "tpm": HUGE,
+             "max_concurrency": concurrency, "burst_seconds": 60, "timeout_seconds": 30, "max_retries": 3,
+             "enabled": True},
+        ],
+        "routes": [{"route": "echo", "provider": "fast", "priority": 0, "weight": 1}],
+    }  # fmt: skip
+
+
+def items(n: int) -> list[dict]:
+    return [
+        {"custom_id": f"i{i}", "route": "echo", "query": f"ping {i}", "params": {"max_tokens": 4}}
+        for i in range(n)
+    ]
+
+
+def direct_latency(sim_url: str, n: int) -> dict:
+    body = {"model": "fast-1ms", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+    url = f"{sim_url}/fast/v1/chat/completions"
+    samples = []
+
+    async def run():
+        async with httpx.AsyncClient() as client:
+            for _ in range(20):  # warm the connection
+                await client.post(url, json=body)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                s = time.perf_counter()
+                r = await client.post(url, json=body)
+                r.json()
+                samples.append((time.perf_counter() - s) * 1000)
+            return time.perf_counter() - t0
+
+    wall = asyncio.run(run())
+    return {"n": n, "p50_ms": pct(samples, 0.5), "p95_ms": pct(samples, 0.95), "per_call_ms": wall * 1000 / n}
+
+
+def engine_latency(sim_url: str, n: int) -> dict:
+    from batches.engine import CrossProviderBatcher
+
+    batcher = CrossProviderBatcher.from_config(provider_file(sim_url, 1), global_max_in_flight=1)
+    batcher.batch(items(20))  # warm-up (imports, pools)
+    batcher = CrossProviderBatcher.from_config(provider_file(sim_url, 1), global_max_in_flight=1)
+    t0 = time.perf_counter()
+    results = batcher.batch(items(n))
+    wall = time.perf_counter() - t0
+    lat = [r.latency_ms for r in results if r.ok and r.latency_ms is not None]
+    return {
+        "n": n,
+        "ok": sum(1 for r in results if r.ok),
+        "per_call_ms": wall * 1000 / n,
+        "item_latency_p50_ms": pct(lat, 0.5),
+        "item_latency_p95_ms": pct(lat, 0.95),
+    }
+
+
+def throughput(sim_url: str, n: int, workers: int, logdir: Path, concurrency: int) -> dict:
+    from bench.stack import GatewayStack
+
+    with GatewayStack("shared", provider_file(sim_url, concurrency), logdir, workers=workers) as gw:
+        batch, wall = gw.run_batch(items(n), timeout=1800, poll=0.2)
+        stats = batch.get("stats") or {}
+        return {
+            "n": n,
+            "workers": workers,
+            "status": batch["status"],
+            "ok": stats.get("success_count"),
+            "wall_s": wall,
+            "items_per_s": n / wall,
+        }
+
+
+def render(res: dict, meta: dict) -> str:
+    lines = [
+        "## Overhead: the gateway against a ~1 ms provider",
+        "",
+        f"- date: {meta['date']}; commit {meta['commit']}",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        "- provider: simulator, median 1 ms, no rate limits (gateway rpm/tpm set to 10^8)",
+        "",
+    ]
+    d, e, t = res.get("direct"), res.get("engine"), res.get("throughput")
+    if d and e:
+        added = e["per_call_ms"] - d["per_call_ms"]
+        lines += [
+            "| sequential calls | n | per call (wall/n) ms | p50 ms | p95 ms |",
+            "|---|---|---|---|---|",
+            f"| direct httpx.AsyncClient | {d['n']} | {d['per_call_ms']:.2f} | {d['p50_ms']:.2f} | {d['p95_ms']:.2f} |",
+            f"| engine (CrossProviderBatcher, in-process store, 1 in flight) | {e['n']} | {e['per_call_ms']:.2f} "
+            f"| {e['item_latency_p50_ms']} (item latency_ms) | {e['item_latency_p95_ms']} (item latency_ms) |",
+            "",
+            f"Added latency per call (engine wall/n − direct wall/n): **{added:.2f} ms** "
+            f"(goal ≤ 1 ms p50). Item latency_ms − direct p50: "
+            f"{(e['item_latency_p50_ms'] or 0) - d['p50_ms']:.2f} ms at p50, "
+            f"{(e['item_latency_p95_ms'] or 0) - d['p95_ms']:.2f} ms at p95 "
+            "(latency_ms is whole milliseconds).",
+            "",
+        ]
+    if t:
+        lines += [
+            "| end-to-end REST → Celery → provider | items | workers | ok | wall s | items/s |",
+            "|---|---|---|---|---|---|",
+            f"| Redis + PostgreSQL | {t['n']} | {t['workers']} | {t['ok']} | {t['wall_s']:.1f} | **{t['items_per_s']:.0f}** |",
+            "",
+            "Goal ≥ 1,000 items/s on this 2-core machine (web server, workers, PostgreSQL, Redis and the "
+            "simulator share the two cores).",
+            "",
+        ]
+    if res.get("errors"):
+        lines += ["Errors: " + "; ".join(res["errors"]), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="latency,throughput")
+    ap.add_argument("--calls", type=int, default=1000, help="sequential calls for the latency part")
+    ap.add_argument("--items", type=int, default=10000, help="batch size for the throughput part")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--provider-concurrency", type=int, default=64)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
+    logdir = ROOT / "var" / "bench" / "overhead"
+    logdir.mkdir(parents=True, exist_ok=True)
+    res: dict = {"errors": []}
+    with run_simulator_subprocess(SIM_CFG, log_path=logdir / "sim.log") as sim:
+        if "latency" in parts:
+            res["direct"] = direct_latency(sim.base_url, args.calls)
+            print("direct", json.dumps(res["direct"]), flush=True)
+            try:
+                res["engine"] = engine_latency(sim.base_url, args.calls)
+                print("engine", json.dumps(res["engine"]), flush=True)
+            except Exception as exc:  # noqa: BLE001
+                res["errors"].append(f"engine latency: {exc!r}"[:300])
+        if "throughput" in parts:
+            try:
+                res["throughput"] = throughput(
+                    sim.base_url, args.items, args.workers, logdir, args.provider_concurrency
+                )
+                print("throughput", json.dumps(res["throughput"]), flush=True)
+            except Exception as exc:  # noqa: BLE001
+                res["errors"].append(f"throughput: {exc!r}"[:300])
+        counters = sim.counters()["totals"]
+        print("simulator totals", json.dumps(counters), flush=True)
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_rev(),
+        "machine": machine(),
+        "command": ".venv/bin/python bench/overhead.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    (logdir / "overhead.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
+    if not args.no_write:
+        replace_section(Path(args.out), "overhead", render(res, meta))
+        print(f"wrote {args.out}")
+    return 0 if not res["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
