@@ -1,0 +1,114 @@
+"""manage.py submit_batch FILE.jsonl --team NAME [--wait] (contract §3).
+
+Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
+the batch object (contract §4) is printed as JSON on stdout at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from batches.api.serializers import BatchSerializer
+from batches.models import Batch, BatchStatus, ItemStatus, Team
+from batches.selectors import item_status_counts
+from batches.submission import SubmissionError, parse_jsonl, submit_batch
+
+STATUS_ORDER = (
+    ItemStatus.PENDING,
+    ItemStatus.RUNNING,
+    ItemStatus.SUCCEEDED,
+    ItemStatus.FAILED,
+    ItemStatus.CANCELLED,
+)
+DONE = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED)
+
+
+class Command(BaseCommand):
+    help = "Submit a JSONL file (one ITEM per line) as a batch for a team; --wait shows progress until done."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="JSONL file, one ITEM per line ('-' reads stdin).")
+        parser.add_argument("--team", required=True, help="Team name (see create_team).")
+        parser.add_argument(
+            "--wait", action="store_true", help="Show a progress bar until the batch finishes."
+        )
+        parser.add_argument("--metadata", default=None, help="A JSON object kept with the batch.")
+        parser.add_argument(
+            "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
+        )
+        parser.add_argument(
+            "--timeout", type=float, default=None, help="Stop waiting after this many seconds (exit code 1)."
+        )
+
+    def handle(self, *args, **options):
+        try:
+            team = Team.objects.get(name=options["team"])
+        except Team.DoesNotExist:
+            raise CommandError(
+                f"--team: no team named {options['team']!r} (create it with create_team)"
+            ) from None
+        metadata = self._metadata(options["metadata"])
+        if options["poll"] <= 0:
+            raise CommandError("--poll: must be a positive number of seconds")
+        body = self._read(options["file"])
+        try:
+            parsed = parse_jsonl(body)
+            batch = submit_batch(
+                team=team, items=parsed.items, metadata=metadata, item_sizes=parsed.item_sizes
+            )
+        except SubmissionError as exc:
+            for error in exc.errors:
+                where = "body" if error.index is None else f"item {error.index}"
+                self.stderr.write(f"{where}: {error.field}: {error.message}")
+            raise CommandError(f"batch refused: {exc.error_count} problem(s); nothing was stored") from None
+        self.stderr.write(f"submitted batch {batch.id} ({batch.total_count} items) for team {team.name}")
+        if options["wait"]:
+            batch = self._wait(batch, options["poll"], options["timeout"])
+        self.stdout.write(json.dumps(BatchSerializer(batch).data, indent=2))
+        if options["wait"] and batch.status != BatchStatus.COMPLETED:
+            raise CommandError(f"batch {batch.id} finished with status {batch.status}")
+
+    @staticmethod
+    def _metadata(raw: str | None) -> dict:
+        if raw is None:
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--metadata: not valid JSON: {exc.msg}") from None
+        if not isinstance(value, dict):
+            raise CommandError("--metadata: must be a JSON object")
+        return value
+
+    @staticmethod
+    def _read(path: str) -> bytes:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        try:
+            with open(path, "rb") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise CommandError(f"{path}: {exc.strerror}") from None
+
+    def _wait(self, batch: Batch, poll: float, timeout: float | None) -> Batch:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with tqdm(total=batch.total_count, unit="item", file=sys.stderr, dynamic_ncols=True) as bar:
+            while True:
+                batch.refresh_from_db()
+                counts = item_status_counts(batch)
+                bar.n = sum(counts[s] for s in DONE)
+                bar.set_postfix_str(" ".join(f"{s}={counts[s]}" for s in STATUS_ORDER), refresh=False)
+                bar.set_description(batch.status, refresh=False)
+                bar.refresh()
+                if batch.is_terminal:
+                    return batch
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise CommandError(
+                        f"--timeout: batch {batch.id} is still {batch.status}; it keeps running"
+                    )
+                time.sleep(poll)
