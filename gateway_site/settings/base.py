@@ -73,6 +73,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Queue for gateway tasks (tests give each run its own, so stray workers can't take its tasks).
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 
 # --- gateway knobs --------------------------------------------------------------------------------
 GATEWAY_MAX_ITEMS_PER_BATCH = env_int("GATEWAY_MAX_ITEMS_PER_BATCH", 50_000, minimum=1)
@@ -81,6 +83,11 @@ GATEWAY_MAX_ITEM_BYTES = env_int("GATEWAY_MAX_ITEM_BYTES", 1024 * 1024, minimum=
 GATEWAY_CHUNK_SIZE = env_int("GATEWAY_CHUNK_SIZE", 250, minimum=1, maximum=10_000)
 GATEWAY_GLOBAL_MAX_IN_FLIGHT = env_int("GATEWAY_GLOBAL_MAX_IN_FLIGHT", 64, minimum=1, maximum=10_000)
 GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 256, minimum=1)
+# Execution engine: a worker owns claimed items for this long (renewed while alive); a dead worker's
+# items are claimed again after it. Retry backoff: full jitter, base × 2^n capped.
+GATEWAY_CLAIM_LEASE_SECONDS = env_float("GATEWAY_CLAIM_LEASE_SECONDS", 60.0, minimum=2.0, maximum=3600.0)
+GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimum=0.001, maximum=60.0)
+GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
 GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=5.0)
 GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
 DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
