@@ -158,6 +158,12 @@ class BatchItem(models.Model):
                 condition=models.Q(status="failed"),
             ),
             models.Index(fields=["provider", "error_type"], name="batchitem_provider_error"),
+            # the reaper's scan for claims of dead workers
+            models.Index(
+                fields=["claim_expires_at"],
+                name="batchitem_running_claims",
+                condition=models.Q(status="running"),
+            ),
         ]
 
     def __str__(self) -> str:
