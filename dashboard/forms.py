@@ -53,6 +53,7 @@ class FailureFilterForm(_RangeMixin, forms.Form):
     error_class = forms.ChoiceField(choices=[("", "any class"), *ERROR_CLASSES], required=False)
     status_code = forms.IntegerField(required=False, min_value=100, max_value=599, label="status code")
     team = _team_field()
+    batch = forms.UUIDField(required=False, label="batch id")
     window = forms.ChoiceField(choices=[(k, label) for k, label, _ in WINDOWS], required=False, label="time")
     date_from = forms.DateField(required=False, widget=DateInput, label="from")
     date_to = forms.DateField(required=False, widget=DateInput, label="to")

@@ -184,7 +184,12 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 @dataclass
 class ProviderBatchRow:
-    """One line of the seed's batch log, per provider."""
+    """One line of the seed's batch log, per provider.
+
+    Attempt-level numbers come from Batch.stats (the engine builds them from every attempt, fallbacks
+    and retries included). Item-level numbers come from one GROUP BY over the items, so a running batch
+    shows live progress; they attribute an item to the provider that answered last.
+    """
 
     provider: str
     # from Batch.stats (attempt level, written by the engine)
@@ -194,17 +199,15 @@ class ProviderBatchRow:
     error_count: int | None = None
     retry_count: int | None = None
     rate_limited_count: int | None = None
-    # from the items (final outcome per item, attributed to the provider that answered last)
+    errors_by_class: dict[str, int] | None = None
+    stats_tokens: dict[str, int] = field(default_factory=dict)
+    # from the items
     items_succeeded: int = 0
     items_failed: int = 0
     failed_by_class: dict[str, int] = field(default_factory=dict)
     item_attempts: int = 0
     item_avg_latency_ms: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retry_extra_tokens: int = 0
-    # extra keys the engine may add per provider (errors by class at attempt level, tokens...)
-    stats_extra: dict = field(default_factory=dict)
+    item_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def shown_attempts(self) -> int:
@@ -213,6 +216,35 @@ class ProviderBatchRow:
     @property
     def shown_avg_latency_ms(self) -> float | None:
         return self.avg_latency_ms if self.avg_latency_ms is not None else self.item_avg_latency_ms
+
+    @property
+    def errors_are_attempt_level(self) -> bool:
+        return self.errors_by_class is not None
+
+    @property
+    def shown_errors(self) -> dict[str, int]:
+        """Errors by class: per attempt from the stats when written, else failed items by class."""
+        if self.errors_by_class is None:
+            return self.failed_by_class
+        shown = dict.fromkeys(ERROR_CLASS_KEYS, 0)
+        for key, n in self.errors_by_class.items():
+            shown[key if key in shown else "other"] += int(n or 0)
+        return shown
+
+    def _tokens(self, key: str) -> int:
+        return self.stats_tokens[key] if key in self.stats_tokens else self.item_tokens.get(key, 0)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self._tokens("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int:
+        return self._tokens("completion_tokens")
+
+    @property
+    def retry_extra_tokens(self) -> int:
+        return self._tokens("retry_extra_tokens")
 
 
 _STATS_KEYS = {
@@ -223,6 +255,7 @@ _STATS_KEYS = {
     "retry_count": "retry_count",
     "rate_limited_count": "rate_limited_count",
 }
+_TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "retry_extra_tokens")
 
 
 def provider_breakdown(batch: Batch) -> list[ProviderBatchRow]:
@@ -230,11 +263,13 @@ def provider_breakdown(batch: Batch) -> list[ProviderBatchRow]:
     rows: dict[str, ProviderBatchRow] = {}
     for name, entry in ((batch.stats or {}).get("providers") or {}).items():
         row = rows[name] = ProviderBatchRow(provider=name)
-        for key, value in (entry or {}).items():
-            if key in _STATS_KEYS:
-                setattr(row, _STATS_KEYS[key], value)
-            else:
-                row.stats_extra[key] = value
+        entry = entry or {}
+        for key, attr in _STATS_KEYS.items():
+            if key in entry:
+                setattr(row, attr, entry[key])
+        if isinstance(entry.get("errors_by_class"), dict):
+            row.errors_by_class = dict(entry["errors_by_class"])
+        row.stats_tokens = {k: int(entry[k]) for k in _TOKEN_KEYS if entry.get(k) is not None}
     failed = Q(status=ItemStatus.FAILED)
     aggregates = {
         "succeeded": Count("id", filter=Q(status=ItemStatus.SUCCEEDED)),
@@ -260,9 +295,11 @@ def provider_breakdown(batch: Batch) -> list[ProviderBatchRow]:
         row.items_failed = a["failed"]
         row.item_attempts = a["attempts_sum"] or 0
         row.item_avg_latency_ms = a["avg_latency"]
-        row.prompt_tokens = a["prompt"] or 0
-        row.completion_tokens = a["completion"] or 0
-        row.retry_extra_tokens = a["extra"] or 0
+        row.item_tokens = {
+            "prompt_tokens": a["prompt"] or 0,
+            "completion_tokens": a["completion"] or 0,
+            "retry_extra_tokens": a["extra"] or 0,
+        }
         row.failed_by_class = {key: a[f"c_{key}"] for key in ERROR_CLASS_KEYS}
     for row in rows.values():
         for key in ERROR_CLASS_KEYS:
@@ -308,11 +345,14 @@ def failures(
     error_class: str = "",
     status_code: int | None = None,
     team: Team | None = None,
+    batch_id=None,
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
 ) -> QuerySet[BatchItem]:
     """Failed items across batches, newest first (partial index batchitem_failed_recent)."""
     qs = BatchItem.objects.filter(status=ItemStatus.FAILED)
+    if batch_id is not None:
+        qs = qs.filter(batch_id=batch_id)
     if provider:
         qs = qs.filter(provider=provider)
     if error_class:

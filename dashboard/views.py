@@ -144,6 +144,7 @@ def failures(request):
             error_class=form.cleaned_data["error_class"],
             status_code=form.cleaned_data["status_code"],
             team=form.cleaned_data["team"],
+            batch_id=form.cleaned_data["batch"],
             since=since,
             until=until,
         )

@@ -6,6 +6,7 @@ import csv
 import datetime as dt
 import io
 
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -54,6 +55,11 @@ def test_batch_detail_log_table_and_failed_items(staff_client, seeded):
     assert set(rows) == {"alpha", "beta", "local"}
     assert rows["beta"].attempts == 15 and rows["beta"].rate_limited_count == 3
     assert rows["alpha"].failed_by_class["5xx"] == 2 and rows["alpha"].failed_by_class["other"] == 1
+    # the seed's stats have no errors_by_class: the table falls back to failed items by class
+    assert rows["alpha"].errors_are_attempt_level is False
+    assert rows["alpha"].shown_errors == rows["alpha"].failed_by_class
+    failures_link = f"?batch={seeded.completed.pk}&amp;provider=alpha&amp;window=all"
+    assert failures_link.encode() in response.content
     # tokens and retry_extra_tokens summed from the items per provider
     ok_alpha = BatchItem.objects.filter(batch=seeded.completed, provider="alpha", status=ItemStatus.SUCCEEDED)
     assert rows["alpha"].prompt_tokens == 20 * ok_alpha.count()
@@ -110,6 +116,8 @@ def test_failures_filters(staff_client, seeded):
     assert count(status_code=503) == 2
     assert count(team=seeded.teams["globex"].pk) == 2
     assert count(provider="beta", error_class="4xx") == 1
+    assert count(batch=str(seeded.running.pk)) == 2
+    assert count(batch=str(seeded.completed.pk), provider="local") == 2
     # time: move one failure far into the past; the default 24 h window no longer sees it
     BatchItem.objects.filter(pk=seeded.failed_item.pk).update(
         finished_at=timezone.now() - dt.timedelta(days=3)
@@ -158,3 +166,48 @@ def test_usage_default_range_and_bad_range(staff_client, seeded):
     )
     assert response.status_code == 400
     assert b"date_" in response.content
+
+
+def test_batch_log_prefers_the_engines_attempt_level_stats(staff_client, seeded):
+    """Stats as batches/engine/stats.py writes them: errors_by_class and tokens per provider."""
+    batch = seeded.completed
+    batch.stats["providers"]["alpha"].update(
+        errors_by_class={"4xx": 0, "5xx": 5, "429": 2, "timeout": 1, "connection": 0, "invalid_response": 3},
+        prompt_tokens=111,
+        completion_tokens=222,
+        retry_extra_tokens=333,
+    )
+    batch.save(update_fields=["stats"])
+    response = staff_client.get(reverse("dashboard:batch_detail", args=[batch.pk]))
+    alpha = {r.provider: r for r in response.context["providers"]}["alpha"]
+    assert alpha.errors_are_attempt_level
+    assert alpha.shown_errors == {"4xx": 0, "429": 2, "5xx": 5, "timeout": 1, "connection": 0, "other": 3}
+    assert (alpha.prompt_tokens, alpha.completion_tokens, alpha.retry_extra_tokens) == (111, 222, 333)
+    assert alpha.items_failed == 3  # items still counted live from the rows
+
+
+def test_batch_log_reads_stats_exactly_as_the_engine_builds_them(staff_client, seeded):
+    stats_mod = pytest.importorskip("batches.engine.stats")
+    batch = seeded.completed
+    builder = stats_mod.StatsBuilder()
+    for item in BatchItem.objects.filter(batch=batch):
+        builder.add_item(
+            item.status,
+            item.attempt_log,
+            provider=item.provider,
+            prompt_tokens=item.prompt_tokens,
+            completion_tokens=item.completion_tokens,
+        )
+    batch.stats = builder.build(str(batch.pk), batch.total_count, 420_000)
+    batch.save(update_fields=["stats"])
+    response = staff_client.get(reverse("dashboard:batch_detail", args=[batch.pk]))
+    rows = {r.provider: r for r in response.context["providers"]}
+    for name, entry in batch.stats["providers"].items():
+        row = rows[name]
+        assert row.shown_attempts == entry["request_count"]
+        assert row.p95_latency_ms == entry["p95_latency_ms"]
+        assert row.retry_count == entry["retry_count"]
+        assert row.retry_extra_tokens == entry["retry_extra_tokens"]
+        assert sum(row.shown_errors.values()) == entry["error_count"]
+    assert rows["beta"].shown_errors["4xx"] == 3  # three 400 attempts on the seed's failed beta item
+    assert rows["beta"].shown_errors["429"] == 3
