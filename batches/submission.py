@@ -163,11 +163,13 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
     if not text.strip():
         raise _body_error(400, "body", "body is empty; expected a JSON object with an 'items' list")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise _body_error(
             400, "body", f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except (ValueError, RecursionError) as exc:
+        raise _body_error(400, "body", f"body is not valid JSON: {_parse_problem(exc)}") from None
     if not isinstance(doc, dict):
         raise _body_error(400, "body", f"body must be a JSON object, got {_type_name(doc)}")
     errors = [
@@ -210,14 +212,28 @@ def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
             items.append(None)
             continue
         try:
-            items.append(json.loads(line))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not valid UTF-8"
-            errors.append(FieldError(index, "item", f"line {lineno}: not valid JSON: {reason}"))
+            items.append(json.loads(line, parse_constant=_reject_constant))
+        except (ValueError, RecursionError) as exc:
+            errors.append(FieldError(index, "item", f"line {lineno}: not valid JSON: {_parse_problem(exc)}"))
             items.append(None)
     if errors:
         raise SubmissionError(400, errors)
     return ParsedBody(items=items, item_sizes=sizes)
+
+
+def _reject_constant(name: str) -> None:
+    # Python's json accepts NaN/Infinity, which are not JSON (and PostgreSQL jsonb refuses them).
+    raise ValueError(f"{name} is not a valid JSON value")
+
+
+def _parse_problem(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if isinstance(exc, UnicodeDecodeError):
+        return "not valid UTF-8"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)
 
 
 def _check_count(count: int, limits: Limits) -> None:
@@ -230,7 +246,10 @@ def _check_count(count: int, limits: Limits) -> None:
 def _metadata_errors(metadata: Any) -> list[FieldError]:
     if not isinstance(metadata, dict):
         return [FieldError(None, "metadata", f"must be an object, got {_type_name(metadata)}")]
-    text = json.dumps(metadata, ensure_ascii=False)
+    try:
+        text = _ENCODER.encode(metadata)
+    except (ValueError, RecursionError) as exc:
+        return [FieldError(None, "metadata", f"cannot be stored as JSON: {_parse_problem(exc)}")]
     if not _is_encodable(text):
         return [FieldError(None, "metadata", "contains invalid Unicode (a lone surrogate escape)")]
     if "\\u0000" in text and _contains_nul(metadata):
@@ -278,6 +297,10 @@ def _type_name(value: Any) -> str:
 # --- validation -----------------------------------------------------------------------------------
 
 
+# One shared encoder: json.dumps() with non-default options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 @dataclass(frozen=True)
 class ValidItem:
     seq: int
@@ -307,9 +330,10 @@ class _Validator:
             self.err(i, "item", f"must be an object, got {_type_name(item)}")
             return None
         before = self.error_count
-        for key in item:
-            if key not in ITEM_FIELDS:
-                self.err(i, str(key)[:100], f"unknown field; allowed: {', '.join(sorted(ITEM_FIELDS))}")
+        if not ITEM_FIELDS.issuperset(item):
+            for key in item:
+                if key not in ITEM_FIELDS:
+                    self.err(i, str(key)[:100], f"unknown field; allowed: {', '.join(sorted(ITEM_FIELDS))}")
         custom_id = self._custom_id(i, item)
         route, provider = self._target(i, item)
         messages = self._messages(i, item)
@@ -317,12 +341,19 @@ class _Validator:
         if self.error_count != before:
             return None
         payload = {"messages": messages, "params": params}
-        payload_json = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         try:
-            encoded_size = len(payload_json.encode("utf-8"))
-        except UnicodeEncodeError:
-            self.err(i, "item", "contains invalid Unicode (a lone surrogate escape such as \\ud800)")
+            payload_json = _ENCODER.encode(payload)
+        except (ValueError, RecursionError) as exc:  # NaN/Infinity from Python callers, absurd nesting
+            self.err(i, "item", f"cannot be stored as JSON: {_parse_problem(exc)}")
             return None
+        if payload_json.isascii():
+            encoded_size = len(payload_json)
+        else:
+            try:
+                encoded_size = len(payload_json.encode("utf-8"))
+            except UnicodeEncodeError:
+                self.err(i, "item", "contains invalid Unicode (a lone surrogate escape such as \\ud800)")
+                return None
         if "\\u0000" in payload_json and _contains_nul(payload):
             # PostgreSQL text and jsonb cannot hold NUL characters.
             self.err(i, "item", "must not contain NUL (\\u0000) characters")

@@ -310,6 +310,30 @@ MALFORMED = [
         0,
         "item",
     ),
+    (
+        "NaN is not JSON",
+        b'{"items": [{"custom_id": "a", "route": "intent", "query": "q", "params": {"temperature": NaN}}]}',
+        "application/json",
+        400,
+        None,
+        "body",
+    ),
+    (
+        "Infinity in a jsonl line",
+        b'{"custom_id": "a", "route": "intent", "query": "q", "params": {"top_p": Infinity}}',
+        "application/jsonl",
+        400,
+        0,
+        "item",
+    ),
+    (
+        "absurdly nested",
+        b'{"items": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+        "application/json",
+        400,
+        None,
+        "body",
+    ),
     ("wrong content type", {"items": [item(0)]}, "text/plain", 415, None, "Content-Type"),
     ("form content type", b"items=1", "application/x-www-form-urlencoded", 415, None, "Content-Type"),
 ]
@@ -350,6 +374,9 @@ def test_submission_service_used_directly(team, routes):
     with pytest.raises(SubmissionError) as exc:
         submit_batch(team=team, items=[item(0, route="nope")])
     assert exc.value.status_code == 400 and exc.value.errors[0].field == "route"
+    with pytest.raises(SubmissionError) as exc:
+        submit_batch(team=team, items=[item(0, params={"temperature": float("nan")})])
+    assert (exc.value.errors[0].index, exc.value.errors[0].field) == (0, "item")
     assert Batch.objects.count() == 1
 
 
