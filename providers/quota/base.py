@@ -210,17 +210,13 @@ class BaseQuotaStore:
             if task is not None:
                 task.cancel()
             try:
-                await asyncio.shield(self._release_and_wake(limits, lease.lease_id, key))
+                await self._lease_release(limits, lease.lease_id)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the TTL returns the slot; don't mask the caller's own exception
                 log.exception("could not release lease %s of provider %s", lease.lease_id, limits.name)
-
-    async def _release_and_wake(self, limits: ProviderLimits, lease_id: str, key: str) -> None:
-        try:
-            await self._lease_release(limits, lease_id)
-        finally:
-            self._wakeups.notify_one(key)
+            finally:
+                self._wakeups.notify_one(key)
 
     async def _heartbeat(self, limits: ProviderLimits, lease: Lease, interval: float) -> None:
         while True:

@@ -7,15 +7,12 @@ import threading
 import weakref
 from urllib.parse import urlsplit, urlunsplit
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import lua
 from .base import BaseQuotaStore
+from .resp import RespClient, Script
 from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
 
 _UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
@@ -37,40 +34,34 @@ class RedisQuotaStore(BaseQuotaStore):
         url: str,
         prefix: str = "bgw:",
         global_max_in_flight: int | None = None,
-        socket_timeout: float = 5.0,
+        command_timeout: float = 5.0,
         connect_timeout: float = 2.0,
-        max_connections: int = 64,
     ):
         super().__init__(global_max_in_flight)
         self.url = url
         self.prefix = prefix
-        self._client_kwargs = dict(
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=connect_timeout,
-            max_connections=max_connections,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
-            health_check_interval=30,
-        )
-        # redis.asyncio clients are bound to the loop that created their connections: one per loop.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
+        self.command_timeout = command_timeout
+        self.connect_timeout = connect_timeout
+        # A client's connection is bound to the loop that opened it: one client per running loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RespClient] = (
             weakref.WeakKeyDictionary()
         )
         self._clients_lock = threading.Lock()
-        # Script objects only hold the text and SHA; they run on whichever client is passed. EVALSHA,
-        # and on NOSCRIPT (after a Redis restart or SCRIPT FLUSH) SCRIPT LOAD + EVALSHA again.
-        self._scripts: dict[str, AsyncScript] = {}
-        for name in ("ACQUIRE", "RECONCILE", "PENALIZE", "SNAPSHOT", "LEASE_ACQUIRE", "LEASE_REFRESH"):
-            self._scripts[name] = AsyncScript(_EncoderHolder, getattr(lua, name))
+        # EVALSHA; on NOSCRIPT (after a Redis restart or SCRIPT FLUSH) SCRIPT LOAD and EVALSHA again.
+        self._scripts = {
+            name: Script(getattr(lua, name))
+            for name in ("ACQUIRE", "RECONCILE", "PENALIZE", "SNAPSHOT", "LEASE_ACQUIRE", "LEASE_REFRESH")
+        }
 
     # ---- plumbing ----------------------------------------------------------------------------------
-    def client(self) -> aioredis.Redis:
+    def client(self) -> RespClient:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
             with self._clients_lock:
                 client = self._clients.get(loop)
                 if client is None:
-                    client = aioredis.Redis.from_url(self.url, **self._client_kwargs)
+                    client = RespClient(self.url, self.connect_timeout, self.command_timeout)
                     self._clients[loop] = client
         return client
 
@@ -89,13 +80,20 @@ class RedisQuotaStore(BaseQuotaStore):
 
     async def _run(self, script: str, keys: list[str], args: list):
         try:
-            return await self._scripts[script](keys=keys, args=args, client=self.client())
+            return await self._scripts[script](self.client(), keys, args)
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 
-    async def _command(self, name: str, *args):
+    async def _await(self, reply):
         try:
-            return await self.client().execute_command(name, *args)
+            return await reply
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    def _command(self, *args):
+        """Sends the command at once (when connected); returns an awaitable for the reply."""
+        try:
+            return self._await(self.client().call(*args))
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 
@@ -138,9 +136,10 @@ class RedisQuotaStore(BaseQuotaStore):
         ttl_ms = int(limits.lease_ttl_seconds * 1000)
         return int(await self._run("LEASE_REFRESH", [leases], [lease_id, ttl_ms])) == 1
 
-    async def _lease_release(self, limits: ProviderLimits, lease_id: str) -> None:
+    def _lease_release(self, limits: ProviderLimits, lease_id: str):
+        # not `async def`: ZREM is on the wire before the caller first awaits, even if it is cancelled
         _, _, leases = self._keys(limits.name)
-        await self._command("ZREM", leases, lease_id)
+        return self._command("ZREM", leases, lease_id)
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         bucket, obs, leases = self._keys(limits.name)
@@ -172,15 +171,3 @@ class RedisQuotaStore(BaseQuotaStore):
 
     async def ping(self) -> bool:
         return bool(await self._command("PING"))
-
-
-class _EncoderHolder:
-    """AsyncScript wants a client to compute the SHA from the encoded text; scripts are ASCII, so any
-    default encoder does (the script then runs on the per-loop client passed at call time)."""
-
-    class connection_pool:  # noqa: N801 - mimics the attribute AsyncScript reads
-        @staticmethod
-        def get_encoder():
-            from redis._parsers.encoders import Encoder
-
-            return Encoder("utf-8", "strict", False)

@@ -90,7 +90,8 @@ def test_lowered_rpm_reaches_running_callers_within_5s(make_provider, shared_sto
         await asyncio.sleep(stop - changed)
         for task in callers:
             task.cancel()
-        await asyncio.gather(*callers, return_exceptions=True)
+        results = await asyncio.gather(*callers, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results), results
         return changed
 
     changed = run(shared_store, body)
