@@ -239,7 +239,8 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
         "items_ok": res.items_ok,
         "wall_s": res.wall,
         "t_min_s": t_min,
-        "efficiency": t_min / res.wall if res.wall else None,
+        # efficiency only means something when every item made it
+        "efficiency": t_min / res.wall if res.wall and res.items_ok == len(ctx.items) else None,
         "users_complete": lat["users_complete"],
         "users_total": users_total,
         "service_p50": lat["service_p50"],
@@ -258,7 +259,7 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
         "run_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
     print(
-        f"   ok {row['items_ok']}/{row['items']}  wall {row['wall_s']:.1f}s  eff {row['efficiency']:.2f}  "
+        f"   ok {row['items_ok']}/{row['items']}  wall {row['wall_s']:.1f}s  eff {fmt_s(row['efficiency'])}  "
         f"429s {row['sim_429']}  5xx {row['sim_5xx']}  waste {row['waste_pct']:.1f}%  "
         f"service p50 {fmt_s(row['service_p50'])}s",
         flush=True,
@@ -294,7 +295,8 @@ def render(rows: list[dict], meta: dict) -> str:
             continue
         lines.append(
             f"| {r['row']} | {r['name']} | {r['items_ok']}/{r['items']} | {r['wall_s']:.1f} | {r['t_min_s']:.1f} "
-            f"| {r['efficiency']:.2f} | {fmt_s(r['service_p50'])} / {fmt_s(r['service_p95'])} "
+            f"| {fmt_s(r['efficiency']) if r['efficiency'] is not None else 'n/a (items failed)'} "
+            f"| {fmt_s(r['service_p50'])} / {fmt_s(r['service_p95'])} "
             f"| {fmt_s(r['done_p50'], 1)} | {r['sim_429']} | {r['sim_5xx']} | {r['waste_pct']:.1f} |"
         )
     lines += [

@@ -43,7 +43,8 @@ class ProviderCounters:
     forced: int = 0  # fixed_status / status_script / x-sim-force-status answers
     hangs: int = 0
     disconnects: int = 0  # client went away while the request was being processed
-    accepted: int = 0  # admitted by the rate limiter and processed
+    admitted: int = 0  # passed the rate limiter (RPM/TPM charged)
+    accepted: int = 0  # admitted and processed (not turned away by the concurrency ceiling)
     billed_prompt_tokens: int = 0
     billed_completion_tokens: int = 0
     delivered_prompt_tokens: int = 0
@@ -71,12 +72,16 @@ class ProviderCounters:
         elif status >= 500:
             self.status_5xx += 1
 
-    def record_accept(self, now: float, charged_tokens: int) -> None:
+    def record_admit(self, now: float, charged_tokens: int) -> None:
+        """Passed the rate limiter: counts against RPM/TPM (even if the backend then answers 503)."""
+        self.admitted += 1
+        self._req_window.add(now, 1)
+        self._tok_window.add(now, charged_tokens)
+
+    def record_accept(self, now: float) -> None:
         self.accepted += 1
         if self.first_accepted_at is None:
             self.first_accepted_at = now
-        self._req_window.add(now, 1)
-        self._tok_window.add(now, charged_tokens)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
@@ -107,6 +112,7 @@ class ProviderCounters:
             "forced": self.forced,
             "hangs": self.hangs,
             "disconnects": self.disconnects,
+            "admitted": self.admitted,
             "accepted": self.accepted,
             "billed_prompt_tokens": self.billed_prompt_tokens,
             "billed_completion_tokens": self.billed_completion_tokens,

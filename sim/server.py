@@ -16,9 +16,10 @@ Request pipeline for a provider, in order (the first rule that answers wins):
   3. ``status_script`` (next scripted status, if not 200) -> that status (not billed)
   4. ``fixed_status`` -> that status (not billed)
   5. inside an outage window -> 503 (not billed)
-  6. in-flight requests >= max_concurrency -> 503 (not billed)
-  7. RPM or TPM bucket short -> 429 with Retry-After (not billed, buckets untouched)
-  8. accepted: both buckets charged (1 request; prompt + max_tokens tokens), latency slept
+  6. RPM or TPM bucket short -> 429 with Retry-After (not billed, buckets untouched)
+  7. admitted: both buckets charged (1 request; prompt + max_tokens tokens)
+  8. in-flight requests >= max_concurrency -> 503 (not billed; the admission above still counts)
+  9. accepted: latency slept
      - with probability hang_rate: sleeps hang_seconds (real) before answering
      - with probability error_rate_500: 500 after processing (billed)
      - otherwise 200 with ``usage`` (billed and delivered)
@@ -192,11 +193,6 @@ class SimProvider:
             c.outage_503 += 1
             return self.reply(503, error_body("The server is temporarily unavailable (outage).",
                                               "server_error", "outage"), {"Retry-After": "1"})  # fmt: skip
-        if cfg.max_concurrency and c.in_flight >= cfg.max_concurrency:
-            c.overload_503 += 1
-            return self.reply(503, error_body("Server overloaded: too many concurrent requests.",
-                                              "server_error", "overloaded"))  # fmt: skip
-
         messages = body["messages"]
         prompt = estimate_prompt_tokens(messages)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.default_max_tokens
@@ -221,7 +217,13 @@ class SimProvider:
         if self.tok_bucket:
             self.tok_bucket.take(charge, now)
         headers = self.rate_headers(now)
-        c.record_accept(now, charge)
+        c.record_admit(now, charge)
+        # The rate limiter (the provider's edge) has counted this request; the backend may still be full.
+        if cfg.max_concurrency and c.in_flight >= cfg.max_concurrency:
+            c.overload_503 += 1
+            return self.reply(503, error_body("Server overloaded: too many concurrent requests.",
+                                              "server_error", "overloaded"), headers)  # fmt: skip
+        c.record_accept(now)
 
         completion = self.completion_tokens(max_tokens)
         hang = cfg.hang_rate > 0 and self.rng.random() < cfg.hang_rate

@@ -272,3 +272,20 @@ def test_trace_records_tagged_requests_relative_to_reset(sim_server):
     assert 0 <= rows[0]["arrival_s"] < rows[1]["arrival_s"] < rows[2]["arrival_s"]
     sim.reset()
     assert sim.trace() == []
+
+
+def test_overload_503_still_counts_against_the_rate_limit(sim_server):
+    # capacity 2 requests, one at a time: the 503'd request used a token, so a third call gets 429
+    sim = sim_server(
+        {"providers": {"a": {"rpm": 6, "burst_seconds": 20, "median_ms": 400, "max_concurrency": 1}}}
+    )
+
+    async def fire():
+        async with httpx.AsyncClient() as client:
+            return await asyncio.gather(*(achat(client, sim, "a") for _ in range(2)))
+
+    assert sorted(r.status_code for r in asyncio.run(fire())) == [200, 503]
+    assert chat(sim, "a").status_code == 429
+    c = sim.provider_counters("a")
+    assert (c["admitted"], c["accepted"], c["overload_503"], c["rate_limited_429"]) == (2, 1, 1, 1)
+    assert c["max_accepted_per_minute"] == 2
