@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from providers.quota import (
@@ -133,3 +135,68 @@ def test_snapshot_all_sync_from_sync_and_async_callers(redis_sync):
         assert asyncio.run(inside_a_loop())[1].observed_tpm == 7
     finally:
         reset_quota_store()
+
+
+def test_dropped_connection_fails_loudly_then_reconnects(redis_store, redis_sync):
+    limits = make_limits(rpm=6000)
+
+    async def body():
+        assert (await redis_store.try_acquire(limits)).granted
+        proto = redis_store.client()._proto
+        host, port = proto.transport.get_extra_info("sockname")[:2]
+        pending = asyncio.ensure_future(redis_store.try_acquire(limits))
+        await asyncio.sleep(0)  # the command is written; now the server drops us
+        redis_sync.client_kill(f"{host}:{port}")
+        try:
+            await pending  # raced the kill: either answered or failed loudly, never hangs
+        except QuotaStoreUnavailable as exc:
+            assert "cannot reach Redis" in str(exc)
+        for _ in range(50):  # the lost connection is noticed, then the next call reconnects
+            try:
+                if (await redis_store.try_acquire(limits)).granted:
+                    break
+            except QuotaStoreUnavailable:
+                await asyncio.sleep(0.01)
+        assert redis_store.client()._proto is not proto
+        assert (await redis_store.snapshot(limits)).observed_rpm >= 2
+
+    run(redis_store, body)
+
+
+def test_unresponsive_redis_times_out_as_unavailable():
+    import socket
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 18101))
+    listener.listen(8)  # the kernel completes the handshake; nobody ever answers
+    try:
+        store = RedisQuotaStore(
+            "redis://127.0.0.1:18101/0", prefix="hung:", global_max_in_flight=1, command_timeout=0.5
+        )
+        started = time.monotonic()
+        with pytest.raises(QuotaStoreUnavailable, match="no reply from Redis within 0.5 s"):
+            run(store, store.try_acquire, make_limits())
+        assert time.monotonic() - started < 3.0
+    finally:
+        listener.close()
+
+
+def test_database_number_in_url_is_selected(redis_sync):
+    import redis
+
+    prefix = "bgwtest:dbsel:" + make_limits().name + ":"
+    store = RedisQuotaStore(
+        settings.REDIS_URL.rsplit("/", 1)[0] + "/5", prefix=prefix, global_max_in_flight=1
+    )
+    other = redis.Redis.from_url(settings.REDIS_URL.rsplit("/", 1)[0] + "/5")
+    try:
+        limits = make_limits()
+        assert run(store, store.try_acquire, limits, 3).granted
+        bucket = store._keys(limits.name)[0]
+        assert other.exists(bucket) and not redis_sync.exists(bucket)
+    finally:
+        keys = list(other.scan_iter(match=prefix + "*"))
+        if keys:
+            other.delete(*keys)
+        other.close()
