@@ -1,18 +1,112 @@
 #!/usr/bin/env bash
-# Foundation demo (the full simulator-backed demo replaces this): fresh SQLite database, providers
-# loaded from examples/providers.json twice (the second run must report no changes), a team and key.
+# `make demo`: the main job with zero services (contract §1).
+#   SQLite under var/, no REDIS_URL (eager Celery, in-process quota store), the bundled provider
+#   simulator (examples/sim.json: the seed's alpha/beta/local, 10x time-compressed), the web server,
+#   and examples/batch.jsonl (50 user messages x intent/sentiment/summary) submitted over real HTTP.
+# Exits 0 only if the batch completed with success_count == items. Stops everything it started.
+#   DEMO_KEEP=1   keep the web server and simulator running after the report (Ctrl-C stops them)
+#   SIM_PORT / WEB_PORT   preferred ports (default 8900 / 8000; a free port is used if busy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || PY=python3
+
 export DJANGO_SETTINGS_MODULE=gateway_site.settings.local
-export DATABASE_URL=sqlite:///var/demo.sqlite3
-unset REDIS_URL
-mkdir -p var && rm -f var/demo.sqlite3
-PY=.venv/bin/python
-$PY manage.py migrate --noinput >/dev/null
-$PY manage.py load_providers examples/providers.json
-second=$($PY manage.py load_providers examples/providers.json)
+export DATABASE_URL="sqlite:///$ROOT/var/demo.sqlite3"
+unset REDIS_URL CELERY_BROKER_URL CELERY_TASK_ALWAYS_EAGER
+export DJANGO_LOG_LEVEL=${DJANGO_LOG_LEVEL:-WARNING}
+LOGS="$ROOT/var/demo"
+mkdir -p "$LOGS"
+rm -f "$ROOT"/var/demo.sqlite3*
+
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && wait "$pid" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {  # the preferred port if it is free, else any free port
+  "$PY" - "$1" <<'EOF'
+import socket, sys
+want = int(sys.argv[1])
+for port in (want, 0):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(s.getsockname()[1])
+    s.close()
+    break
+EOF
+}
+
+wait_http() {  # URL SECONDS PID
+  local url=$1 deadline=$((SECONDS + $2)) pid=$3
+  until "$PY" -c "import httpx,sys; sys.exit(0 if httpx.get('$url', timeout=2).status_code == 200 else 1)" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || { echo "process $pid exited; see $LOGS" >&2; return 1; }
+    [ $SECONDS -lt $deadline ] || { echo "timed out waiting for $url" >&2; return 1; }
+    sleep 0.3
+  done
+}
+
+SIM_PORT=$(free_port "${SIM_PORT:-8900}")
+WEB_PORT=$(free_port "${WEB_PORT:-8000}")
+SIM_URL="http://127.0.0.1:$SIM_PORT"
+WEB_URL="http://127.0.0.1:$WEB_PORT"
+
+echo "==> provider simulator (examples/sim.json) on $SIM_URL"
+"$PY" -m sim --config examples/sim.json --port "$SIM_PORT" >"$LOGS/sim.log" 2>&1 &
+PIDS+=($!)
+SIM_PID=$!
+
+echo "==> database (SQLite var/demo.sqlite3), providers, team, API key"
+"$PY" manage.py migrate --noinput >"$LOGS/migrate.log"
+# examples/providers.json points at port 8900; rewrite it for the port actually used
+sed "s#127.0.0.1:8900/#127.0.0.1:$SIM_PORT/#g" examples/providers.json >"$LOGS/providers.json"
+"$PY" manage.py load_providers "$LOGS/providers.json"
+second=$("$PY" manage.py load_providers "$LOGS/providers.json")
 [ "$second" = "no changes" ] || { echo "second load reported changes: $second" >&2; exit 1; }
-$PY manage.py create_team demo
-key=$($PY manage.py create_api_key --team demo --name demo | tail -n 1)
-[ -n "$key" ] || exit 1
-echo "demo team key created (prefix ${key:0:12}…)"
+"$PY" manage.py create_team demo
+KEY=$("$PY" manage.py create_api_key --team demo --name demo | tail -n 1)
+[ -n "$KEY" ] || { echo "no API key printed" >&2; exit 1; }
+echo "API key for team demo: ${KEY:0:12}… (full key in $LOGS/api_key)"
+umask 077 && printf '%s\n' "$KEY" >"$LOGS/api_key" && umask 022
+
+echo "==> web server on $WEB_URL (single process, eager Celery)"
+"$PY" manage.py runserver "127.0.0.1:$WEB_PORT" --noreload >"$LOGS/web.log" 2>&1 &
+PIDS+=($!)
+WEB_PID=$!
+wait_http "$SIM_URL/_sim/health" 30 "$SIM_PID"
+wait_http "$WEB_URL/healthz" 60 "$WEB_PID"
+
+echo "==> submitting examples/batch.jsonl"
+status=0
+"$PY" scripts/demo_client.py --web "$WEB_URL" --key "$KEY" --file examples/batch.jsonl --sim "$SIM_URL" \
+  --timeout "${DEMO_TIMEOUT:-150}" || status=$?
+
+cat <<EOF
+
+Where to look (while the web server runs):
+  admin      $WEB_URL/admin/
+  dashboard  $WEB_URL/dashboard/
+  API docs   $WEB_URL/api/docs/
+Create a superuser for the admin and dashboard:
+  DATABASE_URL=$DATABASE_URL DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE $PY manage.py createsuperuser
+Run the demo again and keep the servers up:   DEMO_KEEP=1 make demo
+Logs: $LOGS/
+EOF
+
+if [ "${DEMO_KEEP:-0}" = "1" ]; then
+  echo "DEMO_KEEP=1: web server and simulator keep running; press Ctrl-C to stop them."
+  wait "$WEB_PID" || true
+fi
+exit "$status"
