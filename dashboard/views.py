@@ -66,6 +66,17 @@ def batch_detail(request, batch_id):
         [n for _, n in histogram],
         title="Latency distribution of finished items (last attempt)",
     )
+    unit, progress = selectors.progress_over_time(batch)
+    fmt = {"minute": "%H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[unit]
+    progress_chart = charts.stacked_bar_chart(
+        [bucket.strftime(fmt) for bucket, _, _ in progress],
+        [
+            charts.Series("succeeded", "#59a14f", [ok for _, ok, _ in progress]),
+            charts.Series("failed", "#e15759", [failed for _, _, failed in progress]),
+        ],
+        title=f"Items finished per {unit} (UTC)",
+        height=220,
+    )
     page = _page(request, selectors.failed_items(batch))
     return render(
         request,
@@ -81,6 +92,7 @@ def batch_detail(request, batch_id):
             "token_usage": (batch.stats or {}).get("token_usage") or {},
             "has_stats": bool((batch.stats or {}).get("providers")),
             "latency_chart": chart,
+            "progress_chart": progress_chart,
             "page": page,
             "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
         },
@@ -240,6 +252,11 @@ def usage(request):
     return render(request, "dashboard/usage.html", context)
 
 
+def _csv_safe(value: str) -> str:
+    """Team and provider names starting with = + - @ would be formulas in a spreadsheet."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 class _Echo:
     def write(self, value):
         return value
@@ -277,8 +294,8 @@ def usage_csv(request):
             yield writer.writerow(
                 [
                     day.isoformat(),
-                    team,
-                    provider,
+                    _csv_safe(team),
+                    _csv_safe(provider),
                     req,
                     ok,
                     failed,

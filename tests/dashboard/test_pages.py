@@ -211,3 +211,22 @@ def test_batch_log_reads_stats_exactly_as_the_engine_builds_them(staff_client, s
         assert sum(row.shown_errors.values()) == entry["error_count"]
     assert rows["beta"].shown_errors["4xx"] == 3  # three 400 attempts on the seed's failed beta item
     assert rows["beta"].shown_errors["429"] == 3
+
+
+def test_progress_over_time_counts_finished_items(staff_client, seeded):
+    response = staff_client.get(reverse("dashboard:batch_detail", args=[seeded.running.pk]))
+    unit, buckets = selectors.progress_over_time(seeded.running)
+    assert unit == "minute"
+    assert sum(ok for _, ok, _ in buckets) == 23 and sum(f for _, _, f in buckets) == 2
+    assert "Items finished per minute" in str(response.context["progress_chart"])
+
+
+def test_csv_neutralizes_spreadsheet_formulas(staff_client, seeded):
+    from batches.models import Team, TeamUsageDaily
+
+    evil = Team.objects.create(name="=HYPERLINK(1)")
+    TeamUsageDaily.objects.create(team=evil, provider="alpha", day=timezone.now().date(), prompt_tokens=5)
+    response = staff_client.get(reverse("dashboard:usage_csv"), {"team": evil.pk})
+    text = b"".join(response.streaming_content).decode()
+    assert "'=HYPERLINK(1)" in text
+    assert "\n=HYPERLINK" not in text and ",=HYPERLINK" not in text
