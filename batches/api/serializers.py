@@ -1,7 +1,7 @@
 """Explicit input and output serializers of the REST API (contract §4).
 
 Input: the submission body is validated by batches.submission (hand-written: a DRF serializer is
-~30x slower per item, see docs/benchmarks.md); ItemSerializer/BatchCreateSerializer describe it in
+~3x slower per item, see docs/benchmarks.md); ItemSerializer/BatchCreateSerializer describe it in
 the OpenAPI schema. Query parameters are validated by the *QuerySerializer classes below.
 Output: BatchSerializer renders the batch object; RESULTs are built by batches.selectors
 (result_from_row, fast enough to stream 100k rows) and described by ResultSerializer.
