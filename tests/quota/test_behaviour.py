@@ -268,3 +268,30 @@ def test_snapshot_reports_configuration_and_observed(store):
         assert 6.9 < state.rpm_tokens_available < 7.5
 
     run(store, body)
+
+
+def test_global_slot_is_per_process_across_threads_and_loops(store):
+    import threading
+
+    in_flight = peak = 0
+    lock = threading.Lock()
+
+    async def call():
+        nonlocal in_flight, peak
+        async with store.global_slot():
+            with lock:
+                in_flight += 1
+                peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            with lock:
+                in_flight -= 1
+
+    async def many():
+        await asyncio.gather(*(call() for _ in range(8)))
+
+    threads = [threading.Thread(target=asyncio.run, args=(many(),)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert peak == 3 and store.global_in_flight == 0

@@ -200,3 +200,23 @@ def test_database_number_in_url_is_selected(redis_sync):
         if keys:
             other.delete(*keys)
         other.close()
+
+
+def test_two_workers_share_pause_buckets_and_leases(redis_store):
+    """Two store instances (as in two worker processes) on one prefix see the same state."""
+    other = RedisQuotaStore(settings.REDIS_URL, prefix=redis_store.prefix, global_max_in_flight=1)
+    limits = make_limits(rpm=600, max_concurrency=1)
+
+    async def body():
+        for _ in range(10):
+            assert (await redis_store.try_acquire(limits)).granted
+        assert not (await other.try_acquire(limits)).granted  # the burst was spent by the first worker
+        await redis_store.penalize(limits, 2.0)
+        decision = await other.try_acquire(limits)
+        assert not decision.granted and decision.wait_ms > 1500  # the 429 pause reaches the other worker
+        async with redis_store.lease(limits):
+            assert await other._lease_try(limits, "x") > 0
+        assert await other._lease_try(limits, "x") == 0
+        await other.aclose()
+
+    run(redis_store, body)
