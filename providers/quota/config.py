@@ -80,6 +80,12 @@ class LimitsSource:
                     cls._shared = cls()
         return cls._shared
 
+    @classmethod
+    def reset_shared(cls) -> None:
+        """Forget the process-wide source (tests; reset_quota_store() calls this too)."""
+        with cls._shared_lock:
+            cls._shared = None
+
     @property
     def store(self):
         if self._store is None:

@@ -43,10 +43,13 @@ def get_quota_store() -> BaseQuotaStore:
 
 
 def reset_quota_store() -> None:
-    """Forget the process-wide store (tests, or after settings change)."""
+    """Forget the process-wide store and LimitsSource.shared() (tests, or after settings change)."""
     global _store
+    from .config import LimitsSource
+
     with _store_lock:
         _store = None
+    LimitsSource.reset_shared()
 
 
 def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:

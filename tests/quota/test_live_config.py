@@ -110,3 +110,10 @@ def test_bump_config_version_moves_the_shared_counter(shared_store, redis_sync):
     first = run(shared_store, read)
     bump_config_version()
     assert run(shared_store, read) == first + 1
+
+
+def test_reset_quota_store_forgets_the_shared_source():
+    first = LimitsSource.shared()
+    assert LimitsSource.shared() is first
+    reset_quota_store()
+    assert LimitsSource.shared() is not first
