@@ -383,3 +383,18 @@ def test_submission_service_used_directly(team, routes):
 def test_batch_id_is_a_uuid(client, routes):
     response = post_json(client, {"items": [item(0)]})
     assert uuid.UUID(response.json()["id"])
+
+
+def test_body_limit_is_gateway_setting_not_django_upload_limit(client, routes):
+    """The body is read as a stream, so only GATEWAY_MAX_BODY_BYTES applies (not DATA_UPLOAD_MAX_MEMORY_SIZE)."""
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024, GATEWAY_MAX_BODY_BYTES=10 * 1024 * 1024):
+        response = post_jsonl(client, [item(i, query="x" * 100) for i in range(50)])
+    assert response.status_code == 201, response.content
+    assert BatchItem.objects.count() == 50
+
+
+def test_json_with_charset_parameter(client, routes):
+    response = client.generic(
+        "POST", URL, json.dumps({"items": [item(0)]}), content_type="application/json; charset=utf-8"
+    )
+    assert response.status_code == 201
