@@ -101,3 +101,11 @@ def breaker_detail(state: Any) -> str:
     if state.get("opened_count"):
         parts.append(f"opened {state['opened_count']}×")
     return ", ".join(parts)
+
+
+def bucket_wait_ms(available: float | None, rate_per_minute: float, need: float = 1.0) -> int | None:
+    """Time until a bucket holding `available` and refilling at `rate_per_minute` holds `need`."""
+    if available is None or rate_per_minute <= 0:
+        return None
+    missing = need - float(available)
+    return 0 if missing <= 0 else int(missing / (rate_per_minute / 60_000.0) + 0.999)

@@ -190,6 +190,8 @@ def providers(request):
                 "breaker": live.breaker_label(breaker) if breaker is not None else None,
                 "breaker_detail": live.breaker_detail(breaker),
                 "recent": recent.get(view.name),
+                "rpm_wait_ms": live.bucket_wait_ms(getattr(state, "rpm_tokens_available", None), view.rpm),
+                "tpm_wait_ms": live.bucket_wait_ms(getattr(state, "tpm_tokens_available", None), view.tpm),
                 "rpm_pct": _pct(getattr(state, "observed_rpm", None), view.rpm),
                 "tpm_pct": _pct(getattr(state, "observed_tpm", None), view.tpm),
                 "lease_pct": _pct(getattr(state, "leases_in_flight", None), view.max_concurrency),

@@ -86,3 +86,20 @@ def test_recent_activity_error_rate_and_latency(staff_client, seeded):
     assert local.failed == 2 and local.timeouts == 1
     assert local.error_rate_pct == pytest.approx(100 * 2 / local.finished)
     assert local.avg_latency_ms is not None
+
+
+def test_bucket_wait_from_level_and_rate():
+    assert live.bucket_wait_ms(5.0, 60) == 0
+    assert live.bucket_wait_ms(0.5, 60) == 500  # half a request missing at 1 request/s
+    assert live.bucket_wait_ms(-2.0, 60) == 3000  # TPM debt after an overage
+    assert live.bucket_wait_ms(None, 60) is None
+
+
+def test_drained_bucket_shows_its_wait(staff_client, seeded, redis_sync, fresh_stores):
+    beta = ProviderLimits.from_provider(seeded.providers["beta"])  # rpm 30, burst 5 s → 2.5 requests
+    _take(beta, 2, 10)
+    response = staff_client.get(reverse("dashboard:providers"))
+    row = {r["config"].name: r for r in response.context["rows"]}["beta"]
+    assert row["quota"].rpm_tokens_available < 1
+    assert row["rpm_wait_ms"] > 0
+    assert b"empty: next in" in response.content
