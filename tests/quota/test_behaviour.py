@@ -14,14 +14,14 @@ from .conftest import assert_within_rate, make_limits, run
 
 
 def test_burst_then_exact_wait(store):
-    limits = make_limits(rpm=600, burst_seconds=1.0)  # 10/s, capacity 10
+    limits = make_limits(rpm=120, burst_seconds=5.0)  # 2/s, capacity 10
 
     async def body():
         for _ in range(10):
             assert (await store.try_acquire(limits)).granted
         denied = await store.try_acquire(limits)
         assert not denied.granted and not denied.impossible
-        assert 50 <= denied.wait_ms <= 100  # one token refills in 100 ms
+        assert 250 <= denied.wait_ms <= 500  # one token refills in 500 ms (slack for a loaded machine)
         await asyncio.sleep(denied.wait_ms / 1000 + 0.002)
         assert (await store.try_acquire(limits)).granted
 
@@ -29,13 +29,13 @@ def test_burst_then_exact_wait(store):
 
 
 def test_both_buckets_or_neither(store):
-    limits = make_limits(rpm=600, tpm=6000, burst_seconds=1.0)  # 10 requests, 100 tokens
+    limits = make_limits(rpm=60, tpm=600, burst_seconds=10.0)  # 10 requests, 100 tokens, 10 tokens/s
 
     async def body():
         assert (await store.try_acquire(limits, 80)).granted
         denied = await store.try_acquire(limits, 50)  # RPM has room, TPM does not
         assert not denied.granted
-        assert 250 <= denied.wait_ms <= 310  # 30 missing tokens at 100 tokens/s
+        assert 2_500 <= denied.wait_ms <= 3_000  # 30 missing tokens at 10 tokens/s
         state = await store.snapshot(limits)
         assert 8.9 < state.rpm_tokens_available <= 9.5  # the denied call did not take a request token
         assert 20 <= state.tpm_tokens_available < 25
@@ -81,7 +81,7 @@ def test_reconcile_refunds_and_charges_debt(store):
         res = await store.acquire(limits, 90)
         await store.reconcile(limits, res, 30)  # refund 60
         state = await store.snapshot(limits)
-        assert 69 <= state.tpm_tokens_available <= 72
+        assert 69 <= state.tpm_tokens_available <= 75
         assert state.observed_tpm == 30
         res = await store.acquire(limits, 70)
         await store.reconcile(limits, res, 150)  # 80 over: debt
@@ -103,7 +103,7 @@ def test_penalize_pauses_everyone_and_never_shortens(store):
     async def body():
         await store.penalize(limits, 1.0)
         decision = await store.try_acquire(limits)
-        assert not decision.granted and 900 <= decision.wait_ms <= 1000
+        assert not decision.granted and 700 <= decision.wait_ms <= 1000
         until = (await store.snapshot(limits)).paused_until_ms
         assert until > 0
         await store.penalize(limits, 0.1)  # shorter: ignored
@@ -208,18 +208,18 @@ def test_lease_released_on_error_and_cancellation(store):
 
 
 def test_lease_heartbeat_outlives_ttl_and_dead_lease_expires(store):
-    limits = make_limits(max_concurrency=1, timeout_seconds=0.2, lease_grace_seconds=0.4)  # TTL 0.6 s
+    limits = make_limits(max_concurrency=1, timeout_seconds=0.4, lease_grace_seconds=0.6)  # TTL 1 s
 
     async def body():
         async with store.lease(limits) as lease:
-            await asyncio.sleep(1.5)  # 2.5 TTLs: only heartbeats keep it
+            await asyncio.sleep(2.2)  # > 2 TTLs: only heartbeats keep it
             assert not lease.lost
             assert (await store.snapshot(limits)).leases_in_flight == 1
             assert await store._lease_try(limits, "intruder") > 0
         # a lease whose holder vanished (never released, no heartbeat) frees itself after the TTL
         assert await store._lease_try(limits, "ghost") == 0
         assert await store._lease_try(limits, "other") > 0
-        await asyncio.sleep(0.7)
+        await asyncio.sleep(1.1)
         assert await store._lease_try(limits, "other") == 0
 
     run(store, body)
@@ -253,7 +253,7 @@ def test_store_survives_successive_event_loops(store):
 
 
 def test_snapshot_reports_configuration_and_observed(store):
-    limits = make_limits(rpm=600, tpm=60_000, max_concurrency=5)
+    limits = make_limits(rpm=60, tpm=6_000, burst_seconds=10.0, max_concurrency=5)
 
     async def body():
         for n in (10, 20, 30):
@@ -262,7 +262,7 @@ def test_snapshot_reports_configuration_and_observed(store):
             state = await store.snapshot(limits)
         assert state.provider == limits.name
         assert (state.rpm_capacity, state.tpm_capacity) == (10.0, 1000.0)
-        assert (state.configured_rpm, state.configured_tpm, state.max_concurrency) == (600, 60_000, 5)
+        assert (state.configured_rpm, state.configured_tpm, state.max_concurrency) == (60, 6_000, 5)
         assert (state.observed_rpm, state.observed_tpm) == (3, 60)
         assert state.leases_in_flight == 1 and state.wait_ms == 0 and state.paused_until_ms == 0
         assert 6.9 < state.rpm_tokens_available < 7.5
