@@ -194,6 +194,7 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
 def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
     """One JSON item per line; blank lines are ignored. `index` counts items, messages name the line."""
     limits = limits or Limits.from_settings()
+    _decode(body)  # strict UTF-8 up front (json.loads on bytes would also guess UTF-16/32)
     lines = body.split(b"\n")
     numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
     _check_count(len(numbered), limits)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -96,6 +97,18 @@ class BatchPagination(CursorPagination):
     page_size = 20
     page_size_query_param = "limit"
     max_page_size = 100
+
+    def decode_cursor(self, request):
+        cursor = super().decode_cursor(request)
+        # DRF trusts the decoded position; a forged one would reach the ORM as a bad datetime (500).
+        if cursor is not None and cursor.position is not None:
+            try:
+                valid = parse_datetime(cursor.position) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
 
 
 class BatchListCreateView(TeamAPIView):

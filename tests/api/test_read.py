@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 
@@ -46,6 +47,20 @@ def test_list_newest_first_paginated_and_filtered(client, make_batch):
     completed = client.get(URL, {"status": "completed"}).json()["results"]
     assert [b["id"] for b in completed] == [str(batches[1].id)]
     assert len(client.get(URL, {"status": "queued"}).json()["results"]) == 4
+
+
+@pytest.mark.parametrize(
+    "raw", ["garbage", "p=notadate", "p=" + "9" * 50, "p=\x00", "o=99999999999999999999"]
+)
+def test_list_bad_or_forged_cursor_is_400(client, make_batch, raw):
+    make_batch(1)
+    cursor = raw if raw == "garbage" else base64.b64encode(raw.encode()).decode()
+    response = client.get(URL, {"cursor": cursor})
+    assert response.status_code in (200, 400)  # a harmless offset-only cursor may simply page
+    if response.status_code == 400:
+        assert response.json()["errors"][0]["field"] == "cursor"
+    else:
+        assert raw.startswith("o=")
 
 
 def test_list_invalid_status_is_400_naming_the_field(client):

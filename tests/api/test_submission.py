@@ -334,6 +334,22 @@ MALFORMED = [
         None,
         "body",
     ),
+    (
+        "json not utf-8",
+        b'{"items": [{"custom_id": "\xff\xfe", "route": "intent", "query": "q"}]}',
+        "application/json",
+        400,
+        None,
+        "body",
+    ),
+    (
+        "jsonl not utf-8",
+        b'{"custom_id": "a", "route": "intent", "query": "\xc3\x28"}',
+        "application/jsonl",
+        400,
+        None,
+        "body",
+    ),
     ("wrong content type", {"items": [item(0)]}, "text/plain", 415, None, "Content-Type"),
     ("form content type", b"items=1", "application/x-www-form-urlencoded", 415, None, "Content-Type"),
 ]
