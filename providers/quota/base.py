@@ -100,6 +100,7 @@ class BaseQuotaStore:
         self._wakeups = Wakeups()
         self._global_lock = threading.Lock()
         self._global_in_flight = 0
+        self._background: set[asyncio.Future] = set()
 
     # ---- primitives (subclasses) ---------------------------------------------------------------------
     async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
@@ -188,7 +189,13 @@ class BaseQuotaStore:
         key = "lease:" + limits.name
         delay = LEASE_POLL_MIN_S
         while True:
-            hint_ms = await self._lease_try(limits, lease.lease_id)
+            try:
+                hint_ms = await self._lease_try(limits, lease.lease_id)
+            except asyncio.CancelledError:
+                # the store may have granted the slot before we were cancelled: give it back now
+                # rather than after the TTL (ZREM of an absent id is harmless)
+                self._release_in_background(limits, lease.lease_id)
+                raise
             if hint_ms == 0:
                 break
             timeout = min(delay, max(hint_ms / 1000.0, LEASE_POLL_MIN_S))
@@ -217,6 +224,12 @@ class BaseQuotaStore:
                 log.exception("could not release lease %s of provider %s", lease.lease_id, limits.name)
             finally:
                 self._wakeups.notify_one(key)
+
+    def _release_in_background(self, limits: ProviderLimits, lease_id: str) -> None:
+        task = asyncio.ensure_future(self._lease_release(limits, lease_id))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # nothing to report: TTL backs it
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _heartbeat(self, limits: ProviderLimits, lease: Lease, interval: float) -> None:
         while True:

@@ -295,3 +295,30 @@ def test_global_slot_is_per_process_across_threads_and_loops(store):
     for t in threads:
         t.join(timeout=10)
     assert peak == 3 and store.global_in_flight == 0
+
+
+def test_cancelled_while_waiting_for_a_lease_leaves_no_slot_behind(store):
+    limits = make_limits(max_concurrency=2)
+
+    async def body():
+        async with store.lease(limits):
+            waiters = [asyncio.create_task(_enter(store, limits)) for _ in range(5)]
+            await asyncio.sleep(0.05)
+            for _ in range(20):  # cancel at many different points of the wait loop
+                for w in waiters:
+                    w.cancel()
+                await asyncio.gather(*waiters, return_exceptions=True)
+                waiters = [asyncio.create_task(_enter(store, limits)) for _ in range(5)]
+                await asyncio.sleep(random.uniform(0, 0.003))
+            for w in waiters:
+                w.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        await asyncio.sleep(0.05)
+        assert (await store.snapshot(limits)).leases_in_flight == 0
+
+    run(store, body)
+
+
+async def _enter(store, limits):
+    async with store.lease(limits):
+        await asyncio.sleep(10)
