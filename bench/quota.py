@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import datetime as dt
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -96,6 +97,13 @@ async def measure(store, seconds: float, concurrency: int) -> dict:
         await store.aclose()
 
 
+def median_of(rounds: list[dict]) -> dict:
+    return {
+        part: {k: statistics.median(r[part][k] for r in rounds) for k in rounds[0][part]}
+        for part in rounds[0]
+    }
+
+
 def cleanup(url: str, prefix: str) -> None:
     import redis
 
@@ -110,22 +118,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="repeat and report the median of each figure")
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = parser.parse_args()
 
     prefix = f"bgwbench:{uuid.uuid4().hex[:8]}:"
+    redis_rounds, local_rounds = [], []
     try:
-        redis_res = asyncio.run(
-            measure(
-                RedisQuotaStore(args.redis_url, prefix=prefix, global_max_in_flight=64),
-                args.seconds,
-                args.concurrency,
-            )
-        )
+        for _ in range(args.rounds):
+            store = RedisQuotaStore(args.redis_url, prefix=prefix, global_max_in_flight=64)
+            redis_rounds.append(asyncio.run(measure(store, args.seconds, args.concurrency)))
+            local = LocalQuotaStore(global_max_in_flight=64)
+            local_rounds.append(asyncio.run(measure(local, args.seconds, args.concurrency)))
     finally:
         cleanup(args.redis_url, prefix)
-    local_res = asyncio.run(measure(LocalQuotaStore(global_max_in_flight=64), args.seconds, args.concurrency))
+    redis_res, local_res = median_of(redis_rounds), median_of(local_rounds)
+    load = os.getloadavg()
 
     def row(name: str, r: dict) -> str:
         s, c = r["sequential"], r["concurrent"]
@@ -140,6 +149,7 @@ def main() -> None:
 
 Machine: {machine()}; `nproc` = {os.cpu_count()}. Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.
 Command: `.venv/bin/python {command.strip()}` (Redis {args.redis_url.split("@")[-1]}, same machine).
+Median of {args.rounds} rounds of {args.seconds:g} s each; load average while running: {load[0]:.2f} (shared machine).
 
 One process, one event loop; limits so high nothing waits, so this is the store's own cost. A *cycle*
 is what the engine does per provider call: `acquire` (RPM+TPM buckets, one EVALSHA), then a lease
