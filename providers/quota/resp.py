@@ -191,6 +191,8 @@ class RespClient:
             self._watchdog = None
         proto, self._proto = self._proto, None
         if proto is not None and proto.transport is not None:
+            if proto.out:
+                proto.flush()  # e.g. a background ZREM queued in this loop iteration
             proto.transport.close()
 
 
