@@ -322,3 +322,24 @@ def test_cancelled_while_waiting_for_a_lease_leaves_no_slot_behind(store):
 async def _enter(store, limits):
     async with store.lease(limits):
         await asyncio.sleep(10)
+
+
+def test_acquire_waits_without_polling(store):
+    limits = make_limits(rpm=600, burst_seconds=1.0)  # 10 at once, then one per 100 ms
+    calls = 0
+    original = store.try_acquire
+
+    async def counting(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return await original(*args, **kwargs)
+
+    store.try_acquire = counting
+
+    async def body():
+        for _ in range(15):
+            await store.acquire(limits)
+
+    run(store, body)
+    # 10 immediate grants + 5 that each wait once; one retry of slack per wait for timer rounding
+    assert 15 <= calls <= 10 + 5 * 2, calls
