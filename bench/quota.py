@@ -127,7 +127,9 @@ def main() -> None:
     redis_rounds, local_rounds = [], []
     try:
         for _ in range(args.rounds):
-            store = RedisQuotaStore(args.redis_url, prefix=prefix, global_max_in_flight=64)
+            store = RedisQuotaStore(
+                args.redis_url, prefix=prefix, global_max_in_flight=64, cluster_max_in_flight=0
+            )
             redis_rounds.append(asyncio.run(measure(store, args.seconds, args.concurrency)))
             local = LocalQuotaStore(global_max_in_flight=64)
             local_rounds.append(asyncio.run(measure(local, args.seconds, args.concurrency)))

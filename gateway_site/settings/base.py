@@ -82,6 +82,8 @@ GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 100 * 1024 * 1024, mi
 GATEWAY_MAX_ITEM_BYTES = env_int("GATEWAY_MAX_ITEM_BYTES", 1024 * 1024, minimum=256)
 GATEWAY_CHUNK_SIZE = env_int("GATEWAY_CHUNK_SIZE", 250, minimum=1, maximum=10_000)
 GATEWAY_GLOBAL_MAX_IN_FLIGHT = env_int("GATEWAY_GLOBAL_MAX_IN_FLIGHT", 64, minimum=1, maximum=10_000)
+# Optional cluster-wide cap on provider calls in flight across all workers (Redis mode); 0 = off.
+GATEWAY_CLUSTER_MAX_IN_FLIGHT = env_int("GATEWAY_CLUSTER_MAX_IN_FLIGHT", 0, minimum=0, maximum=1_000_000)
 GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 256, minimum=1)
 # Execution engine: a worker owns claimed items for this long (renewed while alive); a dead worker's
 # items are claimed again after it. Retry backoff: full jitter, base × 2^n capped.

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 # when a lease is released inside this process.
 LEASE_POLL_MIN_S = 0.002
 LEASE_POLL_MAX_S = 0.1
+CLUSTER_LEASE_NAME = "*cluster*"  # not a valid provider slug, so it never collides
 
 
 def jitter_seconds(wait_ms: int) -> float:
@@ -91,12 +92,31 @@ class BaseQuotaStore:
 
     backend = "base"
 
-    def __init__(self, global_max_in_flight: int | None = None) -> None:
-        if global_max_in_flight is None:
+    def __init__(
+        self, global_max_in_flight: int | None = None, cluster_max_in_flight: int | None = None
+    ) -> None:
+        if global_max_in_flight is None or cluster_max_in_flight is None:
             from django.conf import settings
 
-            global_max_in_flight = settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT
+            if global_max_in_flight is None:
+                global_max_in_flight = settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT
+            if cluster_max_in_flight is None:
+                cluster_max_in_flight = getattr(settings, "GATEWAY_CLUSTER_MAX_IN_FLIGHT", 0)
         self.global_max_in_flight = int(global_max_in_flight)
+        # Cluster-wide cap (0 = off): a lease on a reserved name that no provider slug can take.
+        self.cluster_max_in_flight = int(cluster_max_in_flight)
+        self._cluster_limits = (
+            ProviderLimits(
+                CLUSTER_LEASE_NAME,
+                rpm=1,
+                tpm=1,
+                burst_seconds=1,
+                max_concurrency=self.cluster_max_in_flight,
+                timeout_seconds=50,
+            )  # fmt: skip
+            if self.cluster_max_in_flight > 0
+            else None
+        )
         self._wakeups = Wakeups()
         self._global_lock = threading.Lock()
         self._global_in_flight = 0
@@ -250,7 +270,8 @@ class BaseQuotaStore:
     @asynccontextmanager
     async def global_slot(self) -> AsyncIterator[None]:
         """One of settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT slots for this whole process (all threads and
-        event loops). Wrap every provider call in it."""
+        event loops), and, if settings.GATEWAY_CLUSTER_MAX_IN_FLIGHT > 0, one of that many slots across
+        every worker (a lease in the shared store). Wrap every provider call in it."""
         delay = LEASE_POLL_MIN_S
         while True:
             with self._global_lock:
@@ -260,7 +281,11 @@ class BaseQuotaStore:
             await self._wakeups.wait("global", delay)
             delay = min(delay * 2, LEASE_POLL_MAX_S)
         try:
-            yield
+            if self._cluster_limits is None:
+                yield
+            else:
+                async with self.lease(self._cluster_limits):
+                    yield
         finally:
             with self._global_lock:
                 self._global_in_flight -= 1

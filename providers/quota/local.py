@@ -52,8 +52,13 @@ def wait_ms_for(
 class LocalQuotaStore(BaseQuotaStore):
     backend = "local"
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, global_max_in_flight: int | None = None):
-        super().__init__(global_max_in_flight)
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        global_max_in_flight: int | None = None,
+        cluster_max_in_flight: int | None = 0,  # one process: the per-process cap is the cluster cap
+    ):
+        super().__init__(global_max_in_flight, cluster_max_in_flight)
         self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[str, _Bucket] = {}

@@ -36,8 +36,9 @@ class RedisQuotaStore(BaseQuotaStore):
         global_max_in_flight: int | None = None,
         command_timeout: float = 5.0,
         connect_timeout: float = 2.0,
+        cluster_max_in_flight: int | None = None,
     ):
-        super().__init__(global_max_in_flight)
+        super().__init__(global_max_in_flight, cluster_max_in_flight)
         self.url = url
         self.prefix = prefix
         self.command_timeout = command_timeout

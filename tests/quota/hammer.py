@@ -50,7 +50,7 @@ async def hold(store, limits) -> None:
 
 def main(argv: list[str]) -> None:
     mode, url, prefix, name = argv[:4]
-    store = RedisQuotaStore(url, prefix=prefix, global_max_in_flight=1)
+    store = RedisQuotaStore(url, prefix=prefix, global_max_in_flight=1, cluster_max_in_flight=0)
     if mode == "acquire":
         rpm, burst, start, duration = int(argv[4]), float(argv[5]), float(argv[6]), float(argv[7])
         limits = ProviderLimits(

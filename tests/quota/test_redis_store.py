@@ -220,3 +220,37 @@ def test_two_workers_share_pause_buckets_and_leases(redis_store):
         await other.aclose()
 
     run(redis_store, body)
+
+
+def test_cluster_wide_in_flight_cap_across_workers(redis_store):
+    """With GATEWAY_CLUSTER_MAX_IN_FLIGHT set, global_slot() also holds a shared lease."""
+    workers = [
+        RedisQuotaStore(
+            settings.REDIS_URL, prefix=redis_store.prefix, global_max_in_flight=10, cluster_max_in_flight=3
+        )
+        for _ in range(2)
+    ]
+    in_flight = peak = 0
+
+    async def call(store):
+        nonlocal in_flight, peak
+        async with store.global_slot():
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.02)
+            in_flight -= 1
+
+    async def body():
+        await asyncio.gather(*(call(workers[i % 2]) for i in range(16)))
+        for w in workers[1:]:
+            await w.aclose()
+
+    run(workers[0], body)
+    assert peak == 3  # each worker alone would have allowed 10
+
+
+def test_cluster_cap_setting_is_read(redis_store):
+    with override_settings(GATEWAY_CLUSTER_MAX_IN_FLIGHT=7):
+        assert RedisQuotaStore(settings.REDIS_URL, prefix="x:").cluster_max_in_flight == 7
+    assert RedisQuotaStore(settings.REDIS_URL, prefix="x:").cluster_max_in_flight == 0
+    assert LocalQuotaStore().cluster_max_in_flight == 0
