@@ -1,7 +1,8 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
 from . import (
+    docs,
     schema,  # noqa: F401  (registers the bearer-auth scheme with drf-spectacular)
     views,
 )
@@ -14,5 +15,6 @@ urlpatterns = [
     path("v1/batches/<uuid:batch_id>/cancel", views.BatchCancelView.as_view(), name="batch-cancel"),
     path("v1/usage", views.UsageView.as_view(), name="usage"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("docs/", docs.SwaggerUIView.as_view(), name="docs"),
+    path("docs/assets/<path:path>", docs.docs_asset, name="docs-asset"),
 ]

@@ -87,9 +87,16 @@ def test_swagger_ui_is_served_offline(anon):
     assert response.status_code == 200
     html = response.content.decode()
     assert "swagger-ui" in html
-    assert "drf_spectacular_sidecar" in html  # assets come from the sidecar package, not a CDN
     assert "cdn.jsdelivr.net" not in html and "unpkg.com" not in html
     assert "/api/schema/" in html
+    # the assets (from drf-spectacular-sidecar) are served by the app itself, even with DEBUG off
+    for asset in ("swagger-ui.css", "swagger-ui-bundle.js", "swagger-ui-standalone-preset.js"):
+        url = f"/api/docs/assets/{asset}"
+        assert url in html
+        served = anon.get(url)
+        assert served.status_code == 200
+        assert len(b"".join(served.streaming_content)) > 1000
+    assert anon.get("/api/docs/assets/../../../settings.py").status_code in (400, 404)  # no traversal
 
 
 @pytest.fixture
