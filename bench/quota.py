@@ -97,6 +97,42 @@ async def measure(store, seconds: float, concurrency: int) -> dict:
         await store.aclose()
 
 
+async def ping_compare(url: str, seconds: float, concurrency: int) -> dict:
+    """PING through redis-py's asyncio client vs the store's pipelined client (why resp.py exists)."""
+    import redis.asyncio as aioredis
+
+    from providers.quota.resp import RespClient
+
+    async def run_pings(call) -> tuple[float, float]:
+        await call()
+        n, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            await call()
+            n += 1
+        seq = n / seconds
+        count, end = 0, time.perf_counter() + seconds
+
+        async def worker():
+            nonlocal count
+            while time.perf_counter() < end:
+                await call()
+                count += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return seq, count / (time.perf_counter() - started)
+
+    pyclient = aioredis.Redis.from_url(url)
+    resp = RespClient(url)
+    try:
+        redis_py = await run_pings(lambda: pyclient.execute_command("PING"))
+        ours = await run_pings(lambda: resp.call("PING"))
+    finally:
+        await pyclient.aclose()
+        await resp.aclose()
+    return {"redis_py": redis_py, "resp": ours}
+
+
 def median_of(rounds: list[dict]) -> dict:
     return {
         part: {k: statistics.median(r[part][k] for r in rounds) for k in rounds[0][part]}
@@ -136,6 +172,7 @@ def main() -> None:
     finally:
         cleanup(args.redis_url, prefix)
     redis_res, local_res = median_of(redis_rounds), median_of(local_rounds)
+    pings = asyncio.run(ping_compare(args.redis_url, min(args.seconds, 1.0), args.concurrency))
     load = os.getloadavg()
 
     def row(name: str, r: dict) -> str:
@@ -163,6 +200,10 @@ is what the engine does per provider call: `acquire` (RPM+TPM buckets, one EVALS
 {row("in-process", local_res)}
 
 Concurrent acquire latency (Redis, {args.concurrency} coroutines): p50 {redis_res["concurrent"]["acquire_p50_us"] / 1000:.3f} ms, p99 {redis_res["concurrent"]["acquire_p99_us"] / 1000:.3f} ms (includes waiting for the event loop).
+
+Why the store has its own small pipelined client (`providers/quota/resp.py`): PINGs/s through
+redis-py's asyncio client {pings["redis_py"][0]:,.0f} sequential / {pings["redis_py"][1]:,.0f} with {args.concurrency} concurrent callers;
+through the store's client {pings["resp"][0]:,.0f} / {pings["resp"][1]:,.0f} (same run).
 
 Goals: ≥ 5,000 acquire+release per second per process; acquire p50 ≤ 0.3 ms.
 Met: throughput {"yes" if max(seq["cycles_per_s"], redis_res["concurrent"]["cycles_per_s"]) >= 5000 else "no"} (best of sequential/concurrent), p50 {"yes" if seq["acquire_p50_us"] <= 300 else "no"}.
