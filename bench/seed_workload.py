@@ -229,6 +229,7 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
     res = ROWS[n](ctx)
     counters = ctx.sim.counters()
     trace = ctx.sim.trace()
+    (ctx.logdir / f"trace-row{n}.json").write_text(json.dumps(trace))
     s = sim_summary(counters)
     lat = user_latencies_from_trace(trace)
     users_total = len({item_user(it["custom_id"]) for it in ctx.items})
@@ -254,6 +255,22 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
         "delivered": s["delivered"],
         "waste_pct": s["waste_pct"],
         "max_in_flight": s["max_in_flight"],
+        "per_provider": {
+            name: {
+                k: c[k]
+                for k in (
+                    "requests",
+                    "ok",
+                    "rate_limited_429",
+                    "overload_503",
+                    "errors_500",
+                    "max_accepted_per_minute",
+                    "billed_tokens",
+                    "delivered_tokens",
+                )
+            }
+            for name, c in counters["providers"].items()
+        },  # fmt: skip
         "max_per_minute": s["max_per_minute"],
         "notes": res.notes,
         "run_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -126,3 +126,20 @@ def test_rng_is_reproducible_with_a_seed():
     b = [SimProvider(cfg, 1.0, None, 0.0).latency_s() for _ in range(1)]
     assert a == b
     assert random.Random(3).gauss(0, 1) != 0  # sanity: the RNG is live
+
+
+def test_run_simulator_command_serves_and_stops(capsys):
+    from django.core.management import call_command
+
+    call_command("run_simulator", "--config", "examples/sim.json", "--port", "0", "--duration", "0.3")
+    assert "sim listening on http://127.0.0.1:" in capsys.readouterr().out
+
+
+def test_run_simulator_command_refuses_a_bad_config(tmp_path):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    bad = tmp_path / "sim.json"
+    bad.write_text('{"providers": {"a": {"rpm": -5}}}')
+    with pytest.raises(CommandError, match="providers.a.rpm"):
+        call_command("run_simulator", "--config", str(bad), "--port", "0", "--duration", "0.1")
