@@ -16,7 +16,12 @@ from providers.quota.redis_store import RedisQuotaStore
 from providers.quota.types import ProviderLimits
 
 
-async def hammer(store, limits, start: float, duration: float, callers: int = 4) -> int:
+async def hammer(store, limits, start: float | None, duration: float, callers: int = 4) -> int:
+    if start is None:  # handshake: connected and ready, then wait for "go <epoch>" on stdin
+        await store.ping()
+        print("ready", flush=True)
+        line = await asyncio.to_thread(sys.stdin.readline)
+        start = float(line.split()[1])
     await asyncio.sleep(max(0.0, start - time.time()))
     end = start + duration
     grants = 0
@@ -52,7 +57,8 @@ def main(argv: list[str]) -> None:
     mode, url, prefix, name = argv[:4]
     store = RedisQuotaStore(url, prefix=prefix, global_max_in_flight=1, cluster_max_in_flight=0)
     if mode == "acquire":
-        rpm, burst, start, duration = int(argv[4]), float(argv[5]), float(argv[6]), float(argv[7])
+        rpm, burst, duration = int(argv[4]), float(argv[5]), float(argv[7])
+        start = None if argv[6] == "stdin" else float(argv[6])
         limits = ProviderLimits(
             name, rpm=rpm, tpm=10**9, burst_seconds=burst, max_concurrency=1, timeout_seconds=1
         )

@@ -21,6 +21,7 @@ def spawn(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.quota.hammer", *args],
         cwd=ROOT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -32,13 +33,19 @@ def spawn(*args: str) -> subprocess.Popen:
 def test_four_processes_share_one_bucket(redis_store):
     """rpm 600, burst 1 s, 10 s, 4 processes × 4 callers: grants ≤ 10 + 100 (+1), ≥ 95 % of that."""
     name = make_limits().name
-    start = time.time() + 3.0  # let every interpreter start before the clock runs
     procs = [
-        spawn("acquire", settings.REDIS_URL, redis_store.prefix, name, "600", "1", repr(start), "10")
+        spawn("acquire", settings.REDIS_URL, redis_store.prefix, name, "600", "1", "stdin", "10")
         for _ in range(4)
     ]
     counts = []
     try:
+        for proc in procs:  # every interpreter is up and connected before the clock runs
+            line = proc.stdout.readline()
+            assert line.strip() == "ready", proc.stderr.read() if proc.poll() is not None else line
+        start = time.time() + 0.3
+        for proc in procs:
+            proc.stdin.write(f"go {start!r}\n")
+            proc.stdin.flush()
         for proc in procs:
             out, err = proc.communicate(timeout=40)
             assert proc.returncode == 0, err
