@@ -271,14 +271,22 @@ class _Run:
                     if est > opts.long_item_tokens:
                         await held.enter_async_context(self.long_lane)
                     await held.enter_async_context(b.store.lease(limits))
-                    await slot.enter_async_context(b.store.global_slot())
-                    started = _now_iso()
-                    outcome: HttpOutcome = await self.http.get(choice).chat(
-                        item.messages, item.params, request_id=key
-                    )
+                    if not result.attempts and self.should_cancel():
+                        cancelled = True
+                    else:
+                        cancelled = False
+                        await slot.enter_async_context(b.store.global_slot())
+                        started = _now_iso()
+                        outcome: HttpOutcome = await self.http.get(choice).chat(
+                            item.messages, item.params, request_id=key
+                        )
             except BaseException:
                 await slot.aclose()
                 raise
+            if cancelled:  # the cancel arrived while this item waited for a provider slot
+                await b.store.reconcile(limits, reservation, 0)
+                result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
+                return result, None
             per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
             result.attempts += 1
             last_provider = choice.name
