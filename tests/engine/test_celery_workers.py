@@ -1,0 +1,170 @@
+"""Two real `celery -A gateway_site worker` processes share one 2,000-item batch; one is killed -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from django.conf import settings
+from django.db import connection
+
+from batches.models import Batch, BatchItem, ItemStatus
+
+from .provider_server import ok_reply
+from .test_execution import make_batch, q
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[2]
+IN_FLIGHT_CAP = 16
+
+
+def start_worker(name: str, queue: str, log_path: Path) -> subprocess.Popen:
+    env = dict(os.environ)
+    db = connection.settings_dict
+    env.update(
+        DJANGO_SETTINGS_MODULE="gateway_site.settings.test",
+        DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
+        f"{db['NAME']}",
+        REDIS_URL=settings.REDIS_URL,
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        GATEWAY_REDIS_PREFIX=settings.GATEWAY_REDIS_PREFIX,
+        CELERY_TASK_ALWAYS_EAGER="0",
+        CELERY_TASK_DEFAULT_QUEUE=queue,
+        GATEWAY_CLAIM_LEASE_SECONDS="3",
+        GATEWAY_CHUNK_SIZE="100",
+        GATEWAY_GLOBAL_MAX_IN_FLIGHT=str(IN_FLIGHT_CAP),
+        DJANGO_LOG_LEVEL="WARNING",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "gateway_site",
+        "worker",
+        "-P",
+        "solo",
+        "-Q",
+        queue,
+        "-n",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        "WARNING",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def stats_ms(batch) -> int:
+    return batch.stats.get("total_elapsed_ms", 0)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.mark.timeout(240)
+def test_two_workers_one_killed_batch_completes_exactly_once(
+    provider_server, make_provider, team, redis_sync, tmp_path
+):
+    provider_server.behaviours["fastp"] = lambda n, r, a, b: ok_reply(0.02)
+    make_provider(
+        "fastp",
+        base_url=provider_server.url("fastp"),
+        rpm=1_000_000,
+        tpm=10**9,
+        max_concurrency=32,
+        burst_seconds=1,
+        timeout_seconds=5,
+    )
+    batch = make_batch(team, [q(f"k{i:04d}", provider="fastp", max_tokens=8) for i in range(2000)])
+    bid = str(batch.id)
+    queue = f"engine-test-{uuid.uuid4().hex[:10]}"
+    workers = {n: start_worker(n, queue, tmp_path / f"{n}.log") for n in ("w1", "w2")}
+    sender = Celery(broker=settings.CELERY_BROKER_URL)
+    try:
+        sender.send_task("batches.start_batch", args=[bid], queue=queue)
+        deadline = time.monotonic() + 120
+        while provider_server.count("fastp") < 500 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert provider_server.count("fastp") >= 500, (
+            "workers did not start: " + (tmp_path / "w1.log").read_text()
+        )
+        # kill -9 the worker that holds claims right now
+        owners = Counter(
+            BatchItem.objects.filter(batch_id=bid, status=ItemStatus.RUNNING).values_list(
+                "claimed_by", flat=True
+            )
+        )
+        pids = {int(o.split(":")[1]) for o in owners}
+        victim_name = next(n for n, p in workers.items() if p.pid in pids)
+        victim = workers[victim_name]
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(10)
+        time.sleep(0.5)  # requests already on the wire reach the server
+        victim_claims = set(
+            BatchItem.objects.filter(
+                batch_id=bid, status=ItemStatus.RUNNING, claimed_by__contains=f":{victim.pid}:"
+            ).values_list("custom_id", flat=True)
+        )
+        # calls the victim had sent but not recorded: its in-flight calls at the kill
+        in_flight_at_kill = {rid for rid in victim_claims if provider_server.hits_for(rid)}
+        assert len(in_flight_at_kill) <= IN_FLIGHT_CAP
+
+        while time.monotonic() < deadline:
+            batch.refresh_from_db()
+            if batch.completed_at is not None:
+                break
+            time.sleep(0.25)
+        assert batch.completed_at is not None, (
+            "batch did not finish; survivor log:\n"
+            + (tmp_path / f"{'w2' if victim_name == 'w1' else 'w1'}.log").read_text()[-3000:]
+        )
+    finally:
+        for proc in workers.values():
+            stop(proc)
+        import redis
+
+        client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+        client.delete(queue)
+        client.close()
+
+    assert batch.status == "completed"
+    statuses = Counter(BatchItem.objects.filter(batch_id=bid).values_list("status", flat=True))
+    assert statuses == {ItemStatus.SUCCEEDED: 2000}
+    assert (batch.completed_count, batch.failed_count) == (2000, 0)
+    per_item = Counter(h.request_id for h in provider_server.hits)
+    assert set(per_item) == {f"k{i:04d}" for i in range(2000)}
+    duplicates = {rid: n - 1 for rid, n in per_item.items() if n > 1}
+    # only the killed worker's in-flight calls were repeated, each at most once
+    assert set(duplicates) <= in_flight_at_kill
+    assert sum(duplicates.values()) <= len(in_flight_at_kill) <= IN_FLIGHT_CAP
+    print(
+        f"\nkilled {victim_name} holding {len(victim_claims)} claims, {len(in_flight_at_kill)} calls in flight; "
+        f"{sum(duplicates.values())} duplicate provider calls; batch took {stats_ms(batch)} ms"
+    )
+    # stats count every recorded attempt: the server saw exactly those plus the lost in-flight ones
+    stats = batch.stats
+    assert stats["success_count"] == 2000
+    assert stats["providers"]["fastp"]["request_count"] == provider_server.count("fastp") - sum(
+        duplicates.values()
+    )
+    assert Batch.objects.filter(id=bid, completed_at=batch.completed_at).count() == 1
