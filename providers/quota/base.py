@@ -10,10 +10,12 @@ No Django ORM in here: this is the hot path of the async execution engine.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import threading
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -121,6 +123,9 @@ class BaseQuotaStore:
         self._global_lock = threading.Lock()
         self._global_in_flight = 0
         self._background: set[asyncio.Future] = set()
+        self._acquire_queues: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, collections.deque]
+        ] = weakref.WeakKeyDictionary()
 
     # ---- primitives (subclasses) ---------------------------------------------------------------------
     async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
@@ -177,18 +182,52 @@ class BaseQuotaStore:
         tokens = self._check_tokens(limits, tokens)
         loop = asyncio.get_running_loop()
         deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
-        while True:
-            decision = await self.try_acquire(limits, tokens)
-            if decision.granted:
-                return Reservation(limits.name, tokens)
-            if decision.impossible:
-                raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
-            delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
-            if deadline is not None and loop.time() + delay > deadline:
-                raise TimeoutError(
-                    f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
-                )
-            await asyncio.sleep(delay)
+        # Callers of one provider in one event loop line up (FIFO): only the head asks the store, so N
+        # waiters cost one store call per grant instead of N, and a large request is not overtaken by
+        # smaller ones that arrived after it (in this process; across processes the buckets decide).
+        queue = self._acquire_queue(loop, limits.name)
+        me = loop.create_future()
+        queue.append(me)
+        try:
+            if queue[0] is not me:
+                if deadline is None:
+                    await me
+                else:
+                    try:
+                        await asyncio.wait_for(me, max(0.0, deadline - loop.time()))
+                    except TimeoutError:
+                        raise TimeoutError(
+                            f"provider {limits.name}: still queued for quota after {max_wait_seconds} s"
+                        ) from None
+            while True:
+                decision = await self.try_acquire(limits, tokens)
+                if decision.granted:
+                    return Reservation(limits.name, tokens)
+                if decision.impossible:
+                    raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+                delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
+                if deadline is not None and loop.time() + delay > deadline:
+                    raise TimeoutError(
+                        f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
+                    )
+                await asyncio.sleep(delay)
+        finally:
+            was_head = queue[0] is me
+            queue.remove(me)
+            if was_head and queue and not queue[0].done():
+                queue[0].set_result(None)  # a cancelled next head wakes its successor itself
+            if not queue:
+                self._acquire_queues.get(loop, {}).pop(limits.name, None)
+
+    def _acquire_queue(self, loop: asyncio.AbstractEventLoop, name: str) -> collections.deque:
+        queues = self._acquire_queues.get(loop)
+        if queues is None:
+            with self._global_lock:
+                queues = self._acquire_queues.setdefault(loop, {})
+        queue = queues.get(name)
+        if queue is None:
+            queue = queues[name] = collections.deque()
+        return queue
 
     async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
         """Settle a reservation with the provider's reported usage: refund the unused part, or take the

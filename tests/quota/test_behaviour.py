@@ -343,3 +343,56 @@ def test_acquire_waits_without_polling(store):
     run(store, body)
     # 10 immediate grants + 5 that each wait once; one retry of slack per wait for timer rounding
     assert 15 <= calls <= 10 + 5 * 2, calls
+
+
+def test_waiters_of_one_process_are_served_in_order(store):
+    """A large request is not overtaken by smaller ones that asked after it; one caller polls."""
+    limits = make_limits(rpm=6000, tpm=6000, burst_seconds=1.0)  # 100 tokens, 100 tokens/s
+    order: list[str] = []
+    calls = 0
+    original = store.try_acquire
+
+    async def counting(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return await original(*args, **kwargs)
+
+    store.try_acquire = counting
+
+    async def take(label: str, tokens: int):
+        await store.acquire(limits, tokens)
+        order.append(label)
+
+    async def body():
+        await store.acquire(limits, 100)  # drain the TPM bucket
+        big = asyncio.create_task(take("big", 90))
+        await asyncio.sleep(0.01)
+        smalls = [asyncio.create_task(take(f"small{i}", 5)) for i in range(10)]
+        await asyncio.gather(big, *smalls)
+
+    run(store, body)
+    assert order[0] == "big", order
+    assert order[1:] == [f"small{i}" for i in range(10)]
+    assert calls <= 1 + 2 * 11 + 3, calls  # about one store call per grant (+ a retry each for rounding)
+
+
+def test_queued_waiter_cancellation_and_deadline(store):
+    limits = make_limits(rpm=60, burst_seconds=1.0)  # 1 request per second
+
+    async def body():
+        await store.acquire(limits)
+        head = asyncio.create_task(store.acquire(limits))
+        await asyncio.sleep(0.01)
+        queued = asyncio.create_task(store.acquire(limits))
+        await asyncio.sleep(0.01)
+        queued.cancel()
+        with pytest.raises(TimeoutError):
+            await store.acquire(limits, max_wait_seconds=0.1)  # third in line, ~2 s away
+        head.cancel()
+        await asyncio.gather(head, queued, return_exceptions=True)
+        await asyncio.sleep(1.0)
+        # the line is empty again: a new caller is served as soon as the bucket allows
+        async with asyncio.timeout(0.5):
+            await store.acquire(limits)
+
+    run(store, body)
