@@ -19,11 +19,11 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from batches import selectors
+from batches.execution import cancel_batch
 from batches.models import Batch
 from batches.submission import SubmissionError, check_body_size, submit_body
 
 from .auth import ApiKeyAuthentication
-from .cancelling import cancel_batch
 from .serializers import (
     BatchCreateSerializer,
     BatchListQuerySerializer,
@@ -270,9 +270,7 @@ class BatchCancelView(TeamAPIView):
         responses={200: BatchSerializer, **NOT_FOUND, **AUTH_ERRORS},
     )
     def post(self, request, batch_id):
-        batch = self.get_batch(batch_id)
-        cancel_batch(batch.id)
-        batch.refresh_from_db()
+        batch = cancel_batch(str(self.get_batch(batch_id).id))  # the engine's service
         return Response(BatchSerializer(batch).data)
 
 
