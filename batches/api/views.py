@@ -148,6 +148,7 @@ class BatchListCreateView(TeamAPIView):
             201: BatchSerializer,
             400: OpenApiResponse(ErrorsSerializer, description="Invalid body or items; nothing stored."),
             413: OpenApiResponse(ErrorsSerializer, description="Body larger than GATEWAY_MAX_BODY_BYTES."),
+            411: OpenApiResponse(ErrorsSerializer, description="Chunked body without Content-Length."),
             415: OpenApiResponse(ErrorsSerializer, description="Content-Type is not JSON or JSONL."),
             **AUTH_ERRORS,
         },
@@ -172,6 +173,12 @@ class BatchListCreateView(TeamAPIView):
         ],
     )
     def post(self, request):
+        if not request.META.get("CONTENT_LENGTH") and "chunked" in request.META.get(
+            "HTTP_TRANSFER_ENCODING", ""
+        ):
+            # Django's WSGI layer reads no body without a Content-Length; say so instead of "empty".
+            message = "required: chunked request bodies are not supported, send a Content-Length"
+            return errors_response([{"index": None, "field": "Content-Length", "message": message}], 411)
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:

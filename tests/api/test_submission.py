@@ -414,3 +414,12 @@ def test_json_with_charset_parameter(client, routes):
         "POST", URL, json.dumps({"items": [item(0)]}), content_type="application/json; charset=utf-8"
     )
     assert response.status_code == 201
+
+
+def test_chunked_body_without_length_is_411(client, routes, row_counts):
+    response = client.generic(
+        "POST", URL, b"", content_type="application/jsonl", HTTP_TRANSFER_ENCODING="chunked"
+    )
+    assert response.status_code == 411
+    assert response.json()["errors"][0]["field"] == "Content-Length"
+    assert row_counts() == (0, 0)
