@@ -115,7 +115,7 @@ class BaseQuotaStore:
                 burst_seconds=1,
                 max_concurrency=self.cluster_max_in_flight,
                 timeout_seconds=50,
-            )  # fmt: skip
+            )
             if self.cluster_max_in_flight > 0
             else None
         )
