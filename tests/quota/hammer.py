@@ -39,6 +39,33 @@ async def hammer(store, limits, start: float | None, duration: float, callers: i
     return grants
 
 
+async def tpm(store, limits, duration: float, seed: int, callers: int = 4) -> list:
+    """Random-size token requests; returns every grant as [server ms, tokens]."""
+    import random
+
+    await store.ping()
+    print("ready", flush=True)
+    line = await asyncio.to_thread(sys.stdin.readline)
+    start = float(line.split()[1])
+    await asyncio.sleep(max(0.0, start - time.time()))
+    end = start + duration
+    rng = random.Random(seed)
+    grants = []
+
+    async def caller():
+        while time.time() < end:
+            tokens = rng.randint(1, int(limits.tpm_capacity) // 10)
+            decision = await store.try_acquire(limits, tokens)
+            if decision.granted:
+                grants.append([decision.now_ms, tokens])
+            else:
+                await asyncio.sleep(decision.wait_ms / 1000)
+
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    await store.aclose()
+    return grants
+
+
 async def hold(store, limits) -> None:
     async def one(ready: asyncio.Event):
         async with store.lease(limits):
@@ -63,6 +90,14 @@ def main(argv: list[str]) -> None:
             name, rpm=rpm, tpm=10**9, burst_seconds=burst, max_concurrency=1, timeout_seconds=1
         )
         print(asyncio.run(hammer(store, limits, start, duration)), flush=True)
+    elif mode == "tpm":
+        import json
+
+        rpm, tpm_rate, duration, seed = int(argv[4]), int(argv[5]), float(argv[6]), int(argv[7])
+        limits = ProviderLimits(
+            name, rpm=rpm, tpm=tpm_rate, burst_seconds=1, max_concurrency=1, timeout_seconds=1
+        )
+        print(json.dumps(asyncio.run(tpm(store, limits, duration, seed))), flush=True)
     elif mode == "hold":
         conc, timeout, grace = int(argv[4]), float(argv[5]), float(argv[6])
         limits = ProviderLimits(

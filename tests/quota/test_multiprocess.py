@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from .conftest import make_limits, run
+from .conftest import assert_within_rate, make_limits, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,3 +90,36 @@ def test_killed_holder_slots_return_within_ttl(redis_store):
 
     waited = run(redis_store, take_all)
     assert waited <= limits.lease_ttl_seconds + 1.0, waited
+
+
+@pytest.mark.slow
+def test_tpm_across_processes_never_exceeds_the_bucket(redis_store):
+    """3 processes × 4 callers take random-size token reservations for 3 s: in every window the
+    tokens granted (by Redis server time) stay within capacity + rate × w, and the bucket was busy."""
+    limits = make_limits(rpm=60_000, tpm=180_000, burst_seconds=1.0)  # 3,000 tokens, 3,000/s
+    procs = [
+        spawn("tpm", settings.REDIS_URL, redis_store.prefix, limits.name, "60000", "180000", "3", str(seed))
+        for seed in range(3)
+    ]
+    grants = []
+    try:
+        for proc in procs:
+            line = proc.stdout.readline()
+            assert line.strip() == "ready", proc.stderr.read() if proc.poll() is not None else line
+        start = time.time() + 0.3
+        for proc in procs:
+            proc.stdin.write(f"go {start!r}\n")
+            proc.stdin.flush()
+        for proc in procs:
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err
+            grants += [tuple(g) for g in json.loads(out.strip().splitlines()[-1])]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    total = sum(t for _, t in grants)
+    assert len(grants) >= 50, len(grants)
+    assert total >= 0.8 * (3_000 + 3_000 * 3), total  # saturated: burst + refill, nearly all used
+    assert_within_rate(grants, limits.tpm_per_ms, limits.tpm_capacity, "tpm across processes")
