@@ -29,7 +29,7 @@ from bench.common import ROOT, git_rev, machine, pct, replace_section  # noqa: E
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 SIM_CFG = {"providers": {"fast": {"model": "fast-1ms", "median_ms": 1, "sigma": 0, "completion_tokens": 4}}}
-HUGE = 100_000_000
+HUGE = 1_000_000  # the largest rpm/tpm the provider loader accepts
 
 
 def provider_file(base_url: str, concurrency: int) -> dict:
@@ -113,7 +113,7 @@ def render(res: dict, meta: dict) -> str:
         f"- date: {meta['date']}; commit {meta['commit']}",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
-        "- provider: simulator, median 1 ms, no rate limits (gateway rpm/tpm set to 10^8)",
+        "- provider: simulator, median 1 ms, no rate limits in the simulator (gateway rpm/tpm 10^6, far above the rates reached)",
         "",
     ]
     d, e, t = res.get("direct"), res.get("engine"), res.get("throughput")
@@ -158,6 +158,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
+    from bench.stack import exit_cleanly_on_sigterm
+
+    exit_cleanly_on_sigterm()
     parts = set(args.parts.split(","))
     logdir = ROOT / "var" / "bench" / "overhead"
     logdir.mkdir(parents=True, exist_ok=True)
@@ -179,6 +182,8 @@ def main(argv=None) -> int:
                 print("throughput", json.dumps(res["throughput"]), flush=True)
             except Exception as exc:  # noqa: BLE001
                 res["errors"].append(f"throughput: {exc!r}"[:300])
+        for err in res["errors"]:
+            print("ERROR", err, flush=True)
         counters = sim.counters()["totals"]
         print("simulator totals", json.dumps(counters), flush=True)
     meta = {

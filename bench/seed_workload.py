@@ -346,6 +346,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=str(ROOT / "var" / "bench" / "seed_workload.json"))
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
+    from bench.stack import exit_cleanly_on_sigterm
+
+    exit_cleanly_on_sigterm()
 
     rows_wanted = [int(x) for x in args.rows.split(",") if x.strip()]
     sim_cfg = bench_sim_config(args.time_scale, errors=not args.no_errors)

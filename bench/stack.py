@@ -244,8 +244,13 @@ class GatewayStack:
         results = data.get("results") or []
         return results[0] if results else None
 
-    def run_batch(self, items: list[dict], timeout: float = 900, poll: float = 0.1) -> tuple[dict, float]:
-        """Submit and wait for a terminal status; returns (batch, wall seconds from POST to terminal)."""
+    def run_batch(
+        self, items: list[dict], timeout: float = 900, poll: float = 0.1, stall_timeout: float = 120
+    ) -> tuple[dict, float]:
+        """Submit and wait for a terminal status; returns (batch, wall seconds from POST to terminal).
+
+        Raises TimeoutError after ``timeout`` s, or when no item finished for ``stall_timeout`` s.
+        """
         box: dict = {}
 
         def post():
@@ -259,6 +264,7 @@ class GatewayStack:
         sender.start()
         deadline = t0 + timeout
         batch_id = None
+        progress, progress_at = -1, time.monotonic()
         while time.monotonic() < deadline:
             if "error" in box:
                 raise box["error"]
@@ -273,6 +279,15 @@ class GatewayStack:
                     wall = time.monotonic() - t0
                     sender.join(timeout)
                     return batch, wall
+                counts = batch.get("request_counts") or {}
+                done = (counts.get("completed") or 0) + (counts.get("failed") or 0)
+                if done != progress:
+                    progress, progress_at = done, time.monotonic()
+                elif time.monotonic() - progress_at > stall_timeout:
+                    raise TimeoutError(
+                        f"no progress for {stall_timeout:.0f} s at {done}/{len(items)} items "
+                        f"(status {batch.get('status')}); see {self.logdir}"
+                    )
             time.sleep(poll)
         raise TimeoutError(f"batch did not finish within {timeout} s")
 
@@ -285,3 +300,8 @@ class GatewayStack:
         )
         r.raise_for_status()
         return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM (e.g. from `timeout`) into SystemExit so context managers stop what they started."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
