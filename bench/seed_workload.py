@@ -28,6 +28,7 @@ from bench.common import (  # noqa: E402
     ROOT,
     ROUTES,
     bench_sim_config,
+    burst_report,
     fmt_s,
     gateway_providers,
     git_rev,
@@ -191,6 +192,7 @@ def gateway_row(ctx: Ctx, mode: str, workers: int = 0) -> RowResult:
         batch, wall = gw.run_batch(ctx.items)
         stats = batch.get("stats") or {}
         notes = [f"batch status {batch['status']}, stats.success_count={stats.get('success_count')}"]
+        notes.append(burst_report(ctx.sim.trace(), ctx.sim_cfg, providers))
         providers_stats = stats.get("providers") or {}
         retries = sum((v.get("retry_count") or 0) for v in providers_stats.values())
         notes.append(f"gateway retries {retries}")
