@@ -49,6 +49,8 @@ batch_log = logging.getLogger("batches.batchlog")
 
 WRITE_BATCH_ROWS = 500
 CANCEL_POLL_SECONDS = 0.5
+PROGRESS_SNAPSHOT_SECONDS = 5.0
+PROGRESS_SNAPSHOT_MAX_ITEMS = 20_000
 RESULT_FIELDS = [
     "status",
     "provider",
@@ -409,8 +411,31 @@ def execute_chunk(batch_id: str, seq_from: int | None = None, seq_to: int | None
         total.written += report.written
         total.dropped += report.dropped
         batch.refresh_from_db(fields=["status"])
+        snapshot_progress(batch_id)
     total.finalized = finalize_batch_if_done(batch_id)
     return total
+
+
+_last_snapshot: dict[str, float] = {}
+
+
+def snapshot_progress(batch_id: str, *, force: bool = False) -> bool:
+    """Write a progress snapshot of the stats (same shape as the final one) while the batch runs.
+    Throttled per process to one every PROGRESS_SNAPSHOT_SECONDS, and only for batches up to
+    PROGRESS_SNAPSHOT_MAX_ITEMS items (the snapshot reads every finished item). Never overwrites the
+    final stats: the update only matches a batch that is not finalized yet."""
+    now = time.monotonic()
+    if not force and now - _last_snapshot.get(batch_id, -1e9) < PROGRESS_SNAPSHOT_SECONDS:
+        return False
+    _last_snapshot[batch_id] = now
+    if len(_last_snapshot) > 1000:
+        _last_snapshot.clear()
+    batch = Batch.objects.filter(id=batch_id, completed_at__isnull=True).first()
+    if batch is None or batch.total_count > PROGRESS_SNAPSHOT_MAX_ITEMS:
+        return False
+    began = batch.started_at or batch.created_at
+    stats, _ = batch_stats(batch, max(0, int((timezone.now() - began).total_seconds() * 1000)))
+    return bool(Batch.objects.filter(id=batch_id, completed_at__isnull=True).update(stats=stats))
 
 
 def cancel_claimable(batch_id: str) -> int:

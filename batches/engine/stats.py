@@ -125,7 +125,6 @@ class StatsBuilder:
             "task_total": int(task_total),
             "success_count": self.succeeded,
             "failed_count": self.failed,
-            "cancelled_count": self.cancelled,
             "total_elapsed_ms": int(total_elapsed_ms),
             "providers": providers,
             "token_usage": {

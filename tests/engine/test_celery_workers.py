@@ -8,15 +8,17 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from celery import Celery
+from celery.exceptions import AlwaysEagerIgnored
 from django.conf import settings
 from django.db import connection
 
 from batches.models import Batch, BatchItem, ItemStatus
+from gateway_site import celery_app
 
 from .provider_server import ok_reply
 from .test_execution import make_batch, q
@@ -99,9 +101,11 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
     bid = str(batch.id)
     queue = f"engine-test-{uuid.uuid4().hex[:10]}"
     workers = {n: start_worker(n, queue, tmp_path / f"{n}.log") for n in ("w1", "w2")}
-    sender = Celery(broker=settings.CELERY_BROKER_URL)
     try:
-        sender.send_task("batches.start_batch", args=[bid], queue=queue)
+        # send_task always goes through the broker (this process itself runs tasks eagerly)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AlwaysEagerIgnored)
+            celery_app.send_task("batches.start_batch", args=[bid], queue=queue)
         deadline = time.monotonic() + 120
         while provider_server.count("fastp") < 500 and time.monotonic() < deadline:
             time.sleep(0.05)
