@@ -239,8 +239,7 @@ class _Run:
             if choice is None:
                 wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
                 if breaker_waited + wait > opts.max_breaker_wait_seconds:
-                    if not result.error_type:
-                        result.error_type = ErrorType.NO_PROVIDER
+                    result.error_type = ErrorType.NO_PROVIDER  # status code of the last attempt stays
                     names = ", ".join(p.name for p in remaining)
                     result.error_message = (
                         f"circuit breaker open for {names} for more than {opts.max_breaker_wait_seconds:g} s"

@@ -269,3 +269,60 @@ def test_unroutable_and_impossible_items_fail_clearly(provider_server):
         "route: 'nowhere' is not a known route",
     )
     assert provider_server.count() == 0
+
+
+def test_short_items_do_not_starve_behind_long_ones(provider_server, redis_sync):
+    # 1,000 tokens/s, bucket of 5,000: eight 2,000-token items need ~11 s beyond the burst
+    cfg = provider(provider_server, "mixed", tpm=60_000, burst_seconds=5, max_concurrency=4)
+    store = redis_store("mixed")
+    batcher = CrossProviderBatcher(routing_table([cfg]), store=store, options=FAST_RETRY)
+    long_items = [item(f"long{i}", provider="mixed", max_tokens=2000) for i in range(8)]
+    short_items = [item(f"short{i}", provider="mixed", max_tokens=10) for i in range(40)]
+    done_at = {}
+
+    async def main():
+        started = time.monotonic()
+
+        async def on_result(index, result):
+            done_at[result.custom_id] = time.monotonic() - started
+
+        task = asyncio.create_task(batcher.abatch(long_items + short_items, on_result=on_result))
+        deadline = time.monotonic() + 15
+        while sum(k.startswith("short") for k in done_at) < 40 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await store.aclose()
+
+    asyncio.run(main())
+    shorts = [t for k, t in done_at.items() if k.startswith("short")]
+    assert len(shorts) == 40
+    assert max(shorts) < 4.0  # submitted after the long ones, done long before their tokens exist
+    assert sum(k.startswith("long") for k in done_at) < 8
+
+
+def test_no_fallback_open_breaker_fails_clearly(provider_server):
+    provider_server.behaviours["down"] = lambda n, r, a, b: Reply(503)
+    breaker = LocalBreaker(BreakerConfig(consecutive_failures=2, cooldown_seconds=30))
+    options = EngineOptions(retry=RetryPolicy(0.01, 0.05), max_breaker_wait_seconds=0.5, seed=3)
+    batcher = CrossProviderBatcher(
+        routing_table([provider(provider_server, "down", max_retries=5)]),
+        breaker=breaker,
+        options=options,
+        global_max_in_flight=1,
+    )
+    results = batcher.batch([item(f"d{i}", provider="down") for i in range(5)])
+    assert all(not r.ok for r in results)
+    # the five first attempts were sent together; the breaker opened on the 2nd failure, so no retry
+    # was sent although max_retries=5: each item waited for the open breaker, then failed clearly
+    assert provider_server.count("down") == 5
+    assert all((r.attempts, r.error_type, r.error_status_code) == (1, "no_provider", 503) for r in results), [
+        (r.attempts, r.error_type, r.error_status_code) for r in results
+    ]
+    assert all(
+        r.error_message.startswith("circuit breaker open for down for more than 0.5 s") for r in results
+    )
+    assert all("last error: simulated 503 from down" in r.error_message for r in results)
