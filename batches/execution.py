@@ -588,10 +588,11 @@ def batches_with_expired_claims(limit: int = 100) -> list[str]:
     now = timezone.now()
     ids = (
         BatchItem.objects.filter(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
+        .order_by()
         .values_list("batch_id", flat=True)
         .distinct()[:limit]
     )
-    return [str(i) for i in ids]
+    return list(dict.fromkeys(str(i) for i in ids))
 
 
 def reap_expired_claims(enqueue) -> list[str]:

@@ -191,3 +191,80 @@ def test_cancel_mid_run_in_flight_items_finish(provider_server, make_provider, t
         30,
     )
     assert execution.cancel_batch(bid).completed_at == batch.completed_at  # idempotent
+
+
+def test_reaper_finds_expired_claims_once_per_lease(make_provider, team, redis_sync):
+    make_provider("rp")
+    batch = make_batch(team, [q(f"p{i}", provider="rp") for i in range(5)])
+    bid = str(batch.id)
+    assert execution.claim_items(bid, owner="dead-worker")
+    found: list[str] = []
+    assert execution.reap_expired_claims(found.append) == []  # claims still valid
+    BatchItem.objects.filter(batch=batch).update(claim_expires_at="2000-01-01T00:00:00Z")
+    assert execution.reap_expired_claims(found.append) == [bid]
+    assert execution.reap_expired_claims(found.append) == []  # deduplicated for one lease period
+    assert found == [bid]
+
+
+def test_concurrent_finalize_happens_once(make_provider, team, caplog):
+    make_provider("fin")
+    batch = make_batch(team, [q(f"f{i}", provider="fin") for i in range(20)])
+    bid = str(batch.id)
+    items = execution.claim_items(bid, owner="w")
+    from batches.engine import ItemResult
+
+    log_entry = {
+        "provider": "fin",
+        "status_code": 200,
+        "error_type": "",
+        "latency_ms": 5,
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "tokens": 7,
+        "used": True,
+        "at": "x",
+    }
+    results = [
+        (
+            i,
+            ItemResult(
+                i.custom_id,
+                "succeeded",
+                provider="fin",
+                attempts=1,
+                prompt_tokens=3,
+                completion_tokens=4,
+                total_tokens=7,
+                attempt_log=[log_entry],
+            ),
+        )
+        for i in items
+    ]
+    assert execution.write_results(bid, results, owner="w") == 20
+    caplog.set_level(logging.INFO, logger="batches.batchlog")
+    outcomes = []
+    barrier = threading.Barrier(4)
+
+    def finalize():
+        try:
+            barrier.wait()
+            outcomes.append(execution.finalize_batch_if_done(bid))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=finalize) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == [True] * 4
+    usage = TeamUsageDaily.objects.get(team=team, provider="fin")
+    assert (usage.requests, usage.items_succeeded, usage.prompt_tokens, usage.completion_tokens) == (
+        20,
+        20,
+        60,
+        80,
+    )
+    assert len([r for r in caplog.records if r.name == "batches.batchlog"]) == 1
+    batch.refresh_from_db()
+    assert batch.status == "completed" and batch.stats["providers"]["fin"]["request_count"] == 20
