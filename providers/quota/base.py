@@ -182,9 +182,18 @@ class BaseQuotaStore:
         tokens = self._check_tokens(limits, tokens)
         loop = asyncio.get_running_loop()
         deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
-        # Callers of one provider in one event loop line up (FIFO): only the head asks the store, so N
-        # waiters cost one store call per grant instead of N, and a large request is not overtaken by
-        # smaller ones that arrived after it (in this process; across processes the buckets decide).
+        # While nobody waits, callers go straight to the store (concurrently, pipelined). Once a caller
+        # is told to wait, callers of that provider in this event loop line up (FIFO) and only the head
+        # asks the store: N waiters cost one store call per grant instead of N, and a large request is
+        # not overtaken by smaller ones that arrived after it (in this process; across processes the
+        # shared buckets decide).
+        decision: Decision | None = None
+        if not self._acquire_queue(loop, limits.name, create=False):
+            decision = await self.try_acquire(limits, tokens)
+            if decision.granted:
+                return Reservation(limits.name, tokens)
+            if decision.impossible:
+                raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
         queue = self._acquire_queue(loop, limits.name)
         me = loop.create_future()
         queue.append(me)
@@ -199,33 +208,39 @@ class BaseQuotaStore:
                         raise TimeoutError(
                             f"provider {limits.name}: still queued for quota after {max_wait_seconds} s"
                         ) from None
+                decision = None  # our turn: ask at once
             while True:
-                decision = await self.try_acquire(limits, tokens)
-                if decision.granted:
-                    return Reservation(limits.name, tokens)
-                if decision.impossible:
-                    raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+                if decision is None:
+                    decision = await self.try_acquire(limits, tokens)
+                    if decision.granted:
+                        return Reservation(limits.name, tokens)
+                    if decision.impossible:
+                        raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
                 delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
                 if deadline is not None and loop.time() + delay > deadline:
                     raise TimeoutError(
                         f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
                     )
                 await asyncio.sleep(delay)
+                decision = None
         finally:
             was_head = queue[0] is me
             queue.remove(me)
             if was_head and queue and not queue[0].done():
                 queue[0].set_result(None)  # a cancelled next head wakes its successor itself
-            if not queue:
-                self._acquire_queues.get(loop, {}).pop(limits.name, None)
+            queues = self._acquire_queues.get(loop)
+            if not queue and queues is not None and queues.get(limits.name) is queue:
+                del queues[limits.name]
 
-    def _acquire_queue(self, loop: asyncio.AbstractEventLoop, name: str) -> collections.deque:
+    def _acquire_queue(self, loop: asyncio.AbstractEventLoop, name: str, create: bool = True):
         queues = self._acquire_queues.get(loop)
         if queues is None:
+            if not create:
+                return None
             with self._global_lock:
                 queues = self._acquire_queues.setdefault(loop, {})
         queue = queues.get(name)
-        if queue is None:
+        if queue is None and create:
             queue = queues[name] = collections.deque()
         return queue
 
