@@ -2,8 +2,8 @@
 
 Why not redis.asyncio: every command there checks a connection out of a pool, wraps it in retry and
 health-check machinery and waits for the reply before the connection serves anyone else. On the
-2-core dev box redis-py's asyncio client did ~4,700 sequential PINGs/s and ~8,000/s with 16 concurrent
-callers; this client ~14,700 and ~97,000 (bench/quota.py, docs/benchmarks.md). The quota store issues
+2-core dev box this client did 1.5–3× the sequential and 6–10× the concurrent PINGs/s of redis-py's
+asyncio client (bench/quota.py prints both; figures in docs/benchmarks.md). The quota store issues
 2–3 tiny commands per provider call from many coroutines at once, which is exactly the multiplexed
 case: every caller writes its command at once on one connection per event loop, and replies are
 matched to callers in order (Redis answers in order on a connection).
