@@ -286,52 +286,56 @@ class _Run:
                 await b.store.reconcile(limits, reservation, 0)
                 result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
                 return result, None
-            per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
-            result.attempts += 1
-            last_provider = choice.name
-            usage = outcome.usage
-            if usage is not None:
-                await b.store.reconcile(limits, reservation, usage["total_tokens"])
-            entry = {
-                "provider": choice.name,
-                "status_code": outcome.status_code,
-                "error_type": outcome.error_type,
-                "latency_ms": outcome.latency_ms,
-                "prompt_tokens": usage["prompt_tokens"] if usage else 0,
-                "completion_tokens": usage["completion_tokens"] if usage else 0,
-                "tokens": usage["total_tokens"] if usage else 0,
-                "used": False,
-                "at": started,
-            }
-            result.attempt_log.append(entry)
-            result.provider, result.latency_ms = choice.name, outcome.latency_ms
-
-            if outcome.ok:
-                await b.breaker.record(choice.name, ok=True)
-                entry["used"] = True
-                result.status, result.response = "succeeded", outcome.body
-                result.error_type, result.error_status_code, result.error_message = "", None, ""
+            try:
+                per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
+                result.attempts += 1
+                last_provider = choice.name
+                usage = outcome.usage
                 if usage is not None:
-                    result.prompt_tokens = usage["prompt_tokens"]
-                    result.completion_tokens = usage["completion_tokens"]
-                    result.total_tokens = usage["total_tokens"]
-                return result, slot
+                    await b.store.reconcile(limits, reservation, usage["total_tokens"])
+                entry = {
+                    "provider": choice.name,
+                    "status_code": outcome.status_code,
+                    "error_type": outcome.error_type,
+                    "latency_ms": outcome.latency_ms,
+                    "prompt_tokens": usage["prompt_tokens"] if usage else 0,
+                    "completion_tokens": usage["completion_tokens"] if usage else 0,
+                    "tokens": usage["total_tokens"] if usage else 0,
+                    "used": False,
+                    "at": started,
+                }
+                result.attempt_log.append(entry)
+                result.provider, result.latency_ms = choice.name, outcome.latency_ms
 
-            result.retry_extra_tokens += entry["tokens"]
-            result.error_type = outcome.error_type
-            result.error_status_code = outcome.status_code
-            result.error_message = outcome.message
-            retry_after = rate_limit_wait(outcome.headers) if outcome.status_code else None
-            if outcome.error_type in BREAKER_FAILURES:
-                await b.breaker.record(choice.name, ok=False, retry_after_seconds=retry_after)
-            elif probe:  # the provider answered (429 or a 4xx): it is alive
-                await b.breaker.record(choice.name, ok=True)
-            if outcome.status_code == 429 and retry_after:
-                await b.store.penalize(limits, retry_after)
-            if not is_retryable_error(outcome.error_type, outcome.status_code):
-                return result, slot
-            if not any(usable(p) for p in cands):
-                return result, slot
+                if outcome.ok:
+                    await b.breaker.record(choice.name, ok=True)
+                    entry["used"] = True
+                    result.status, result.response = "succeeded", outcome.body
+                    result.error_type, result.error_status_code, result.error_message = "", None, ""
+                    if usage is not None:
+                        result.prompt_tokens = usage["prompt_tokens"]
+                        result.completion_tokens = usage["completion_tokens"]
+                        result.total_tokens = usage["total_tokens"]
+                    return result, slot
+
+                result.retry_extra_tokens += entry["tokens"]
+                result.error_type = outcome.error_type
+                result.error_status_code = outcome.status_code
+                result.error_message = outcome.message
+                retry_after = rate_limit_wait(outcome.headers) if outcome.status_code else None
+                if outcome.error_type in BREAKER_FAILURES:
+                    await b.breaker.record(choice.name, ok=False, retry_after_seconds=retry_after)
+                elif probe:  # the provider answered (429 or a 4xx): it is alive
+                    await b.breaker.record(choice.name, ok=True)
+                if outcome.status_code == 429 and retry_after:
+                    await b.store.penalize(limits, retry_after)
+                if not is_retryable_error(outcome.error_type, outcome.status_code):
+                    return result, slot
+                if not any(usable(p) for p in cands):
+                    return result, slot
+            except BaseException:
+                await slot.aclose()  # never leak the process-wide in-flight slot
+                raise
             await slot.aclose()
             if retry_after is not None:
                 delay = retry_after

@@ -159,6 +159,7 @@ def test_token_before_lease_empty_bucket_at_a_does_not_delay_b(provider_server, 
     assert max(b_done) < 5.0  # B never waited for A's bucket (A's next token is 10 s away)
     assert provider_server.count("pa") == 1  # A sent only what its bucket allowed
     assert provider_server.count("pb") == 40
+    assert store.global_in_flight == 0  # cancelling the run returned every in-flight slot
 
 
 def test_fallback_when_primary_always_503_and_stats_match_the_server(provider_server, redis_sync):
@@ -250,6 +251,7 @@ def test_plain_python_runnable_surface(provider_server):
     results = batcher.batch(items)
     assert [r.custom_id for r in results] == [str(i) for i in range(200)]
     assert all(r.ok for r in results)
+    assert batcher.store.global_in_flight == 0
     split = Counter(r.provider for r in results)
     assert 60 < split["alpha"] < 140 and split["alpha"] + split["beta"] == 200
     assert results[5].as_result()["usage"]["total_tokens"] > 0
