@@ -286,20 +286,25 @@ class RedisBreaker:
         self.config = config or BreakerConfig()
         self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        from providers.quota.resp import Script
 
-    def _script(self):
-        import redis.asyncio as aioredis
+        self._script = Script(_LUA)
+
+    def _client(self):
+        """One multiplexed connection per event loop (the quota store's pipelining client): breaker
+        calls from many coroutines share it instead of checking connections out of a bounded pool."""
+        from providers.quota.resp import RespClient
 
         loop = asyncio.get_running_loop()
-        entry = self._clients.get(loop)
-        if entry is None:
+        client = self._clients.get(loop)
+        if client is None:
             with self._lock:
-                entry = self._clients.get(loop)
-                if entry is None:
-                    client = aioredis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=2)
-                    entry = (client, client.register_script(_LUA))
-                    self._clients[loop] = entry
-        return entry[1]
+                client = self._clients.get(loop)
+                if client is None:
+                    client = self._clients[loop] = RespClient(
+                        self.url, connect_timeout=2.0, command_timeout=5.0
+                    )
+        return client
 
     def _args(self, op: str, arg_ms: float, ok: bool = False) -> list:
         c = self.config
@@ -320,7 +325,7 @@ class RedisBreaker:
         from redis.exceptions import TimeoutError as RedisTimeoutError
 
         try:
-            return await self._script()(keys=[breaker_key(self.prefix, provider)], args=args)
+            return await self._script(self._client(), [breaker_key(self.prefix, provider)], args)
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise BreakerUnavailable(
                 f"circuit breaker state unavailable: cannot reach Redis ({exc})"
@@ -365,9 +370,9 @@ class RedisBreaker:
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
-            entry = self._clients.pop(loop, None)
-        if entry is not None:
-            await entry[0].aclose()
+            client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
 
 
 # ---- process-wide instance, chosen by settings --------------------------------------------------------

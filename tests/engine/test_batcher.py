@@ -318,12 +318,13 @@ def test_no_fallback_open_breaker_fails_clearly(provider_server):
     )
     results = batcher.batch([item(f"d{i}", provider="down") for i in range(5)])
     assert all(not r.ok for r in results)
-    # the five first attempts were sent together; the breaker opened on the 2nd failure, so no retry
-    # was sent although max_retries=5: each item waited for the open breaker, then failed clearly
-    assert provider_server.count("down") == 5
-    assert all((r.attempts, r.error_type, r.error_status_code) == (1, "no_provider", 503) for r in results), [
-        (r.attempts, r.error_type, r.error_status_code) for r in results
-    ]
+    # the five first attempts had their permits before anything failed; after the 2nd failure the breaker
+    # was open, so nothing more was sent although max_retries=5 (one retry may slip in between the 1st
+    # and the 2nd failure); each item then waited for the open breaker and failed clearly
+    sent = provider_server.count("down")
+    assert sent in (5, 6)
+    assert sum(r.attempts for r in results) == sent
+    assert all((r.error_type, r.error_status_code) == ("no_provider", 503) for r in results)
     assert all(
         r.error_message.startswith("circuit breaker open for down for more than 0.5 s") for r in results
     )

@@ -106,3 +106,17 @@ def test_redis_breaker_is_shared_between_instances(redis_sync):
 
     run(scenario())
     assert b.snapshot_sync(["shared"])["shared"].state == "open"
+
+
+def test_redis_breaker_takes_hundreds_of_concurrent_calls(redis_sync):
+    """One multiplexed connection per loop: no connection-pool ceiling (redis-py's default is 100)."""
+    breaker = RedisBreaker(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX + "many:", config=CFG)
+
+    async def scenario():
+        permits = await asyncio.gather(*(breaker.allow(f"p{i % 7}") for i in range(400)))
+        states = await asyncio.gather(*(breaker.record(f"p{i % 7}", ok=True) for i in range(400)))
+        await breaker.aclose()
+        return permits, states
+
+    permits, states = run(scenario())
+    assert all(p.allowed for p in permits) and set(states) == {"closed"}
