@@ -49,7 +49,7 @@ batch_log = logging.getLogger("batches.batchlog")
 
 WRITE_BATCH_ROWS = 500
 CANCEL_POLL_SECONDS = 0.5
-WRITE_GATHER_SECONDS = float(os.environ.get("GATEWAY_WRITE_GATHER_MS", "10")) / 1000.0
+WRITE_GATHER_SECONDS = 0.01  # group commit: gather results for up to 10 ms per write
 PROGRESS_SNAPSHOT_SECONDS = 5.0
 PROGRESS_SNAPSHOT_MAX_ITEMS = 20_000
 RESULT_FIELDS = [
