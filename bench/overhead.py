@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,28 @@ def engine_latency(sim_url: str, n: int) -> dict:
     }
 
 
+def latency_rounds(sim_url: str, calls: int, rounds: int) -> dict:
+    """Direct and engine runs interleaved (the machine's load drifts); medians over the rounds."""
+    per = max(1, calls // rounds)
+    directs, engines = [], []
+    for r in range(rounds):
+        directs.append(direct_latency(sim_url, per))
+        engines.append(engine_latency(sim_url, per))
+        print(f"round {r + 1}: direct {directs[-1]['per_call_ms']:.2f} ms/call, "
+              f"engine {engines[-1]['per_call_ms']:.2f} ms/call", flush=True)  # fmt: skip
+
+    def med(rows, key):
+        values = [row[key] for row in rows if row[key] is not None]
+        return statistics.median(values) if values else None
+
+    direct = {k: med(directs, k) for k in ("p50_ms", "p95_ms", "per_call_ms")}
+    engine = {k: med(engines, k) for k in ("per_call_ms", "item_latency_p50_ms", "item_latency_p95_ms")}
+    direct["n"] = engine["n"] = per * rounds
+    engine["ok"] = sum(e["ok"] for e in engines)
+    added = [e["per_call_ms"] - d["per_call_ms"] for d, e in zip(directs, engines, strict=True)]
+    return {"direct": direct, "engine": engine, "added_per_call_ms": added, "rounds": rounds}
+
+
 def throughput(
     sim_url: str, n: int, workers: int, logdir: Path, concurrency: int, mode: str = "shared"
 ) -> dict:
@@ -123,15 +146,16 @@ def render(res: dict, meta: dict) -> str:
     ]
     d, e, t = res.get("direct"), res.get("engine"), res.get("throughput")
     if d and e:
-        added = e["per_call_ms"] - d["per_call_ms"]
+        added = statistics.median(res["added_per_call_ms"])
         lines += [
-            "| sequential calls | n | per call (wall/n) ms | p50 ms | p95 ms |",
+            "| sequential calls (medians over rounds) | n | per call (wall/n) ms | p50 ms | p95 ms |",
             "|---|---|---|---|---|",
             f"| direct httpx.AsyncClient | {d['n']} | {d['per_call_ms']:.2f} | {d['p50_ms']:.2f} | {d['p95_ms']:.2f} |",
             f"| engine (CrossProviderBatcher, in-process store, 1 in flight) | {e['n']} | {e['per_call_ms']:.2f} "
             f"| {e['item_latency_p50_ms']} (item latency_ms) | {e['item_latency_p95_ms']} (item latency_ms) |",
             "",
-            f"Added latency per call (engine wall/n − direct wall/n): **{added:.2f} ms** "
+            f"Added latency per call (engine wall/n − direct wall/n, median of {res['rounds']} interleaved "
+            f"rounds: {', '.join(f'{a:+.2f}' for a in res['added_per_call_ms'])}): **{added:.2f} ms** "
             f"(goal ≤ 1 ms p50). Item latency_ms − direct p50: "
             f"{(e['item_latency_p50_ms'] or 0) - d['p50_ms']:.2f} ms at p50, "
             f"{(e['item_latency_p95_ms'] or 0) - d['p95_ms']:.2f} ms at p95 "
@@ -164,6 +188,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="latency,throughput")
     ap.add_argument("--calls", type=int, default=1000, help="sequential calls for the latency part")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved direct/engine rounds")
     ap.add_argument("--items", type=int, default=10000, help="batch size for the throughput part")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modes", default="shared,single", help="gateway modes for the throughput part")
@@ -180,13 +205,10 @@ def main(argv=None) -> int:
     res: dict = {"errors": []}
     with run_simulator_subprocess(SIM_CFG, log_path=logdir / "sim.log") as sim:
         if "latency" in parts:
-            res["direct"] = direct_latency(sim.base_url, args.calls)
-            print("direct", json.dumps(res["direct"]), flush=True)
             try:
-                res["engine"] = engine_latency(sim.base_url, args.calls)
-                print("engine", json.dumps(res["engine"]), flush=True)
+                res.update(latency_rounds(sim.base_url, args.calls, args.rounds))
             except Exception as exc:  # noqa: BLE001
-                res["errors"].append(f"engine latency: {exc!r}"[:300])
+                res["errors"].append(f"latency: {exc!r}"[:300])
         res["throughput"] = []
         for mode in args.modes.split(","):
             if "throughput" not in parts:
@@ -209,6 +231,7 @@ def main(argv=None) -> int:
         "machine": machine(),
         "command": ".venv/bin/python bench/overhead.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
+        "provider_concurrency": args.provider_concurrency,
     }
     (logdir / "overhead.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
     if not args.no_write:

@@ -67,13 +67,15 @@ class SimProvider:
         self.time_scale = time_scale
         self.tracer = tracer  # callable(provider, tag, status, t_arrival, t_done) or None
         self.tag_re = re.compile(tag_re) if tag_re else None
-        self.rng = random.Random(cfg.seed if cfg.seed is not None else seed)
+        self.seed = cfg.seed if cfg.seed is not None else seed
         self.reset(now)
 
     def reset(self, now: float) -> None:
         cfg, scale = self.cfg, self.time_scale
         self.epoch = now
         self.script_pos = 0
+        # a seeded provider replays the same random draws after every reset (comparable benchmark rows)
+        self.rng = random.Random(self.seed)
         self.counters = ProviderCounters(minute_s=60.0 / scale)
         self.req_bucket = (
             Bucket(cfg.rpm * scale / 60.0, max(1.0, cfg.rpm / 60.0 * cfg.burst_seconds), now)

@@ -289,3 +289,15 @@ def test_overload_503_still_counts_against_the_rate_limit(sim_server):
     c = sim.provider_counters("a")
     assert (c["admitted"], c["accepted"], c["overload_503"], c["rate_limited_429"]) == (2, 1, 1, 1)
     assert c["max_accepted_per_minute"] == 2
+
+
+def test_reset_replays_the_same_random_draws_with_a_seed(sim_server):
+    sim = sim_server({"seed": 3, "providers": {"a": {"median_ms": 0, "error_rate_500": 0.5}}})
+
+    def statuses():
+        return [chat(sim, "a").status_code for _ in range(12)]
+
+    first = statuses()
+    assert 200 in first and 500 in first
+    sim.reset()
+    assert statuses() == first
