@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 
 from providers.routing import ProviderConfig
@@ -79,6 +80,79 @@ def chat_url(base_url: str) -> str:
     return base_url.rstrip("/") + "/chat/completions"
 
 
+class LeanConnectionPool(httpcore.AsyncConnectionPool):
+    """httpcore 1.0's pool with a linear housekeeping pass.
+
+    The stock ``_assign_requests_to_connections`` runs on every request start and end; it asks every
+    idle connection ``has_expired()`` (a getpeername + poll through anyio) and recounts idle
+    connections for each one (quadratic). With a pool of 16+ that was most of the engine's CPU. This
+    pass is linear and re-checks an idle connection's socket at most every SOCKET_CHECK_SECONDS (a
+    server that closes an idle keep-alive connection is still noticed; the request that meets such a
+    connection in the meantime fails as a connection error and is retried like any other). Request
+    assignment is httpcore's own logic.
+    """
+
+    SOCKET_CHECK_SECONDS = 0.25
+
+    def _assign_requests_to_connections(self) -> list:
+        checked: dict = self.__dict__.setdefault("_lean_checked", {})
+        closing = []
+        now = time.monotonic()
+        idle = 0
+        for connection in list(self._connections):
+            if connection.is_closed():
+                self._connections.remove(connection)
+                checked.pop(connection, None)
+                continue
+            if not connection.is_idle():
+                continue
+            if now - checked.get(connection, 0.0) >= self.SOCKET_CHECK_SECONDS:
+                checked[connection] = now
+                if connection.has_expired():
+                    self._connections.remove(connection)
+                    checked.pop(connection, None)
+                    closing.append(connection)
+                    continue
+            idle += 1
+            if idle > self._max_keepalive_connections:
+                self._connections.remove(connection)
+                checked.pop(connection, None)
+                closing.append(connection)
+        queued = [request for request in self._requests if request.is_queued()]
+        for pool_request in queued:
+            origin = pool_request.request.url.origin
+            available = None
+            idle_connection = None
+            for connection in self._connections:
+                if available is None and connection.can_handle_request(origin) and connection.is_available():
+                    available = connection
+                    break
+                if idle_connection is None and connection.is_idle():
+                    idle_connection = connection
+            if available is not None:
+                pool_request.assign_to_connection(available)
+            elif len(self._connections) < self._max_connections:
+                connection = self.create_connection(origin)
+                self._connections.append(connection)
+                pool_request.assign_to_connection(connection)
+            elif idle_connection is not None:
+                self._connections.remove(idle_connection)
+                checked.pop(idle_connection, None)
+                closing.append(idle_connection)
+                connection = self.create_connection(origin)
+                self._connections.append(connection)
+                pool_request.assign_to_connection(connection)
+        return closing
+
+
+def lean_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """httpx's own transport (retries=0) whose pool does linear housekeeping (LeanConnectionPool)."""
+    transport = httpx.AsyncHTTPTransport(retries=0, limits=limits)
+    if type(transport._pool) is httpcore.AsyncConnectionPool:  # same httpcore major: swap in the lean pass
+        transport._pool.__class__ = LeanConnectionPool
+    return transport
+
+
 class ProviderClient:
     """Pooled keep-alive client for one provider."""
 
@@ -91,7 +165,7 @@ class ProviderClient:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._client = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(retries=0, limits=limits),
+            transport=transport or lean_transport(limits),
             timeout=httpx.Timeout(config.timeout_seconds),
             headers=headers,
             follow_redirects=False,

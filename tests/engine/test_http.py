@@ -99,3 +99,64 @@ def test_pool_is_at_least_max_concurrency_and_one_client_per_provider():
         await clients.aclose()
 
     run(check())
+
+
+def test_lean_pool_notices_a_server_closing_idle_keepalive_connections():
+    """A real socket server that drops each connection 0.2 s after answering (like a short keep-alive)."""
+    from batches.engine.http import LeanConnectionPool
+
+    body = b'{"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+    accepted = []
+
+    async def handle(reader, writer):
+        accepted.append(1)
+        try:
+            while True:  # keep-alive, but the server drops a connection idle for 0.2 s
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.2)
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\n\r\n"
+                    + body
+                )
+                await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def scenario():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        cfg = ProviderConfig.from_dict(
+            {
+                "name": "ka",
+                "base_url": f"http://127.0.0.1:{port}/v1",
+                "model": "m",
+                "rpm": 60,
+                "tpm": 1000,
+                "max_concurrency": 4,
+                "timeout_seconds": 2,
+            }
+        )
+        client = ProviderClient(cfg)
+        assert isinstance(client._client._transport._pool, LeanConnectionPool)
+        outcomes = []
+        for _ in range(3):
+            outcomes.append(await client.chat(MSG))
+            await asyncio.sleep(0.6)  # the server has closed the idle connection by now
+        burst = await asyncio.gather(*(client.chat(MSG) for _ in range(8)))
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+        return outcomes, burst
+
+    outcomes, burst = run(scenario())
+    assert [o.error_type for o in outcomes] == ["", "", ""]
+    assert all(o.ok for o in burst)
+    assert len(accepted) >= 3  # a fresh connection after each server-side close
