@@ -330,9 +330,13 @@ def render(rows: list[dict], meta: dict) -> str:
         "",
     ]
     notes = [f"- row {r['row']}: " + "; ".join(r["notes"]) for r in rows if r.get("notes")]
-    runs = sorted({(r.get("run_at"), r.get("command")) for r in rows if r.get("run_at")})
-    if len(runs) > 1:
-        notes += [f"- rows run at {at}: `{cmd}`" for at, cmd in runs]
+    commands = sorted({r.get("command") for r in rows if r.get("command")})
+    if len(commands) > 1:  # rows merged from separate invocations
+        notes += [
+            f"- rows {', '.join(str(r['row']) for r in rows if r.get('command') == cmd)} "
+            f"(run {min(r.get('run_at', '') for r in rows if r.get('command') == cmd)}): `{cmd}`"
+            for cmd in commands
+        ]
     if notes:
         lines += ["Notes:", *notes, ""]
     return "\n".join(lines)
@@ -347,11 +351,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--json", default=str(ROOT / "var" / "bench" / "seed_workload.json"))
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render-only", action="store_true", help="rewrite the docs section from --json")
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
 
     exit_cleanly_on_sigterm()
 
+    if args.render_only:
+        saved = json.loads(Path(args.json).read_text())
+        replace_section(Path(args.out), "seed-workload", render(saved["rows"], saved["meta"]))
+        print(f"wrote {args.out} from {args.json}")
+        return 0
     rows_wanted = [int(x) for x in args.rows.split(",") if x.strip()]
     sim_cfg = bench_sim_config(args.time_scale, errors=not args.no_errors)
     items = seed_items(args.users)
@@ -375,8 +385,8 @@ def main(argv=None) -> int:
         f"t_min = {floor['t_min']:.2f} s ({json.dumps({k: round(v['floor_s'], 2) for k, v in floor['providers'].items()})})"
     )
     results = dict(previous)
-    command = ".venv/bin/python bench/seed_workload.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]
+    command = " ".join(
+        [".venv/bin/python bench/seed_workload.py", *(argv if argv is not None else sys.argv[1:])]
     )
     with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
         ctx = Ctx(sim, sim_cfg, items, logdir)
