@@ -301,3 +301,25 @@ def test_reset_replays_the_same_random_draws_with_a_seed(sim_server):
     assert 200 in first and 500 in first
     sim.reset()
     assert statuses() == first
+
+
+def test_sustained_overload_never_admits_more_than_rate_plus_burst(sim_server):
+    # time_scale 60: a simulated minute is 1 real second; 60 rpm -> 60 req/s, bucket 30 simulated s -> 30.
+    sim = sim_server({"time_scale": 60, "providers": {"a": {"rpm": 60, "burst_seconds": 30, "median_ms": 0}}})
+
+    async def hammer():
+        deadline = time.monotonic() + 2.5
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=16)) as client:
+
+            async def loop():
+                while time.monotonic() < deadline:
+                    await achat(client, sim, "a")
+
+            await asyncio.gather(*(loop() for _ in range(16)))
+
+    asyncio.run(hammer())
+    c = sim.provider_counters("a")
+    assert c["rate_limited_429"] > 0  # demand was above the limit
+    assert 60 <= c["max_accepted_per_minute"] <= 60 + 30
+    # over the whole run: at most the bucket plus the refill
+    assert c["accepted"] <= 30 + 60 * (c["active_seconds"] or 0) + 60 * 0.1
