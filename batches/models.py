@@ -158,6 +158,8 @@ class BatchItem(models.Model):
                 condition=models.Q(status="failed"),
             ),
             models.Index(fields=["provider", "error_type"], name="batchitem_provider_error"),
+            # the providers dashboard: recent items per provider (error rate, latency)
+            models.Index(fields=["provider", "-finished_at"], name="batchitem_provider_finished"),
             # the reaper's scan for claims of dead workers
             models.Index(
                 fields=["claim_expires_at"],

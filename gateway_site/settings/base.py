@@ -113,6 +113,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -153,6 +154,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+# gunicorn serves the admin's and dashboard's static files itself (no separate web server needed);
+# finders let it work without a collectstatic step.
+WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/admin/login/"
 
 REST_FRAMEWORK = {
