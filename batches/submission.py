@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from providers.models import Provider
@@ -565,11 +567,33 @@ def submit_body(*, team: Team, body: bytes, content_type: str | None, api_key: A
     )
 
 
+log = logging.getLogger(__name__)
+
+
 def enqueue_start(batch_id: str) -> None:
-    """Hand a stored batch to the execution engine (called on commit)."""
+    """Hand a stored batch to the execution engine (called on commit).
+
+    With workers, this queues `start_batch`. In single-process mode (GATEWAY_BACKGROUND_EAGER) the eager
+    task runs on a background thread of this process instead of inside the submitting request; the
+    thread is not a daemon, so a command-line submitter's process stays until its batch has ended.
+    """
     from batches.tasks import start_batch  # the engine's module; imported late to keep apps decoupled
 
-    start_batch.delay(batch_id)
+    if settings.GATEWAY_BACKGROUND_EAGER:
+        threading.Thread(target=_run_in_background, args=(batch_id,), name=f"batch-{batch_id}").start()
+    else:
+        start_batch.delay(batch_id)
+
+
+def _run_in_background(batch_id: str) -> None:
+    from batches.tasks import start_batch
+
+    try:
+        start_batch.delay(batch_id)  # eager: runs here, on this thread
+    except Exception:
+        log.exception("batch %s failed in the single-process engine thread", batch_id)
+    finally:
+        connections.close_all()
 
 
 def insert_items(batch: Batch, valid: Iterable[ValidItem]) -> None:

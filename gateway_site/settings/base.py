@@ -41,8 +41,11 @@ if (
 _db.setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
 _db["CONN_HEALTH_CHECKS"] = True
 if _db["ENGINE"] == "django.db.backends.sqlite3":
-    # the single-process demo runs a web server and an eager worker thread on one file
-    _db.setdefault("OPTIONS", {})["timeout"] = 30
+    # the single-process demo runs a web server and a background engine thread on one file: WAL lets
+    # readers proceed while results are written; IMMEDIATE avoids lock-upgrade deadlocks
+    _db.setdefault("OPTIONS", {}).update(
+        {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"}
+    )
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -58,6 +61,11 @@ CELERY_BROKER_URL = env_url(
 )
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", REDIS_URL is None)
 CELERY_TASK_EAGER_PROPAGATES = True
+# Single-process mode: run a submitted batch on a background thread of the web process, so that
+# POST /api/v1/batches answers 201 at once and progress can be polled (as with real workers).
+GATEWAY_BACKGROUND_EAGER = env_bool(
+    "GATEWAY_BACKGROUND_EAGER", CELERY_TASK_ALWAYS_EAGER and REDIS_URL is None
+)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
