@@ -19,7 +19,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -28,6 +27,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import git_rev, machine  # noqa: E402
+
 BENCH_DB_URL = "postgres://postgres@127.0.0.1:5432/gateway_bench_ingest"
 MARKER = "ingest"
 GOAL_S = 10.0
@@ -236,25 +238,6 @@ def measure_over_socket(body: bytes, raw_key: str, repeat: int) -> list[float]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {platform.system()} {platform.release()}"
-
-
-def git_rev() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
 
 
 def report(r: dict, command: str) -> str:

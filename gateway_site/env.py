@@ -33,38 +33,30 @@ def env_bool(name: str, default: bool) -> bool:
     )
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def _env_number(name, default, parse, kind: str, minimum, maximum):
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         value = default
     else:
         try:
-            value = int(raw.strip())
+            value = parse(raw.strip())
         except ValueError:
-            raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+            raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}")
     if maximum is not None and value > maximum:
         raise ImproperlyConfigured(f"{name}={value} is above the maximum {maximum}")
     return value
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    return _env_number(name, default, int, "an integer", minimum, maximum)
 
 
 def env_float(
     name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
 ) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        value = default
-    else:
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}")
-    if maximum is not None and value > maximum:
-        raise ImproperlyConfigured(f"{name}={value} is above the maximum {maximum}")
-    return value
+    return _env_number(name, default, float, "a number", minimum, maximum)
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
