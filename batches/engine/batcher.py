@@ -4,10 +4,16 @@ No ORM in here. Input: work items and a RoutingTable (plain dataclasses); output
 item, in input order. Per attempt, in this order:
 
     1. breaker permit for the chosen provider (open → next candidate, or wait for the half-open probe)
-    2. bucket token:   store.acquire(limits, estimated tokens)   — waits only on THIS provider's bucket
-    3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)
-    4. provider lease: store.lease(limits)                        — cross-worker concurrency slot
-    5. in-flight slot: store.global_slot()                        — per-process cap
+    2. bucket token:   store.acquire(limits, estimated tokens)   — waits only on THIS provider's bucket,
+                                                                   holding nothing else
+    3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
+    4. provider lease: store.try_lease(limits)                   — cross-worker concurrency slot, no wait
+    5. in-flight slot: store.try_global_slot()                   — per-process cap, no wait
+       No idle token holders: if 3, 4 or 5 is busy, everything taken so far goes back, the bucket
+       token included (store.release: 1 request + the reserved tokens), the item waits until that
+       one looks free (woken at once by a release in this process, short polling across processes)
+       and starts again at 2. A send therefore follows its grant at once, and the provider never
+       sees more than capacity + rate × window (see _Run.admit).
     6. send (one hard deadline = provider timeout_seconds), release the lease, reconcile usage
     7. retry/fallback decision; the final attempt's in-flight slot is held until ``on_result`` returned
        (the caller persists the result there), so "sent but not recorded" never exceeds the cap.
@@ -32,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from providers.breaker import LocalBreaker
-from providers.quota.types import ProviderLimits, QuotaImpossible
+from providers.quota.types import ProviderLimits, QuotaImpossible, Reservation
 from providers.routing import (
     ProviderConfig,
     RoutingError,
@@ -200,6 +206,63 @@ class _Run:
         except LookupError:  # provider deleted mid-run: keep the limits the run started with
             return config.limits
 
+    async def admit(
+        self, limits: ProviderLimits, est: int, *, check_cancel: bool
+    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+        """Bucket token, then — without waiting — long lane, provider lease and in-flight slot.
+
+        If any of those is busy, everything is given back, the bucket token too (``store.release``),
+        and we wait until that one looks free, then start again at the bucket. So nobody sits on a
+        token they cannot use at once, and a send follows its grant immediately: the provider never
+        sees more than the bucket allows (capacity + rate × window). Returns (reservation, held, slot):
+        ``held`` (lane + lease) is closed after the send, ``slot`` (in-flight) after the result is
+        stored. None when the batch was cancelled (and check_cancel is set) before anything was sent.
+        """
+        store, long_item = self.b.store, est > self.b.options.long_item_tokens
+        while True:
+            reservation = await store.acquire(limits, est)
+            if check_cancel and self.should_cancel():
+                await store.release(limits, reservation)
+                return None
+            held, slot = AsyncExitStack(), AsyncExitStack()
+            blocked = ""
+            try:
+                if long_item:
+                    if self.long_lane.locked():
+                        blocked = "lane"
+                    else:
+                        await self.long_lane.acquire()  # free: returns without yielding
+                        held.callback(self.long_lane.release)
+                if not blocked:
+                    lease = await store.try_lease(limits)
+                    if lease is None:
+                        blocked = "lease"
+                    else:
+                        held.push_async_callback(store.release_lease, limits, lease)
+                if not blocked:
+                    global_slot = await store.try_global_slot()
+                    if global_slot is None:
+                        blocked = "slot"
+                    else:
+                        slot.push_async_callback(store.release_global_slot, global_slot)
+            except BaseException:
+                await slot.aclose()
+                await held.aclose()
+                raise
+            if not blocked:
+                return reservation, held, slot
+            await held.aclose()
+            await store.release(limits, reservation)  # no idle token holders
+            if blocked == "lane":
+                await self.long_lane.acquire()  # FIFO; hand it straight on, we start over at the bucket
+                self.long_lane.release()
+            elif blocked == "lease":
+                await store.wait_for_lease(limits)
+            else:
+                await store.wait_for_global_slot()
+            if check_cancel and self.should_cancel():
+                return None
+
     async def run_item(self, item: WorkItem) -> tuple[ItemResult, AsyncExitStack | None]:
         b, opts = self.b, self.b.options
         result = ItemResult(item.custom_id, "failed")
@@ -252,40 +315,26 @@ class _Run:
 
             limits = await self.limits(choice)
             try:
-                reservation = await b.store.acquire(limits, est)
+                admitted = await self.admit(limits, est, check_cancel=not result.attempts)
             except QuotaImpossible as exc:
                 impossible.add(choice.name)
                 if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:
                     result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
                     result.error_status_code = None
                 continue
-            if not result.attempts and self.should_cancel():
-                await b.store.reconcile(limits, reservation, 0)
+            if admitted is None:  # cancelled before the item was sent (nothing held, token given back)
                 result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
                 return result, None
-
-            slot = AsyncExitStack()
+            reservation, held, slot = admitted
             try:
-                async with AsyncExitStack() as held:
-                    if est > opts.long_item_tokens:
-                        await held.enter_async_context(self.long_lane)
-                    await held.enter_async_context(b.store.lease(limits))
-                    if not result.attempts and self.should_cancel():
-                        cancelled = True
-                    else:
-                        cancelled = False
-                        await slot.enter_async_context(b.store.global_slot())
-                        started = _now_iso()
-                        outcome: HttpOutcome = await self.http.get(choice).chat(
-                            item.messages, item.params, request_id=key
-                        )
+                async with held:  # long lane + provider lease: released as soon as the answer is in
+                    started = _now_iso()
+                    outcome: HttpOutcome = await self.http.get(choice).chat(
+                        item.messages, item.params, request_id=key
+                    )
             except BaseException:
                 await slot.aclose()
                 raise
-            if cancelled:  # the cancel arrived while this item waited for a provider slot
-                await b.store.reconcile(limits, reservation, 0)
-                result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
-                return result, None
             try:
                 per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
                 result.attempts += 1

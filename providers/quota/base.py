@@ -1,7 +1,7 @@
 """Behaviour shared by both quota stores: the waiting loops, leases with heartbeats, the global cap.
 
-A store implements a handful of atomic primitives (try_acquire, _reconcile_delta, penalize, _lease_try,
-_lease_refresh, _lease_release, snapshot). Everything that waits lives here, so the Redis store and the
+A store implements a handful of atomic primitives (try_acquire, _reconcile_delta, _release, penalize,
+_lease_try, _lease_peek, _lease_refresh, _lease_release, snapshot). Everything that waits lives here, so the Redis store and the
 in-process store behave identically by construction.
 
 No Django ORM in here: this is the hot path of the async execution engine.
@@ -18,7 +18,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
 
@@ -87,6 +87,15 @@ class Lease:
     provider: str
     lease_id: str
     lost: bool = False  # set if a heartbeat found the lease gone (holder stalled longer than the TTL)
+    _heartbeat: dict = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class GlobalSlot:
+    """One in-flight slot of this process (and the cluster lease, if a cluster cap is set)."""
+
+    cluster_lease: Lease | None = None
+    released: bool = False
 
 
 class BaseQuotaStore:
@@ -135,6 +144,10 @@ class BaseQuotaStore:
     async def _reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
         raise NotImplementedError
 
+    async def _release(self, limits: ProviderLimits, tokens: int) -> None:
+        """Atomically give back 1 RPM token and `tokens` TPM tokens, each clamped to its capacity."""
+        raise NotImplementedError
+
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         """Pause every worker for this provider for retry_after_seconds (never shortens a pause).
         Returns paused_until in the store's ms clock."""
@@ -142,6 +155,10 @@ class BaseQuotaStore:
 
     async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
         """0 = lease taken; otherwise a hint in ms until the earliest held lease expires."""
+        raise NotImplementedError
+
+    async def _lease_peek(self, limits: ProviderLimits) -> int:
+        """0 = a slot is free right now (nothing is taken); otherwise ms until the earliest lease expires."""
         raise NotImplementedError
 
     async def _lease_refresh(self, limits: ProviderLimits, lease_id: str) -> bool:
@@ -251,7 +268,77 @@ class BaseQuotaStore:
         if delta:
             await self._reconcile_delta(limits, delta)
 
+    async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
+        """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.
+
+        For a caller that got its bucket grant but cannot send right away (no concurrency slot free):
+        it must not sit on the token while it waits, or the tokens granted meanwhile go out later
+        all at once and the provider sees more than the bucket allows in a window."""
+        await self._release(limits, int(reservation.tokens))
+
     # ---- concurrency leases -------------------------------------------------------------------------
+    async def try_lease(self, limits: ProviderLimits) -> Lease | None:
+        """Take a per-provider concurrency slot if one is free right now, else None. Never waits.
+
+        A lease returned here heartbeats until ``release_lease(limits, lease)`` (always call it)."""
+        lease = Lease(limits.name, uuid.uuid4().hex)
+        try:
+            hint_ms = await self._lease_try(limits, lease.lease_id)
+        except asyncio.CancelledError:
+            self._release_in_background(limits, lease.lease_id)
+            raise
+        if hint_ms != 0:
+            return None
+        self._start_heartbeat(limits, lease)
+        return lease
+
+    async def release_lease(self, limits: ProviderLimits, lease: Lease) -> None:
+        """Give back a lease from try_lease(); wakes the next waiter of this provider in this process."""
+        self._stop_heartbeat(lease)
+        try:
+            await self._lease_release(limits, lease.lease_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the TTL returns the slot; don't mask the caller's own exception
+            log.exception("could not release lease %s of provider %s", lease.lease_id, limits.name)
+        finally:
+            self._wakeups.notify_one("lease:" + limits.name)
+
+    async def wait_for_lease(self, limits: ProviderLimits) -> None:
+        """Wait until a concurrency slot of this provider looks free. Takes nothing.
+
+        Woken at once (FIFO) by a release in this process; slots freed by other processes are noticed
+        by polling (2 ms doubling to 100 ms, or sooner if the earliest lease expires sooner)."""
+        key = "lease:" + limits.name
+        delay = LEASE_POLL_MIN_S
+        while True:
+            hint_ms = await self._lease_peek(limits)
+            if hint_ms == 0:
+                return
+            timeout = min(delay, max(hint_ms / 1000.0, LEASE_POLL_MIN_S))
+            await self._wakeups.wait(key, timeout * random.uniform(1.0, 1.5))
+            delay = min(delay * 2, LEASE_POLL_MAX_S)
+
+    def _start_heartbeat(self, limits: ProviderLimits, lease: Lease) -> None:
+        loop = asyncio.get_running_loop()
+        interval = max(0.05, limits.lease_ttl_seconds / 3.0)
+        state = lease._heartbeat
+
+        def start() -> None:
+            state["task"] = loop.create_task(self._heartbeat(limits, lease, interval))
+
+        state["timer"] = loop.call_later(interval, start)
+
+    @staticmethod
+    def _stop_heartbeat(lease: Lease) -> None:
+        state = lease._heartbeat
+        timer = state.pop("timer", None)
+        if timer is not None:
+            timer.cancel()
+        task = state.pop("task", None)
+        if task is not None:
+            task.cancel()
+
     @asynccontextmanager
     async def lease(self, limits: ProviderLimits) -> AsyncIterator[Lease]:
         """A per-provider concurrency slot shared by every worker. Take it AFTER the bucket grant.
@@ -275,29 +362,11 @@ class BaseQuotaStore:
             timeout = min(delay, max(hint_ms / 1000.0, LEASE_POLL_MIN_S))
             await self._wakeups.wait(key, timeout * random.uniform(1.0, 1.5))
             delay = min(delay * 2, LEASE_POLL_MAX_S)
-        loop = asyncio.get_running_loop()
-        interval = max(0.05, limits.lease_ttl_seconds / 3.0)
-        heartbeat: dict[str, object] = {}
-
-        def start_heartbeat() -> None:
-            heartbeat["task"] = loop.create_task(self._heartbeat(limits, lease, interval))
-
-        heartbeat["timer"] = loop.call_later(interval, start_heartbeat)
+        self._start_heartbeat(limits, lease)
         try:
             yield lease
         finally:
-            heartbeat["timer"].cancel()
-            task = heartbeat.get("task")
-            if task is not None:
-                task.cancel()
-            try:
-                await self._lease_release(limits, lease.lease_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the TTL returns the slot; don't mask the caller's own exception
-                log.exception("could not release lease %s of provider %s", lease.lease_id, limits.name)
-            finally:
-                self._wakeups.notify_one(key)
+            await self.release_lease(limits, lease)
 
     def _release_in_background(self, limits: ProviderLimits, lease_id: str) -> None:
         task = asyncio.ensure_future(self._lease_release(limits, lease_id))
@@ -344,6 +413,54 @@ class BaseQuotaStore:
             with self._global_lock:
                 self._global_in_flight -= 1
             self._wakeups.notify_one("global")
+
+    async def try_global_slot(self) -> GlobalSlot | None:
+        """Take an in-flight slot (and the cluster lease, if a cluster cap is set) if one is free right
+        now, else None. Never waits. Give it back with ``release_global_slot``."""
+        with self._global_lock:
+            if self._global_in_flight >= self.global_max_in_flight:
+                return None
+            self._global_in_flight += 1
+        slot = GlobalSlot()
+        if self._cluster_limits is None:
+            return slot
+        try:
+            slot.cluster_lease = await self.try_lease(self._cluster_limits)
+        except BaseException:
+            self._give_back_global()
+            raise
+        if slot.cluster_lease is None:
+            self._give_back_global()
+            return None
+        return slot
+
+    async def release_global_slot(self, slot: GlobalSlot) -> None:
+        if slot.released:
+            return
+        slot.released = True
+        try:
+            if slot.cluster_lease is not None:
+                await self.release_lease(self._cluster_limits, slot.cluster_lease)
+        finally:
+            self._give_back_global()
+
+    async def wait_for_global_slot(self) -> None:
+        """Wait until an in-flight slot looks free (woken at once by a release in this process). Takes nothing."""
+        delay = LEASE_POLL_MIN_S
+        while True:
+            with self._global_lock:
+                free = self._global_in_flight < self.global_max_in_flight
+            if free:
+                break
+            await self._wakeups.wait("global", delay)
+            delay = min(delay * 2, LEASE_POLL_MAX_S)
+        if self._cluster_limits is not None:
+            await self.wait_for_lease(self._cluster_limits)
+
+    def _give_back_global(self) -> None:
+        with self._global_lock:
+            self._global_in_flight -= 1
+        self._wakeups.notify_one("global")
 
     @property
     def global_in_flight(self) -> int:

@@ -109,6 +109,17 @@ class LocalQuotaStore(BaseQuotaStore):
             b.rpm, b.tpm, b.ts = rpm, min(limits.tpm_capacity, tpm - delta_tokens), now
             self._observe(b, now, 0, delta_tokens)
 
+    async def _release(self, limits: ProviderLimits, tokens: int) -> None:
+        n = int(tokens)
+        with self._lock:
+            now = self.now_ms()
+            b = self._bucket(limits.name)
+            rpm, tpm = refill(b, limits, now)
+            b.rpm = min(limits.rpm_capacity, rpm + 1)
+            b.tpm = min(limits.tpm_capacity, tpm + n)
+            b.ts = now
+            self._observe(b, now, -1, -n)
+
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         with self._lock:
             now = self.now_ms()
@@ -126,6 +137,14 @@ class LocalQuotaStore(BaseQuotaStore):
                 leases[lease_id] = now + limits.lease_ttl_seconds * 1000.0
                 return 0
             return max(1, math.ceil(min(leases.values()) - now))
+
+    async def _lease_peek(self, limits: ProviderLimits) -> int:
+        with self._lock:
+            now = self.now_ms()
+            live = [exp for exp in self._bucket(limits.name).leases.values() if exp > now]
+            if len(live) < limits.max_concurrency:
+                return 0
+            return max(1, math.ceil(min(live) - now))
 
     async def _lease_refresh(self, limits: ProviderLimits, lease_id: str) -> bool:
         with self._lock:

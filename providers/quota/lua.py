@@ -91,6 +91,20 @@ return 1
 """
 )
 
+# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, n. Gives back an unused grant (1 request, n tokens), each
+# clamped to its capacity; the observed counters are decremented too.
+RELEASE = (
+    _PRELUDE
+    + """
+local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
+store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, tk + n), p, rr, rc, tr, tc)
+observe(KEYS[2], now, -1, -n)
+return 1
+"""
+)
+
 # KEYS: bucket. ARGV: rr, rc, tr, tc, pause_ms. Never shortens an existing pause. -> paused_until (ms)
 PENALIZE = (
     _PRELUDE
@@ -145,6 +159,17 @@ if redis.call('ZCARD', KEYS[1]) < max then
   return 0
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(1, tonumber(first[2]) - now)
+"""
+
+# KEYS: leases. ARGV: max concurrency. Read-only. -> 0 a slot is free now, else ms until the earliest expiry
+LEASE_PEEK = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local max = tonumber(ARGV[1])
+local after = string.format('(%d', now)
+if redis.call('ZCOUNT', KEYS[1], after, '+inf') < max then return 0 end
+local first = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 return math.max(1, tonumber(first[2]) - now)
 """
 

@@ -51,7 +51,16 @@ class RedisQuotaStore(BaseQuotaStore):
         # EVALSHA; on NOSCRIPT (after a Redis restart or SCRIPT FLUSH) SCRIPT LOAD and EVALSHA again.
         self._scripts = {
             name: Script(getattr(lua, name))
-            for name in ("ACQUIRE", "RECONCILE", "PENALIZE", "SNAPSHOT", "LEASE_ACQUIRE", "LEASE_REFRESH")
+            for name in (
+                "ACQUIRE",
+                "RECONCILE",
+                "RELEASE",
+                "PENALIZE",
+                "SNAPSHOT",
+                "LEASE_ACQUIRE",
+                "LEASE_PEEK",
+                "LEASE_REFRESH",
+            )
         }
 
     # ---- plumbing ----------------------------------------------------------------------------------
@@ -122,6 +131,10 @@ class RedisQuotaStore(BaseQuotaStore):
         bucket, obs, _ = self._keys(limits.name)
         await self._run("RECONCILE", [bucket, obs], [*self._rates(limits), int(delta_tokens)])
 
+    async def _release(self, limits: ProviderLimits, tokens: int) -> None:
+        bucket, obs, _ = self._keys(limits.name)
+        await self._run("RELEASE", [bucket, obs], [*self._rates(limits), int(tokens)])
+
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         bucket, _, _ = self._keys(limits.name)
         ms = max(0.0, float(retry_after_seconds)) * 1000.0
@@ -131,6 +144,10 @@ class RedisQuotaStore(BaseQuotaStore):
         _, _, leases = self._keys(limits.name)
         ttl_ms = int(limits.lease_ttl_seconds * 1000)
         return int(await self._run("LEASE_ACQUIRE", [leases], [lease_id, limits.max_concurrency, ttl_ms]))
+
+    async def _lease_peek(self, limits: ProviderLimits) -> int:
+        _, _, leases = self._keys(limits.name)
+        return int(await self._run("LEASE_PEEK", [leases], [limits.max_concurrency]))
 
     async def _lease_refresh(self, limits: ProviderLimits, lease_id: str) -> bool:
         _, _, leases = self._keys(limits.name)

@@ -9,6 +9,10 @@ Contract between the quota engine (providers/quota/*) and its callers:
                                                   # Redis is down in shared mode
     async with store.lease(limits) as lease:      # per-provider concurrency slot, acquired only AFTER
         ...send the request...                    # the bucket grant; heartbeats while held
+    lease = await store.try_lease(limits)         # no-wait variant (the engine): None if all slots are
+                                                  # busy -> await store.release(limits, res) (give the
+                                                  # grant back), await store.wait_for_lease(limits),
+                                                  # then acquire again: no idle token holders
     await store.reconcile(limits, res, actual)    # refund or charge the difference to the TPM bucket
     await store.penalize(limits, retry_after_s)   # a 429 with Retry-After: pause every worker
     state = await store.snapshot(limits)          # ProviderQuotaState for dashboards and metrics

@@ -37,7 +37,8 @@ def provider(server, name, **kw):
 
 
 class CountingRedisStore(RedisQuotaStore):
-    """The real Redis store, counting the bucket grants it hands out per provider."""
+    """The real Redis store, counting the bucket grants it hands out per provider (net of grants given
+    back unused by an item that found no free concurrency slot)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -48,6 +49,10 @@ class CountingRedisStore(RedisQuotaStore):
         if decision.granted:
             self.grants[limits.name] += 1
         return decision
+
+    async def _release(self, limits, tokens):
+        await super()._release(limits, tokens)
+        self.grants[limits.name] -= 1
 
 
 def redis_store(tag, **kw):
