@@ -4,7 +4,7 @@
     .venv/bin/python bench/seed_workload.py --rows 1,2,3    # some rows (the table keeps the others)
 
 Workload: --users user messages (default 300), each needing intent (alpha), sentiment (beta) and
-summary (local). Simulator: examples/sim.json's providers at --time-scale (default 20x), so beta's
+summary (local). Simulator: examples/sim.json's providers at --time-scale (default 10x, as in examples/sim.json), so beta's
 30 rpm (600 real rpm) is the binding quota. Rows:
   1 serial loop, official openai SDK          2 asyncio.gather, openai SDK default retries
   3 LangChain abatch + InMemoryRateLimiter    4 gateway, single process (SQLite, eager Celery)
@@ -346,7 +346,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="1,2,3,4,5,6")
     ap.add_argument("--users", type=int, default=300)
-    ap.add_argument("--time-scale", type=float, default=20.0)
+    ap.add_argument("--time-scale", type=float, default=10.0)
     ap.add_argument("--no-errors", action="store_true", help="drop error_rate_500 from the providers")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--json", default=str(ROOT / "var" / "bench" / "seed_workload.json"))
