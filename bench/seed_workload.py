@@ -4,8 +4,8 @@
     .venv/bin/python bench/seed_workload.py --rows 1,2,3    # some rows (the table keeps the others)
 
 Workload: --users user messages (default 300), each needing intent (alpha), sentiment (beta) and
-summary (local). Simulator: examples/sim.json's providers at --time-scale (default 10x, as in examples/sim.json), so beta's
-30 rpm (600 real rpm) is the binding quota. Rows:
+summary (local). Simulator: examples/sim.json's providers at --time-scale (default 10x, as in
+examples/sim.json), so beta's 30 rpm (300 real rpm at 10x) is the binding quota. Rows:
   1 serial loop, official openai SDK          2 asyncio.gather, openai SDK default retries
   3 LangChain abatch + InMemoryRateLimiter    4 gateway, single process (SQLite, eager Celery)
   5 gateway, Redis + PostgreSQL, 2 workers    6 same with 4 workers
