@@ -20,6 +20,7 @@ A reaper thread in every Celery worker re-enqueues batches whose items sit under
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -222,32 +223,32 @@ def write_results(
     an item whose claim expired and was taken by another worker keeps exactly one terminal result.
     Returns how many rows were written.
 
-    PostgreSQL: one ``UPDATE … FROM (VALUES …) … WHERE claimed_by = me RETURNING`` per
-    WRITE_BATCH_ROWS rows (cheap to build; Django's bulk_update CASE expressions cost ~10 ms of Python
-    per few rows). Other databases (single-process SQLite): ``bulk_update`` of the owned rows.
+    PostgreSQL: one ``UPDATE … FROM jsonb_to_recordset(%s) … WHERE claimed_by = me RETURNING`` per
+    WRITE_BATCH_ROWS rows, all values in one jsonb parameter (cheap to build; Django's bulk_update
+    CASE expressions cost ~10 ms of Python per few rows). Other databases (single-process SQLite): ``bulk_update`` of the owned rows.
     """
     owner = owner or worker_id()
     if not entries:
         return 0
     now = timezone.now()
-    counts: dict[str, int] = defaultdict(int)
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            written = 0
-            for start in range(0, len(entries), WRITE_BATCH_ROWS):
-                for status in _update_values(entries[start : start + WRITE_BATCH_ROWS], owner, now):
-                    counts[status] += 1
-                    written += 1
-        else:
+    if connection.vendor == "postgresql":
+        # one statement per WRITE_BATCH_ROWS rows (run_claimed never passes more): rows and batch
+        # counters in a single round trip, atomic on its own; several statements share one transaction
+        slices = [entries[i : i + WRITE_BATCH_ROWS] for i in range(0, len(entries), WRITE_BATCH_ROWS)]
+        with transaction.atomic() if len(slices) > 1 else contextlib.nullcontext():
+            written = sum(_update_values(part, owner, now, batch_id) for part in slices)
+    else:
+        counts: dict[str, int] = defaultdict(int)
+        with transaction.atomic():
             written = _bulk_update_owned(entries, owner, now, counts)
-        if written:
-            from django.db.models import F
+            if written:
+                from django.db.models import F
 
-            Batch.objects.filter(id=batch_id).update(
-                completed_count=F("completed_count") + counts[ItemStatus.SUCCEEDED],
-                failed_count=F("failed_count") + counts[ItemStatus.FAILED],
-                cancelled_count=F("cancelled_count") + counts[ItemStatus.CANCELLED],
-            )
+                Batch.objects.filter(id=batch_id).update(
+                    completed_count=F("completed_count") + counts[ItemStatus.SUCCEEDED],
+                    failed_count=F("failed_count") + counts[ItemStatus.FAILED],
+                    cancelled_count=F("cancelled_count") + counts[ItemStatus.CANCELLED],
+                )
     if written < len(entries):
         log.warning(
             "batch %s: dropped %d results of items no longer claimed by %s",
@@ -259,37 +260,52 @@ def write_results(
 
 
 _VALUE_COLUMNS = (
-    "id", "status", "provider", "attempts", "latency_ms", "response", "error_type", "error_status_code",
-    "error_message", "prompt_tokens", "completion_tokens", "total_tokens", "retry_extra_tokens", "attempt_log",
+    ("id", "bigint"), ("status", "varchar"), ("provider", "varchar"), ("attempts", "integer"),
+    ("latency_ms", "integer"), ("response", "jsonb"), ("error_type", "varchar"),
+    ("error_status_code", "smallint"), ("error_message", "text"), ("prompt_tokens", "integer"),
+    ("completion_tokens", "integer"), ("total_tokens", "integer"), ("retry_extra_tokens", "integer"),
+    ("attempt_log", "jsonb"),
 )  # fmt: skip
+_UPDATE_SQL = (
+    "WITH u AS (UPDATE {items} AS t SET "
+    + ", ".join(f"{name} = v.{name}" for name, _ in _VALUE_COLUMNS[1:])
+    + ", claimed_by = '', claim_expires_at = NULL, finished_at = %s "
+    "FROM jsonb_to_recordset(%s::jsonb) AS v("
+    + ", ".join(f"{name} {kind}" for name, kind in _VALUE_COLUMNS)
+    + ") WHERE t.id = v.id AND t.status = %s AND t.claimed_by = %s RETURNING t.status), "
+    "n AS (SELECT count(*) FILTER (WHERE status = %s) AS ok, count(*) FILTER (WHERE status = %s) AS bad, "
+    "count(*) FILTER (WHERE status = %s) AS cancelled, count(*) AS total FROM u), "
+    "b AS (UPDATE {batches} SET completed_count = completed_count + n.ok, "
+    "failed_count = failed_count + n.bad, cancelled_count = cancelled_count + n.cancelled "
+    "FROM n WHERE id = %s AND n.total > 0) "
+    "SELECT count(*) FROM u"
+)
 
 
-def _update_values(entries: list[tuple[BatchItem, ItemResult]], owner: str, now) -> list[str]:
-    """One UPDATE for up to WRITE_BATCH_ROWS results; returns the statuses of the rows written."""
-    table = BatchItem._meta.db_table
-    row_sql = "(" + ", ".join(["%s"] * len(_VALUE_COLUMNS)) + ")"
-    params: list = []
-    for item, r in entries:
-        params += [
-            item.id, ENGINE_TO_ITEM_STATUS[r.status], r.provider, r.attempts, r.latency_ms,
-            None if r.response is None else json.dumps(r.response), r.error_type, r.error_status_code,
-            r.error_message, r.prompt_tokens, r.completion_tokens, r.total_tokens, r.retry_extra_tokens,
-            json.dumps(r.attempt_log),
-        ]  # fmt: skip
-    sql = (
-        f"UPDATE {table} AS t SET status = v.status::varchar, provider = v.provider::varchar, "
-        "attempts = v.attempts::integer, latency_ms = v.latency_ms::integer, response = v.response::jsonb, "
-        "error_type = v.error_type::varchar, error_status_code = v.error_status_code::smallint, "
-        "error_message = v.error_message::text, prompt_tokens = v.prompt_tokens::integer, "
-        "completion_tokens = v.completion_tokens::integer, total_tokens = v.total_tokens::integer, "
-        "retry_extra_tokens = v.retry_extra_tokens::integer, attempt_log = v.attempt_log::jsonb, "
-        "claimed_by = '', claim_expires_at = NULL, finished_at = %s "
-        f"FROM (VALUES {', '.join([row_sql] * len(entries))}) AS v({', '.join(_VALUE_COLUMNS)}) "
-        "WHERE t.id = v.id::bigint AND t.status = %s AND t.claimed_by = %s RETURNING t.status"
-    )
+def _update_values(entries: list[tuple[BatchItem, ItemResult]], owner: str, now, batch_id: str) -> int:
+    """One statement for up to WRITE_BATCH_ROWS results: the owned rows and the batch's counters
+    (a data-modifying CTE, so one round trip and atomic without a transaction block). Returns how
+    many rows were written.
+
+    All rows travel as ONE jsonb parameter (``jsonb_to_recordset``): one C-speed json.dumps instead of
+    14 parameters per row quoted one by one by the driver (JSON null → SQL NULL, as before)."""
+    rows = [
+        {
+            "id": item.id, "status": ENGINE_TO_ITEM_STATUS[r.status], "provider": r.provider,
+            "attempts": r.attempts, "latency_ms": r.latency_ms, "response": r.response,
+            "error_type": r.error_type, "error_status_code": r.error_status_code,
+            "error_message": r.error_message, "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens, "total_tokens": r.total_tokens,
+            "retry_extra_tokens": r.retry_extra_tokens, "attempt_log": r.attempt_log,
+        }
+        for item, r in entries
+    ]  # fmt: skip
+    sql = _UPDATE_SQL.format(items=BatchItem._meta.db_table, batches=Batch._meta.db_table)
+    params = [now, json.dumps(rows), ItemStatus.RUNNING, owner]
+    params += [ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, str(batch_id)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [now, *params, ItemStatus.RUNNING, owner])
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
 
 
 def _bulk_update_owned(entries, owner: str, now, counts: dict) -> int:

@@ -1,9 +1,16 @@
 """The one module that talks HTTP to providers.
 
-One pooled ``httpx.AsyncClient`` per provider (pool ≥ the provider's max_concurrency, keep-alive on),
-no hidden retries anywhere (transport retries=0, no SDK), one hard per-attempt deadline of the provider's
-``timeout_seconds`` covering connect + send + reading the whole answer. Every call returns an
-``HttpOutcome``; nothing here raises for HTTP or network errors, and nothing here retries.
+One pooled keep-alive client per provider (pool ≥ the provider's max_concurrency), no hidden retries
+anywhere (no SDK; aiohttp never re-sends a POST, httpx runs with transport retries=0), one hard
+per-attempt deadline of the provider's ``timeout_seconds`` covering connect + send + reading the whole
+answer. Every call returns an ``HttpOutcome``; nothing here raises for HTTP or network errors, and
+nothing here retries.
+
+The engine uses ``AiohttpProviderClient`` (aiohttp): against a ~1 ms provider it costs about a third
+of httpx's CPU per call (httpx + httpcore + anyio write the head and the body in two socket sends and
+go through several layers of context managers per request; see docs/benchmarks.md, "Overhead").
+``ProviderClient`` (httpx, with the linear ``LeanConnectionPool``) is kept for callers that inject an
+httpx transport (``HttpClients(transport_factory=...)``, respx in tests).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpcore
 import httpx
 
@@ -232,20 +240,115 @@ class ProviderClient:
         await self._client.aclose()
 
 
+def _outcome(status: int, latency: int, raw: bytes, charset: str | None, headers) -> HttpOutcome:
+    """An HttpOutcome from a complete answer (status, body bytes, response headers)."""
+    kept = {h: headers[h] for h in KEEP_HEADERS if h in headers}
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+    usage = parse_usage(body)
+    if 200 <= status < 300:
+        if not isinstance(body, dict):
+            text = raw.decode(charset or "utf-8", errors="replace")
+            return HttpOutcome(
+                status,
+                latency,
+                body=None,
+                error_type=ErrorType.INVALID_RESPONSE,
+                message=f"answer is not a JSON object: {text[:200]!r}",
+                headers=kept,
+            )
+        return HttpOutcome(status, latency, body=body, headers=kept, usage=usage)
+    text = raw.decode(charset or "utf-8", errors="replace")
+    return HttpOutcome(
+        status,
+        latency,
+        body=body if isinstance(body, dict) else None,
+        error_type=error_type_for_status(status),
+        message=provider_message(body, text) or f"HTTP {status}",
+        headers=kept,
+        usage=usage,
+    )
+
+
+class AiohttpProviderClient:
+    """Pooled keep-alive aiohttp client for one provider (same contract as ProviderClient).
+
+    Create it inside the event loop that will use it. aiohttp re-sends nothing: a request on a
+    keep-alive connection the server has closed fails as a connection error (retried by the engine
+    like any other), only idempotent methods would be retried by aiohttp itself and this is a POST.
+    """
+
+    def __init__(self, config: ProviderConfig):
+        self.config = config
+        self.url = chat_url(config.base_url)
+        pool = max(1, config.max_concurrency)
+        self._headers = {"Content-Type": "application/json", "User-Agent": "batch-gateway/1"}
+        if config.api_key:
+            self._headers["Authorization"] = f"Bearer {config.api_key}"
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=pool, limit_per_host=0, keepalive_timeout=30.0),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),  # the deadline is asyncio.timeout below
+            auto_decompress=True,
+        )
+
+    async def chat(self, messages: list, params: dict | None = None, *, request_id: str = "") -> HttpOutcome:
+        payload = {"model": self.config.model, "messages": messages}
+        payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
+        headers = self._headers
+        if request_id:
+            headers = {**headers, "X-Request-ID": request_id}
+        data = json.dumps(payload).encode()
+        timeout = self.config.timeout_seconds
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._session.post(
+                    self.url, data=data, headers=headers, allow_redirects=False
+                ) as response:
+                    raw = await response.read()
+                    status, charset, resp_headers = response.status, response.charset, response.headers
+        except TimeoutError:
+            return HttpOutcome(
+                None,
+                int((time.monotonic() - started) * 1000),
+                error_type=ErrorType.TIMEOUT,
+                message=f"no complete answer within {timeout:g} s",
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            return HttpOutcome(
+                None,
+                int((time.monotonic() - started) * 1000),
+                error_type=ErrorType.CONNECTION_ERROR,
+                message=f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE_CHARS],
+            )
+        latency = int((time.monotonic() - started) * 1000)
+        return _outcome(status, latency, raw, charset, resp_headers)
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
 class HttpClients:
-    """One ProviderClient per provider for the lifetime of one engine run (one event loop)."""
+    """One client per provider for the lifetime of one engine run (one event loop): aiohttp, or the
+    httpx ProviderClient when a transport_factory (config -> httpx transport) is given."""
 
     def __init__(self, transport_factory=None):
-        self._clients: dict[str, ProviderClient] = {}
+        self._clients: dict[str, AiohttpProviderClient | ProviderClient] = {}
         self._transport_factory = transport_factory
 
-    def get(self, config: ProviderConfig) -> ProviderClient:
+    def get(self, config: ProviderConfig) -> AiohttpProviderClient | ProviderClient:
         client = self._clients.get(config.name)
         if client is None or client.config != config:
             if client is not None:  # config changed mid-run: the old pool drains when closed at the end
                 self._retired = getattr(self, "_retired", []) + [client]
-            transport = self._transport_factory(config) if self._transport_factory else None
-            client = self._clients[config.name] = ProviderClient(config, transport=transport)
+            if self._transport_factory is not None:
+                client = ProviderClient(config, transport=self._transport_factory(config))
+            else:
+                client = AiohttpProviderClient(config)
+            self._clients[config.name] = client
         return client
 
     async def aclose(self) -> None:

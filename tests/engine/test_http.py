@@ -90,7 +90,19 @@ def test_connection_error_and_timeout():
 
 def test_pool_is_at_least_max_concurrency_and_one_client_per_provider():
     async def check():
-        clients = HttpClients()
+        clients = HttpClients()  # the engine's default: aiohttp
+        a = clients.get(CFG)
+        assert clients.get(CFG) is a
+        assert a._session.connector.limit >= CFG.max_concurrency
+        await clients.aclose()
+        assert a._session.closed
+        from batches.engine.http import lean_transport
+
+        clients = HttpClients(  # an injected httpx transport: the httpx client with the lean pool
+            transport_factory=lambda c: lean_transport(
+                httpx.Limits(max_connections=c.max_concurrency, max_keepalive_connections=c.max_concurrency)
+            )
+        )
         a = clients.get(CFG)
         assert clients.get(CFG) is a
         pool = a._client._transport._pool

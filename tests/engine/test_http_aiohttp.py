@@ -1,0 +1,176 @@
+"""The engine's aiohttp provider client against a real local HTTP server: request shape, outcomes,
+no hidden retries, deadline, and keep-alive connections the server closes."""
+
+import asyncio
+import json
+
+from aiohttp import web
+
+from batches.engine.http import AiohttpProviderClient
+from providers.routing import ProviderConfig
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def config(port: int, **extra) -> ProviderConfig:
+    return ProviderConfig.from_dict(
+        {
+            "name": "alpha",
+            "base_url": f"http://127.0.0.1:{port}/v1/",
+            "model": "alpha-chat",
+            "rpm": 60,
+            "tpm": 1000,
+            "max_concurrency": 4,
+            "timeout_seconds": 0.5,
+            "api_key": "sk-test",
+            **extra,
+        }
+    )
+
+
+async def serve(handler):
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+def test_success_sends_openai_shape_and_reads_usage():
+    seen = []
+
+    async def handler(request):
+        seen.append((dict(request.headers), await request.json()))
+        return web.json_response(
+            {
+                "choices": [{"message": {"content": "ok"}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            }
+        )
+
+    async def scenario():
+        runner, port = await serve(handler)
+        client = AiohttpProviderClient(config(port))
+        try:
+            return await client.chat(MSG, {"max_tokens": 5, "model": "evil"}, request_id="b:1")
+        finally:
+            await client.aclose()
+            await runner.cleanup()
+
+    out = asyncio.run(scenario())
+    assert out.ok and out.status_code == 200
+    assert out.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert out.body["choices"][0]["message"]["content"] == "ok"
+    headers, body = seen[0]
+    assert body == {"model": "alpha-chat", "messages": MSG, "max_tokens": 5}  # "model" param not overridable
+    assert headers["Authorization"] == "Bearer sk-test"
+    assert headers["X-Request-ID"] == "b:1"
+    assert headers["Content-Type"] == "application/json"
+
+
+def test_errors_are_outcomes_and_never_retried():
+    calls = []
+    answers = [
+        web.json_response({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "2"}),
+        web.Response(status=500, text="boom"),
+        web.Response(status=200, text="not json"),
+        web.Response(status=422, text="bad field"),
+    ]
+
+    async def handler(request):
+        calls.append(1)
+        return answers[len(calls) - 1]
+
+    async def scenario():
+        runner, port = await serve(handler)
+        client = AiohttpProviderClient(config(port))
+        try:
+            return [await client.chat(MSG) for _ in answers]
+        finally:
+            await client.aclose()
+            await runner.cleanup()
+
+    limited, boom, not_json, bad = asyncio.run(scenario())
+    assert len(calls) == 4  # one request per call
+    assert (limited.status_code, limited.error_type, limited.message) == (429, "rate_limited", "slow down")
+    assert limited.headers == {"retry-after": "2"}
+    assert (boom.status_code, boom.error_type, boom.message) == (500, "server_error", "boom")
+    assert (not_json.status_code, not_json.error_type) == (200, "invalid_response")
+    assert "not json" in not_json.message
+    assert (bad.status_code, bad.error_type, bad.message) == (422, "client_error", "bad field")
+
+
+def test_connection_error_and_timeout():
+    async def slow(request):
+        await asyncio.sleep(2)
+        return web.json_response({})
+
+    async def scenario():
+        runner, port = await serve(slow)
+        client = AiohttpProviderClient(config(port))
+        try:
+            timed_out = await client.chat(MSG)
+        finally:
+            await client.aclose()
+            await runner.cleanup()
+        refused_client = AiohttpProviderClient(config(port))  # nothing listens there any more
+        try:
+            refused = await refused_client.chat(MSG)
+        finally:
+            await refused_client.aclose()
+        return timed_out, refused
+
+    timed_out, refused = asyncio.run(scenario())
+    assert timed_out.error_type == "timeout" and timed_out.status_code is None
+    assert 450 <= timed_out.latency_ms < 1500
+    assert refused.error_type == "connection_error" and refused.status_code is None
+    assert refused.message
+
+
+def test_keepalive_connections_closed_by_the_server_are_noticed():
+    """A raw socket server that drops each connection 0.2 s after answering (short keep-alive)."""
+    body = json.dumps({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+    accepted = []
+
+    async def handle(reader, writer):
+        accepted.append(1)
+        try:
+            while True:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.2)
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\n\r\n"
+                    + body
+                )
+                await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def scenario():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = AiohttpProviderClient(config(port, timeout_seconds=2))
+        outcomes = []
+        for _ in range(3):
+            outcomes.append(await client.chat(MSG))
+            await asyncio.sleep(0.6)  # the server has closed the idle connection by now
+        burst = await asyncio.gather(*(client.chat(MSG) for _ in range(8)))
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+        return outcomes, burst
+
+    outcomes, burst = asyncio.run(scenario())
+    assert [o.error_type for o in outcomes] == ["", "", ""]
+    assert all(o.ok for o in burst)
+    assert len(accepted) >= 4  # a fresh connection after each idle close, at most 4 for the burst
