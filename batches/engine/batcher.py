@@ -196,6 +196,18 @@ class _Run:
         slots = max(1, int(getattr(batcher.store, "global_max_in_flight", 64)))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * batcher.options.long_lane_share)))
         self.rng = random.Random(batcher.options.seed)
+        self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    def gate(self, limits: ProviderLimits) -> asyncio.Semaphore:
+        """At most max_concurrency items of this run between "asking the bucket" and "answer in" per
+        provider: this run can never hold more leases than that, so the others wait here, locally,
+        instead of taking a bucket token, failing to get a lease and giving the token back (three
+        store round trips for nothing). No token is held while waiting here."""
+        key = (limits.name, max(1, int(limits.max_concurrency)))
+        gate = self._gates.get(key)
+        if gate is None:
+            gate = self._gates[key] = asyncio.Semaphore(key[1])
+        return gate
 
     async def limits(self, config: ProviderConfig) -> ProviderLimits:
         source = self.b.limits_source
@@ -219,12 +231,20 @@ class _Run:
         stored. None when the batch was cancelled (and check_cancel is set) before anything was sent.
         """
         store, long_item = self.b.store, est > self.b.options.long_item_tokens
+        gate = self.gate(limits)
         while True:
-            reservation = await store.acquire(limits, est)
+            await gate.acquire()
+            try:
+                reservation = await store.acquire(limits, est)
+            except BaseException:
+                gate.release()
+                raise
             if check_cancel and self.should_cancel():
+                gate.release()
                 await store.release(limits, reservation)
                 return None
             held, slot = AsyncExitStack(), AsyncExitStack()
+            held.callback(gate.release)
             blocked = ""
             try:
                 if long_item:
