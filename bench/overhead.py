@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import statistics
 import sys
 import time
@@ -113,13 +114,60 @@ def latency_rounds(sim_url: str, calls: int, rounds: int) -> dict:
     return {"direct": direct, "engine": engine, "added_per_call_ms": added, "rounds": rounds}
 
 
+CPU_GROUPS = (  # (label, substring of /proc/<pid>/cmdline), first match wins
+    ("celery workers", "celery"),
+    ("web (gunicorn/runserver)", "gunicorn"),
+    ("web (gunicorn/runserver)", "runserver"),
+    ("simulator", "-m sim"),
+    ("redis", "redis-server"),
+    ("postgres", "postgres"),
+    ("bench driver", "overhead.py"),
+)
+
+
+def cpu_snapshot() -> tuple[float, dict[int, tuple[str, float]]]:
+    """(machine-wide busy CPU seconds from /proc/stat, {pid: (group, utime+stime seconds)})."""
+    hz = os.sysconf("SC_CLK_TCK")
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(x) for x in fields]
+    busy = (sum(ticks[:8]) - ticks[3] - ticks[4]) / hz  # all but idle and iowait (guest is in user)
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        group = next((label for label, key in CPU_GROUPS if key in cmd), "other processes")
+        procs[int(entry)] = (group, (int(stat[11]) + int(stat[12])) / hz)
+    return busy, procs
+
+
+def cpu_between(before, after, wall: float) -> dict:
+    """CPU seconds per process group between two snapshots; "not attributed" = machine busy time not
+    seen in a live process (processes that exited in between, e.g. PostgreSQL backends, and kernel)."""
+    groups: dict[str, float] = {}
+    for pid, (group, t) in after[1].items():
+        base = before[1].get(pid, (group, 0.0))[1]
+        if t - base > 0:
+            groups[group] = groups.get(group, 0.0) + t - base
+    busy = after[0] - before[0]
+    groups["not attributed"] = max(0.0, busy - sum(groups.values()))
+    cores = os.cpu_count() or 1
+    return {"wall_s": wall, "available_s": wall * cores, "busy_s": busy, "groups": groups}
+
+
 def throughput(
     sim_url: str, n: int, workers: int, logdir: Path, concurrency: int, mode: str = "shared"
 ) -> dict:
     from bench.stack import GatewayStack
 
     with GatewayStack(mode, provider_file(sim_url, concurrency), logdir / mode, workers=workers) as gw:
+        before, t0 = cpu_snapshot(), time.monotonic()
         batch, wall = gw.run_batch(items(n), timeout=1800, poll=0.2)
+        cpu = cpu_between(before, cpu_snapshot(), time.monotonic() - t0)
         stats = batch.get("stats") or {}
         return {
             "n": n,
@@ -129,6 +177,7 @@ def throughput(
             "ok": stats.get("success_count"),
             "wall_s": wall,
             "items_per_s": n / wall,
+            "cpu": cpu,
         }
 
 
@@ -139,8 +188,8 @@ def render(res: dict, meta: dict) -> str:
         f"- date: {meta['date']}; commit {meta['commit']}",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
-        f"- provider max_concurrency {meta['provider_concurrency']} (the engine runs 2 × that many "
-        "dispatchers per provider; redis-py's asyncio pools raise 'Too many connections' above 100)",
+        f"- provider max_concurrency {meta['provider_concurrency']} (cluster-wide leases; each engine run "
+        "has 2 × that many dispatchers per provider, at most max_concurrency of them past the local gate)",
         "- provider: simulator, median 1 ms, no rate limits in the simulator (gateway rpm/tpm 10^6, far above the rates reached)",
         "",
     ]
@@ -179,6 +228,23 @@ def render(res: dict, meta: dict) -> str:
             "simulator share the two cores).",
             "",
         ]
+        for row in t:
+            cpu = row.get("cpu")
+            if not cpu:
+                continue
+            label = "Redis + PostgreSQL" if row["mode"] == "shared" else "single process"
+            parts = ", ".join(
+                f"{name} {sec:.1f} s ({100 * sec / cpu['available_s']:.0f} %)"
+                for name, sec in sorted(cpu["groups"].items(), key=lambda kv: -kv[1])
+                if sec >= 0.05
+            )
+            lines.append(
+                f"CPU during the {label} run (POST to terminal, {cpu['wall_s']:.1f} s wall = "
+                f"{cpu['available_s']:.1f} CPU-s on {os.cpu_count()} cores; busy {cpu['busy_s']:.1f} s = "
+                f"{100 * cpu['busy_s'] / cpu['available_s']:.0f} %): {parts}; per item "
+                f"{1000 * cpu['busy_s'] / row['n']:.2f} ms of machine CPU."
+            )
+            lines.append("")
     if res.get("errors"):
         lines += ["Errors: " + "; ".join(res["errors"]), ""]
     return "\n".join(lines)
