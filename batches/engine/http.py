@@ -206,34 +206,8 @@ class ProviderClient:
                 error_type=ErrorType.CONNECTION_ERROR,
                 message=f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE_CHARS],
             )
-        latency = elapsed_ms()
-        headers = {h: response.headers[h] for h in KEEP_HEADERS if h in response.headers}
-        text = response.text
-        try:
-            body = json.loads(text) if text else None
-        except ValueError:
-            body = None
-        usage = parse_usage(body)
-        status = response.status_code
-        if 200 <= status < 300:
-            if not isinstance(body, dict):
-                return HttpOutcome(
-                    status,
-                    latency,
-                    body=None,
-                    error_type=ErrorType.INVALID_RESPONSE,
-                    message=f"answer is not a JSON object: {text[:200]!r}",
-                    headers=headers,
-                )
-            return HttpOutcome(status, latency, body=body, headers=headers, usage=usage)
-        return HttpOutcome(
-            status,
-            latency,
-            body=body if isinstance(body, dict) else None,
-            error_type=error_type_for_status(status),
-            message=provider_message(body, text) or f"HTTP {status}",
-            headers=headers,
-            usage=usage,
+        return _outcome(
+            response.status_code, elapsed_ms(), response.content, response.charset_encoding, response.headers
         )
 
     async def aclose(self) -> None:
