@@ -166,3 +166,33 @@ class ProviderServer:
             self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread:
             self._thread.join(10)
+
+
+def idle_dropping_handler(body: bytes, accepted: list):
+    """An asyncio.start_server handler: keep-alive HTTP/1.1 that answers every POST with `body` and
+    drops a connection idle for 0.2 s (a short server-side keep-alive). Appends to `accepted` per
+    connection."""
+
+    async def handle(reader, writer):
+        accepted.append(1)
+        try:
+            while True:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.2)
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\n\r\n"
+                    + body
+                )
+                await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    return handle

@@ -8,6 +8,8 @@ import respx
 from batches.engine.http import HttpClients, ProviderClient
 from providers.routing import ProviderConfig
 
+from .provider_server import idle_dropping_handler
+
 CFG = ProviderConfig.from_dict(
     {
         "name": "alpha",
@@ -120,27 +122,7 @@ def test_lean_pool_notices_a_server_closing_idle_keepalive_connections():
     body = b'{"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
     accepted = []
 
-    async def handle(reader, writer):
-        accepted.append(1)
-        try:
-            while True:  # keep-alive, but the server drops a connection idle for 0.2 s
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.2)
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                    + str(len(body)).encode()
-                    + b"\r\n\r\n"
-                    + body
-                )
-                await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-            pass
-        writer.close()
+    handle = idle_dropping_handler(body, accepted)
 
     async def scenario():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)

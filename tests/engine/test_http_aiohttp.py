@@ -9,6 +9,8 @@ from aiohttp import web
 from batches.engine.http import AiohttpProviderClient
 from providers.routing import ProviderConfig
 
+from .provider_server import idle_dropping_handler
+
 MSG = [{"role": "user", "content": "hi"}]
 
 
@@ -134,27 +136,7 @@ def test_keepalive_connections_closed_by_the_server_are_noticed():
     body = json.dumps({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
     accepted = []
 
-    async def handle(reader, writer):
-        accepted.append(1)
-        try:
-            while True:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.2)
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                    + str(len(body)).encode()
-                    + b"\r\n\r\n"
-                    + body
-                )
-                await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-            pass
-        writer.close()
+    handle = idle_dropping_handler(body, accepted)
 
     async def scenario():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
