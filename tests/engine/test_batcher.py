@@ -66,6 +66,32 @@ def item(cid, provider=None, route=None, **params):
     return out
 
 
+def finish_times_until(batcher, store, items, prefix: str, count: int, timeout: float = 15.0) -> dict:
+    """Run the batch until `count` items whose custom_id starts with `prefix` have finished (or
+    `timeout` passes), cancel the rest, close the store; return {custom_id: seconds to finish}."""
+    done_at: dict[str, float] = {}
+
+    async def main():
+        started = time.monotonic()
+
+        async def on_result(index, result):
+            done_at[result.custom_id] = time.monotonic() - started
+
+        task = asyncio.create_task(batcher.abatch(items, on_result=on_result))
+        deadline = time.monotonic() + timeout
+        while sum(k.startswith(prefix) for k in done_at) < count and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await store.aclose()
+
+    asyncio.run(main())
+    return done_at
+
+
 def test_retry_policy_table(provider_server, redis_sync):
     statuses = [400, 401, 404, 422, 500, 502, 503, 504]
     for status in statuses:
@@ -145,26 +171,7 @@ def test_token_before_lease_empty_bucket_at_a_does_not_delay_b(provider_server, 
     items = [item(f"a{i}", provider="pa") for i in range(6)] + [
         item(f"b{i}", provider="pb") for i in range(40)
     ]
-    done_at = {}
-
-    async def main():
-        started = time.monotonic()
-
-        async def on_result(index, result):
-            done_at[result.custom_id] = time.monotonic() - started
-
-        task = asyncio.create_task(batcher.abatch(items, on_result=on_result))
-        deadline = time.monotonic() + 15
-        while sum(1 for k in done_at if k.startswith("b")) < 40 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        await store.aclose()
-
-    asyncio.run(main())
+    done_at = finish_times_until(batcher, store, items, "b", 40)
     b_done = [t for k, t in done_at.items() if k.startswith("b")]
     assert len(b_done) == 40
     assert max(b_done) < 5.0  # B never waited for A's bucket (A's next token is 10 s away)
@@ -291,26 +298,7 @@ def test_short_items_do_not_starve_behind_long_ones(provider_server, redis_sync)
     batcher = CrossProviderBatcher(routing_table([cfg]), store=store, options=FAST_RETRY)
     long_items = [item(f"long{i}", provider="mixed", max_tokens=2000) for i in range(8)]
     short_items = [item(f"short{i}", provider="mixed", max_tokens=10) for i in range(40)]
-    done_at = {}
-
-    async def main():
-        started = time.monotonic()
-
-        async def on_result(index, result):
-            done_at[result.custom_id] = time.monotonic() - started
-
-        task = asyncio.create_task(batcher.abatch(long_items + short_items, on_result=on_result))
-        deadline = time.monotonic() + 15
-        while sum(k.startswith("short") for k in done_at) < 40 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        await store.aclose()
-
-    asyncio.run(main())
+    done_at = finish_times_until(batcher, store, long_items + short_items, "short", 40)
     shorts = [t for k, t in done_at.items() if k.startswith("short")]
     assert len(shorts) == 40
     assert max(shorts) < 4.0  # submitted after the long ones, done long before their tokens exist
