@@ -4,15 +4,40 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+MAX_TEAM_WEIGHT = 1000
 
 
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
+    # Fair share: with several teams backlogged on one provider, each gets a share of that provider's
+    # rate in proportion to its weight.
+    weight = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_TEAM_WEIGHT)],
+        help_text="Share of a busy provider's rate relative to other teams (default 1).",
+    )
+    daily_token_budget = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Tokens per UTC day; empty = unlimited."
+    )
+    monthly_token_budget = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Tokens per UTC month; empty = unlimited."
+    )
+    max_provider_share = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text="Hard cap on this team's share of any provider's RPM (0.01–1); empty = no cap.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(weight__gte=1), name="team_weight_positive"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -22,7 +47,9 @@ class ApiKey(models.Model):
     """A bearer key. Only a SHA-256 digest and a short visible prefix are stored."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField("label", max_length=100, blank=True, default="")
+    name = models.CharField(
+        max_length=100, blank=True, default="", help_text="What the key is for (create_api_key --name)."
+    )
     prefix = models.CharField(max_length=16, db_index=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -48,9 +75,25 @@ class BatchStatus(models.TextChoices):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    EXPIRED = "expired"
 
 
-TERMINAL_BATCH_STATUSES = (BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.CANCELLED)
+TERMINAL_BATCH_STATUSES = (
+    BatchStatus.COMPLETED,
+    BatchStatus.FAILED,
+    BatchStatus.CANCELLED,
+    BatchStatus.EXPIRED,
+)
+
+
+class BatchPriority(models.TextChoices):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+# higher runs first within a team (before aging)
+PRIORITY_RANK = {BatchPriority.HIGH: 2, BatchPriority.NORMAL: 1, BatchPriority.LOW: 0}
 
 
 class Batch(models.Model):
@@ -63,6 +106,19 @@ class Batch(models.Model):
     completed_count = models.PositiveIntegerField(default=0)
     failed_count = models.PositiveIntegerField(default=0)
     cancelled_count = models.PositiveIntegerField(default=0)
+    expired_count = models.PositiveIntegerField(default=0)
+    priority = models.CharField(max_length=8, choices=BatchPriority.choices, default=BatchPriority.NORMAL)
+    completion_window = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        help_text="Deadline as given, e.g. '15m', '24h'; counted from created_at.",
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
+    # key and body returns this batch; another body with the same key is a 409.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    request_hash = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -73,6 +129,13 @@ class Batch(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "batches"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "idempotency_key"],
+                name="batch_unique_idempotency_key",
+                condition=~models.Q(idempotency_key=""),
+            ),
+        ]
         indexes = [
             models.Index(fields=["team", "-created_at"], name="batch_team_created"),
             models.Index(fields=["status", "-created_at"], name="batch_status_created"),
@@ -93,9 +156,10 @@ class ItemStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    EXPIRED = "expired"
 
 
-TERMINAL_ITEM_STATUSES = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED)
+TERMINAL_ITEM_STATUSES = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.EXPIRED)
 
 
 class ErrorType(models.TextChoices):
@@ -110,6 +174,9 @@ class ErrorType(models.TextChoices):
     NO_PROVIDER = "no_provider"  # route has no enabled provider / breaker open with nothing left
     INVALID_RESPONSE = "invalid_response"
     GATEWAY_ERROR = "gateway_error"  # e.g. quota store unreachable
+    CANCELLED = "cancelled"  # the batch was cancelled before the item was sent
+    EXPIRED = "expired"  # the batch's completion_window passed before the item was sent
+    BUDGET_EXCEEDED = "budget_exceeded"  # the team's token budget ran out
 
 
 class BatchItem(models.Model):
@@ -118,6 +185,9 @@ class BatchItem(models.Model):
     custom_id = models.CharField(max_length=255)
     route = models.CharField(max_length=64, blank=True, default="")
     requested_provider = models.CharField(max_length=64, blank=True, default="")
+    # The scheduler's queue: the provider the item is expected to go to first (routing at submission;
+    # the engine may still fall back elsewhere). "" = no routable provider.
+    queue_provider = models.CharField(max_length=64, blank=True, default="")
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
@@ -130,10 +200,10 @@ class BatchItem(models.Model):
     error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True, default="")
     error_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True, default="")
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    total_tokens = models.PositiveIntegerField(null=True, blank=True)
-    retry_extra_tokens = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    retry_extra_tokens = models.PositiveBigIntegerField(default=0)
     # Per-attempt log: [{"provider", "status_code", "error_type", "latency_ms", "tokens", "at"}]
     attempt_log = models.JSONField(default=list, blank=True)
     # Claim lease: a worker owns a running item until claim_expires_at; a dead worker's items are

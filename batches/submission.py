@@ -15,10 +15,12 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +30,7 @@ from django.utils import timezone
 from providers.models import Provider
 from providers.selectors import known_route_names
 
-from .models import ApiKey, Batch, BatchItem, BatchStatus, ItemStatus, Team
+from .models import ApiKey, Batch, BatchItem, BatchPriority, BatchStatus, ItemStatus, Team
 
 MAX_ERRORS = 100  # errors listed in one response; `error_count` gives the total
 MAX_CUSTOM_ID_CHARS = 255
@@ -36,7 +38,13 @@ MAX_NAME_CHARS = 64  # route / provider names (the model fields' max_length)
 MAX_METADATA_BYTES = 16 * 1024
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 ITEM_FIELDS = frozenset({"custom_id", "route", "provider", "messages", "query", "params"})
-BODY_FIELDS = frozenset({"items", "metadata"})
+BODY_FIELDS = frozenset({"items", "metadata", "priority", "completion_window"})
+# Batch options: top-level JSON fields, or query parameters for a JSONL body (contract §4).
+PRIORITIES = tuple(p.value for p in BatchPriority)
+COMPLETION_WINDOW_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MIN_COMPLETION_WINDOW = timedelta(seconds=10)
+MAX_COMPLETION_WINDOW = timedelta(days=7)
 # The gateway sets these itself: {"model": provider.model, "messages": ..., **params}; a caller's value
 # would silently override the provider's model or the messages, and streaming is not supported.
 RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
@@ -50,6 +58,7 @@ COPY_COLUMNS = (
     "custom_id",
     "route",
     "requested_provider",
+    "queue_provider",
     "payload",
     "status",
     "provider",
@@ -98,6 +107,8 @@ class SubmissionError(Exception):
 class ParsedBody:
     items: list[Any]
     metadata: dict[str, Any] = field(default_factory=dict)
+    priority: Any = None
+    completion_window: Any = None
     # Raw size in bytes of each item as sent (JSONL lines); None when the body was one JSON document.
     item_sizes: list[int] | None = None
 
@@ -190,7 +201,57 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
     if errors:
         raise SubmissionError(400, errors)
     _check_count(len(items), limits)
-    return ParsedBody(items=items, metadata=metadata)
+    return ParsedBody(
+        items=items,
+        metadata=metadata,
+        priority=doc.get("priority"),
+        completion_window=doc.get("completion_window"),
+    )
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    priority: str = BatchPriority.NORMAL
+    completion_window: str = ""
+    window: timedelta | None = None
+
+
+def parse_window(value: str) -> timedelta | None:
+    """'15m' → 15 minutes; None if the text is not of the form ^[1-9][0-9]*(s|m|h|d)$."""
+    if not COMPLETION_WINDOW_RE.match(value):
+        return None
+    return timedelta(seconds=int(value[:-1]) * WINDOW_UNITS[value[-1]])
+
+
+def batch_options(priority: Any = None, completion_window: Any = None) -> BatchOptions:
+    """Validate the batch options; raise SubmissionError(400) naming each bad field."""
+    errors: list[FieldError] = []
+    if priority is None or priority == "":
+        priority = BatchPriority.NORMAL.value
+    elif priority not in PRIORITIES:
+        errors.append(FieldError(None, "priority", f"must be one of {', '.join(PRIORITIES)}"))
+    window = None
+    if completion_window is None or completion_window == "":
+        completion_window = ""
+    elif not isinstance(completion_window, str):
+        errors.append(
+            FieldError(
+                None, "completion_window", f"must be a string like '15m', got {_type_name(completion_window)}"
+            )
+        )
+    else:
+        window = parse_window(completion_window)
+        if window is None or not (MIN_COMPLETION_WINDOW <= window <= MAX_COMPLETION_WINDOW):
+            errors.append(
+                FieldError(
+                    None,
+                    "completion_window",
+                    "must match ^[1-9][0-9]*(s|m|h|d)$ and lie between 10s and 7d (e.g. '15m', '24h')",
+                )
+            )
+    if errors:
+        raise SubmissionError(400, errors)
+    return BatchOptions(priority=str(priority), completion_window=completion_window, window=window)
 
 
 def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
@@ -536,6 +597,7 @@ def submit_batch(
     metadata: dict[str, Any] | None = None,
     api_key: ApiKey | None = None,
     item_sizes: Sequence[int] | None = None,
+    options: BatchOptions | None = None,
 ) -> Batch:
     """Validate `items` and store a queued batch with its items in one transaction.
 
@@ -546,11 +608,20 @@ def submit_batch(
     metadata_errors = _metadata_errors(metadata)
     if metadata_errors:
         raise SubmissionError(400, metadata_errors)
+    options = options or BatchOptions()
     with paused_gc():
         valid = validate_items(items, item_sizes)
     with transaction.atomic():
+        now = timezone.now()
         batch = Batch.objects.create(
-            team=team, api_key=api_key, status=BatchStatus.QUEUED, metadata=metadata, total_count=len(valid)
+            team=team,
+            api_key=api_key,
+            status=BatchStatus.QUEUED,
+            metadata=metadata,
+            total_count=len(valid),
+            priority=options.priority,
+            completion_window=options.completion_window,
+            expires_at=now + options.window if options.window else None,
         )
         insert_items(batch, valid)
         batch_id = str(batch.id)
@@ -558,12 +629,31 @@ def submit_batch(
     return batch
 
 
-def submit_body(*, team: Team, body: bytes, content_type: str | None, api_key: ApiKey | None = None) -> Batch:
-    """Parse a raw request body (JSON or JSONL) and submit it. Raises SubmissionError."""
+def submit_body(
+    *,
+    team: Team,
+    body: bytes,
+    content_type: str | None,
+    api_key: ApiKey | None = None,
+    query: dict[str, str] | None = None,
+) -> Batch:
+    """Parse a raw request body (JSON or JSONL) and submit it. Raises SubmissionError.
+
+    Batch options come from the JSON body's top level, or from ``query`` (the request's query
+    parameters) for a JSONL body."""
     with paused_gc():
         parsed = parse_body(body, content_type)
+    if parsed.item_sizes is not None:  # JSONL: options travel as query parameters
+        query = query or {}
+        parsed.priority, parsed.completion_window = query.get("priority"), query.get("completion_window")
+    options = batch_options(parsed.priority, parsed.completion_window)
     return submit_batch(
-        team=team, items=parsed.items, metadata=parsed.metadata, api_key=api_key, item_sizes=parsed.item_sizes
+        team=team,
+        items=parsed.items,
+        metadata=parsed.metadata,
+        api_key=api_key,
+        item_sizes=parsed.item_sizes,
+        options=options,
     )
 
 
@@ -613,7 +703,7 @@ def _copy_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for v in valid:
                 copy.write_row(
-                    (batch_id, v.seq, v.custom_id, v.route, v.provider, v.payload_json, pending, "", 0, "", "", 0,
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, "", v.payload_json, pending, "", 0, "", "", 0,
                      "[]", "", now)
                 )  # fmt: skip
 

@@ -56,6 +56,23 @@ class Provider(models.Model):
     )
     max_retries = models.PositiveSmallIntegerField(default=3, validators=[MaxValueValidator(MAX_RETRIES)])
     enabled = models.BooleanField(default=True)
+    # scheme://host:port the provider's key was last confirmed for; a different base_url origin
+    # disables the provider until a superuser confirms it (the key must not follow a typo or a staff edit).
+    confirmed_origin = models.CharField(max_length=500, blank=True, default="", editable=False)
+    price_prompt_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Price per million prompt tokens (empty = unknown).",
+    )
+    price_completion_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Price per million completion tokens (empty = unknown).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -14,7 +14,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from batches.models import Batch, BatchStatus, ErrorType, ItemStatus
+from batches.models import Batch, BatchPriority, BatchStatus, ErrorType, ItemStatus
 from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -89,6 +89,8 @@ class RequestCountsSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     completed = serializers.IntegerField(help_text="Items that succeeded.")
     failed = serializers.IntegerField(help_text="Items that failed for good.")
+    cancelled = serializers.IntegerField(help_text="Items not sent because the batch was cancelled.")
+    expired = serializers.IntegerField(help_text="Items not sent before the batch's deadline.")
 
 
 class ProviderStatsSerializer(serializers.Serializer):
@@ -144,9 +146,26 @@ class BatchSerializer(serializers.Serializer):
         help_text="Filled by the engine while/after running; zeros of the same shape before that."
     )
 
+    priority = serializers.ChoiceField(choices=BatchPriority.choices)
+    completion_window = serializers.CharField(
+        allow_null=True, help_text="As submitted, e.g. '24h'; null = none."
+    )
+    expires_at = serializers.DateTimeField(allow_null=True)
+
     @extend_schema_field(RequestCountsSerializer)
     def get_request_counts(self, batch: Batch) -> dict[str, int]:
-        return {"total": batch.total_count, "completed": batch.completed_count, "failed": batch.failed_count}
+        return {
+            "total": batch.total_count,
+            "completed": batch.completed_count,
+            "failed": batch.failed_count,
+            "cancelled": batch.cancelled_count,
+            "expired": batch.expired_count,
+        }
+
+    def to_representation(self, batch: Batch) -> dict[str, Any]:
+        data = super().to_representation(batch)
+        data["completion_window"] = batch.completion_window or None
+        return data
 
     @extend_schema_field(StatsSerializer)
     def get_stats(self, batch: Batch) -> dict[str, Any]:

@@ -192,6 +192,7 @@ class BatchListCreateView(TeamAPIView):
                 body=body,
                 content_type=request.META.get("CONTENT_TYPE"),
                 api_key=request.auth,
+                query=request.query_params,
             )
         except SubmissionError as exc:
             return Response(exc.as_dict(), status=exc.status_code)

@@ -36,6 +36,9 @@ class ErrorType:
     NO_PROVIDER = "no_provider"
     INVALID_RESPONSE = "invalid_response"
     GATEWAY_ERROR = "gateway_error"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,13 @@ def test_post_returns_queued_and_the_batch_completes_in_the_background(api_key, 
                 break
             time.sleep(0.05)
         assert batch["status"] == "completed", batch
-        assert batch["request_counts"] == {"total": 6, "completed": 6, "failed": 0}
+        assert batch["request_counts"] == {
+            "total": 6,
+            "completed": 6,
+            "failed": 0,
+            "cancelled": 0,
+            "expired": 0,
+        }
         assert "running" in seen
         for t in threading.enumerate():
             if t.name == f"batch-{batch_id}":

@@ -47,7 +47,13 @@ def test_submit_run_and_read_back_over_the_api(api_key, make_provider, make_rout
 
         batch = client.get(f"{URL}/{batch_id}").json()
         assert batch["status"] == "completed"
-        assert batch["request_counts"] == {"total": 16, "completed": 16, "failed": 0}
+        assert batch["request_counts"] == {
+            "total": 16,
+            "completed": 16,
+            "failed": 0,
+            "cancelled": 0,
+            "expired": 0,
+        }
         assert batch["stats"]["success_count"] == 16
         assert set(batch["stats"]["providers"]) == {"e2e-a", "e2e-b"}
 

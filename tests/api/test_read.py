@@ -101,7 +101,7 @@ def test_detail_is_the_batch_object_with_engine_stats(client, make_batch):
     )
     data = client.get(f"{URL}/{batch.id}").json()
     assert data["id"] == str(batch.id) and data["status"] == "completed"
-    assert data["request_counts"] == {"total": 3, "completed": 2, "failed": 1}
+    assert data["request_counts"] == {"total": 3, "completed": 2, "failed": 1, "cancelled": 0, "expired": 0}
     assert data["started_at"] and data["completed_at"]
     assert data["stats"] == stats
 

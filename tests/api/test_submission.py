@@ -44,9 +44,13 @@ def test_json_submission_stores_batch_and_normalized_items(client, routes, api_k
         "completed_at",
         "metadata",
         "stats",
+        "priority",
+        "completion_window",
+        "expires_at",
     }
+    assert data["priority"] == "normal" and data["completion_window"] is None and data["expires_at"] is None
     assert data["status"] == "queued"
-    assert data["request_counts"] == {"total": 2, "completed": 0, "failed": 0}
+    assert data["request_counts"] == {"total": 2, "completed": 0, "failed": 0, "cancelled": 0, "expired": 0}
     assert data["metadata"] == {"source": "test"}
     assert data["stats"]["batch_id"] == data["id"] and data["stats"]["task_total"] == 2
     assert data["stats"]["token_usage"] == {
@@ -423,3 +427,40 @@ def test_chunked_body_without_length_is_411(client, routes, row_counts):
     assert response.status_code == 411
     assert response.json()["errors"][0]["field"] == "Content-Length"
     assert row_counts() == (0, 0)
+
+
+def test_batch_options_in_json_body_are_stored(client, routes, api_key):
+    response = post_json(client, {"items": [item(0)], "priority": "high", "completion_window": "15m"})
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["priority"] == "high" and data["completion_window"] == "15m"
+    batch = Batch.objects.get(pk=data["id"])
+    assert (batch.expires_at - batch.created_at).total_seconds() == pytest.approx(900, abs=1)
+
+
+def test_batch_options_for_jsonl_come_from_query_parameters(client, routes, api_key):
+    response = post_jsonl(client, [item(0)], url=URL + "?priority=low&completion_window=2h")
+    assert response.status_code == 201, response.content
+    assert response.json()["priority"] == "low" and response.json()["completion_window"] == "2h"
+
+
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        ({"priority": "urgent"}, "priority"),
+        ({"priority": 1}, "priority"),
+        ({"completion_window": "0m"}, "completion_window"),
+        ({"completion_window": "9s"}, "completion_window"),
+        ({"completion_window": "8d"}, "completion_window"),
+        ({"completion_window": "1.5h"}, "completion_window"),
+        ({"completion_window": "15 m"}, "completion_window"),
+        ({"completion_window": 900}, "completion_window"),
+    ],
+)
+def test_bad_batch_options_are_400_naming_the_field_and_store_nothing(
+    client, routes, api_key, options, field
+):
+    response = post_json(client, {"items": [item(0)], **options})
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert Batch.objects.count() == 0

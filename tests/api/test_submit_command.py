@@ -60,7 +60,7 @@ def test_wait_shows_progress_until_done(jsonl_file, team, routes, monkeypatch, c
     out, _ = run(path, "--team", team.name, "--wait", "--poll", "0.01")
     data = json.loads(out)
     assert data["status"] == "completed"
-    assert data["request_counts"] == {"total": 3, "completed": 2, "failed": 1}
+    assert data["request_counts"] == {"total": 3, "completed": 2, "failed": 1, "cancelled": 0, "expired": 0}
     progress = capsys.readouterr().err  # tqdm writes to the real stderr
     assert "succeeded=2" in progress and "failed=1" in progress and "pending=0" in progress
 
