@@ -1,0 +1,70 @@
+"""Fixtures for the OpenAI-compatible surface: the files storage in a temp dir, the real openai SDK
+pointed at Django's live server, input-file builders."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import openai
+import pytest
+from django.conf import settings
+
+from batches.services import create_api_key
+
+
+@pytest.fixture(autouse=True)
+def files_root(tmp_path):
+    """Every test stores its files under its own temp dir (override_settings resets the storages)."""
+    from django.test import override_settings
+
+    root = tmp_path / "files"
+    storages = {
+        **settings.STORAGES,
+        "openai_files": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(root)},
+        },
+    }
+    with override_settings(STORAGES=storages):
+        yield root
+
+
+@pytest.fixture
+def sdk(live_server):
+    """sdk(raw_key) → an openai.OpenAI client on this gateway's /v1 (no SDK retries: every call is seen)."""
+
+    def make(raw_key: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=live_server.url + "/v1", api_key=raw_key, max_retries=0, timeout=60)
+
+    return make
+
+
+@pytest.fixture
+def client_for(sdk):
+    """client_for(team) → an SDK client with a fresh key of that team."""
+
+    def make(team) -> openai.OpenAI:
+        return sdk(create_api_key(team, "sdk")[1])
+
+    return make
+
+
+def request_line(custom_id: str, model: str, content: str = "hi", **body) -> dict:
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": model, "messages": [{"role": "user", "content": content}], **body},
+    }
+
+
+def jsonl(lines: list) -> io.BytesIO:
+    data = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines).encode()
+    buf = io.BytesIO(data)
+    buf.name = "input.jsonl"
+    return buf
+
+
+def read_jsonl(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
