@@ -37,12 +37,12 @@ class OpenAIErrorSerializer(serializers.Serializer):
 # --- files ----------------------------------------------------------------------------------------
 
 
-class FileUploadSerializer(serializers.Serializer):
+class OpenAIFileUploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="The JSONL input file (OpenAI Batch format).")
-    purpose = serializers.ChoiceField(choices=["batch"])
+    purpose = serializers.CharField(help_text='Must be "batch".')
 
 
-class FileListQuerySerializer(serializers.Serializer):
+class OpenAIFileListQuerySerializer(serializers.Serializer):
     purpose = serializers.CharField(required=False)
     after = serializers.CharField(required=False, max_length=64)
     limit = serializers.IntegerField(
@@ -51,36 +51,36 @@ class FileListQuerySerializer(serializers.Serializer):
     order = serializers.ChoiceField(choices=["asc", "desc"], required=False, default="desc")
 
 
-class FileObjectSerializer(serializers.Serializer):
+class OpenAIFileObjectSerializer(serializers.Serializer):
     id = serializers.CharField()
-    object = serializers.ChoiceField(choices=["file"])
+    object = serializers.CharField(help_text='Always "file".')
     bytes = serializers.IntegerField()
     created_at = serializers.IntegerField(help_text="Unix seconds.")
     filename = serializers.CharField()
     purpose = serializers.ChoiceField(choices=["batch", "batch_output"])
-    status = serializers.ChoiceField(choices=["processed"])
+    status = serializers.CharField(help_text='Always "processed".')
     expires_at = serializers.IntegerField(allow_null=True)
     status_details = serializers.CharField(allow_null=True)
 
 
-class FileListSerializer(serializers.Serializer):
-    object = serializers.ChoiceField(choices=["list"])
-    data = FileObjectSerializer(many=True)
+class OpenAIFileListSerializer(serializers.Serializer):
+    object = serializers.CharField(help_text='Always "list".')
+    data = OpenAIFileObjectSerializer(many=True)
     first_id = serializers.CharField(allow_null=True)
     last_id = serializers.CharField(allow_null=True)
     has_more = serializers.BooleanField()
 
 
-class FileDeletedSerializer(serializers.Serializer):
+class OpenAIFileDeletedSerializer(serializers.Serializer):
     id = serializers.CharField()
-    object = serializers.ChoiceField(choices=["file"])
+    object = serializers.CharField(help_text='Always "file".')
     deleted = serializers.BooleanField()
 
 
 # --- batches --------------------------------------------------------------------------------------
 
 
-class BatchCreateSerializer(serializers.Serializer):
+class OpenAIBatchCreateSerializer(serializers.Serializer):
     input_file_id = serializers.CharField(max_length=64)
     endpoint = serializers.CharField(
         max_length=64, help_text=f"Only {', '.join(ENDPOINTS)} (other values answer 400)."
@@ -96,42 +96,42 @@ class BatchCreateSerializer(serializers.Serializer):
     )
 
 
-class BatchListQuerySerializer(serializers.Serializer):
+class OpenAIBatchListQuerySerializer(serializers.Serializer):
     after = serializers.CharField(required=False, max_length=64)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIST_LIMIT, default=20)
 
 
-class BatchErrorSerializer(serializers.Serializer):
+class OpenAIBatchErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     param = serializers.CharField(allow_null=True)
     line = serializers.IntegerField(allow_null=True)
 
 
-class BatchErrorsSerializer(serializers.Serializer):
-    object = serializers.ChoiceField(choices=["list"])
-    data = BatchErrorSerializer(many=True)
+class OpenAIBatchErrorsSerializer(serializers.Serializer):
+    object = serializers.CharField(help_text='Always "list".')
+    data = OpenAIBatchErrorSerializer(many=True)
 
 
-class BatchRequestCountsSerializer(serializers.Serializer):
+class OpenAIBatchRequestCountsSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     completed = serializers.IntegerField()
     failed = serializers.IntegerField(help_text="Every line of the error file (failed, cancelled, expired).")
 
 
-class InputTokensDetailsSerializer(serializers.Serializer):
+class OpenAIInputTokensDetailsSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField()
 
 
-class OutputTokensDetailsSerializer(serializers.Serializer):
+class OpenAIOutputTokensDetailsSerializer(serializers.Serializer):
     reasoning_tokens = serializers.IntegerField()
 
 
-class BatchUsageSerializer(serializers.Serializer):
+class OpenAIBatchUsageSerializer(serializers.Serializer):
     input_tokens = serializers.IntegerField()
-    input_tokens_details = InputTokensDetailsSerializer()
+    input_tokens_details = OpenAIInputTokensDetailsSerializer()
     output_tokens = serializers.IntegerField()
-    output_tokens_details = OutputTokensDetailsSerializer()
+    output_tokens_details = OpenAIOutputTokensDetailsSerializer()
     total_tokens = serializers.IntegerField()
 
 
@@ -141,10 +141,10 @@ def _ts(**kw):
 
 class OpenAIBatchSerializer(serializers.Serializer):
     id = serializers.CharField()
-    object = serializers.ChoiceField(choices=["batch"])
+    object = serializers.CharField(help_text='Always "batch".')
     endpoint = serializers.CharField()
     model = serializers.CharField(allow_null=True)
-    errors = BatchErrorsSerializer(allow_null=True)
+    errors = OpenAIBatchErrorsSerializer(allow_null=True)
     input_file_id = serializers.CharField()
     completion_window = serializers.CharField()
     status = serializers.ChoiceField(choices=STATUSES)
@@ -159,16 +159,16 @@ class OpenAIBatchSerializer(serializers.Serializer):
     expired_at = _ts()
     cancelling_at = _ts()
     cancelled_at = _ts()
-    request_counts = BatchRequestCountsSerializer()
+    request_counts = OpenAIBatchRequestCountsSerializer()
     metadata = serializers.DictField(child=serializers.CharField(), allow_null=True)
-    usage = BatchUsageSerializer()
+    usage = OpenAIBatchUsageSerializer()
     priority = serializers.CharField(
         allow_null=True, help_text="Gateway extension: the native batch's priority."
     )
 
 
 class OpenAIBatchListSerializer(serializers.Serializer):
-    object = serializers.ChoiceField(choices=["list"])
+    object = serializers.CharField(help_text='Always "list".')
     data = OpenAIBatchSerializer(many=True)
     first_id = serializers.CharField(allow_null=True)
     last_id = serializers.CharField(allow_null=True)

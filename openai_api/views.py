@@ -22,16 +22,16 @@ from . import selectors, services
 from .errors import openai_exception_handler
 from .models import File, OpenAIBatch
 from .serializers import (
-    BatchCreateSerializer,
-    BatchListQuerySerializer,
-    FileDeletedSerializer,
-    FileListQuerySerializer,
-    FileListSerializer,
-    FileObjectSerializer,
-    FileUploadSerializer,
+    OpenAIBatchCreateSerializer,
+    OpenAIBatchListQuerySerializer,
     OpenAIBatchListSerializer,
     OpenAIBatchSerializer,
     OpenAIErrorSerializer,
+    OpenAIFileDeletedSerializer,
+    OpenAIFileListQuerySerializer,
+    OpenAIFileListSerializer,
+    OpenAIFileObjectSerializer,
+    OpenAIFileUploadSerializer,
 )
 from .services import OpenAIError
 
@@ -146,11 +146,11 @@ class FilesView(OpenAIView):
         tags=TAG,
         operation_id="openai_files_list",
         summary="List the team's files (OpenAI-compatible)",
-        parameters=[FileListQuerySerializer],
-        responses={200: FileListSerializer, **BAD_REQUEST, **AUTH_ERRORS},
+        parameters=[OpenAIFileListQuerySerializer],
+        responses={200: OpenAIFileListSerializer, **BAD_REQUEST, **AUTH_ERRORS},
     )
     def get(self, request):
-        query = FileListQuerySerializer(data=request.query_params)
+        query = OpenAIFileListQuerySerializer(data=request.query_params)
         if not query.is_valid():
             raise _invalid(query)
         params = query.validated_data
@@ -159,7 +159,7 @@ class FilesView(OpenAIView):
             qs, params.get("after"), params["limit"], descending=params["order"] == "desc"
         )
         data = [selectors.file_object(f) for f in rows]
-        return Response(FileListSerializer(_list(data, more)).data)
+        return Response(OpenAIFileListSerializer(_list(data, more)).data)
 
     @extend_schema(
         tags=TAG,
@@ -169,9 +169,9 @@ class FilesView(OpenAIView):
             "Multipart fields `file` (JSONL, one OpenAI batch request per line) and `purpose=batch`. "
             "Streamed to the files storage; at most GATEWAY_OPENAI_MAX_FILE_BYTES (default 200 MB)."
         ),
-        request={"multipart/form-data": FileUploadSerializer},
+        request={"multipart/form-data": OpenAIFileUploadSerializer},
         responses={
-            200: FileObjectSerializer,
+            200: OpenAIFileObjectSerializer,
             **BAD_REQUEST,
             413: OpenApiResponse(ERR, description="The file is larger than the cap."),
             415: OpenApiResponse(ERR, description="Not a multipart/form-data body."),
@@ -179,13 +179,13 @@ class FilesView(OpenAIView):
         },
     )
     def post(self, request):
-        form = FileUploadSerializer(data=request.data)
+        form = OpenAIFileUploadSerializer(data=request.data)
         if not form.is_valid():
             raise _invalid(form)
         file = services.upload_file(
             team=self.team, upload=form.validated_data["file"], purpose=form.validated_data["purpose"]
         )
-        return Response(FileObjectSerializer(selectors.file_object(file)).data)
+        return Response(OpenAIFileObjectSerializer(selectors.file_object(file)).data)
 
 
 class FileDetailView(OpenAIView):
@@ -193,21 +193,21 @@ class FileDetailView(OpenAIView):
         tags=TAG,
         operation_id="openai_files_retrieve",
         summary="A file's metadata (OpenAI-compatible)",
-        responses={200: FileObjectSerializer, **FILE_NOT_FOUND, **AUTH_ERRORS},
+        responses={200: OpenAIFileObjectSerializer, **FILE_NOT_FOUND, **AUTH_ERRORS},
     )
     def get(self, request, file_id):
-        return Response(FileObjectSerializer(selectors.file_object(self.get_file(file_id))).data)
+        return Response(OpenAIFileObjectSerializer(selectors.file_object(self.get_file(file_id))).data)
 
     @extend_schema(
         tags=TAG,
         operation_id="openai_files_delete",
         summary="Delete a file (OpenAI-compatible)",
-        responses={200: FileDeletedSerializer, **FILE_NOT_FOUND, **AUTH_ERRORS},
+        responses={200: OpenAIFileDeletedSerializer, **FILE_NOT_FOUND, **AUTH_ERRORS},
     )
     def delete(self, request, file_id):
         file = self.get_file(file_id)
         services.delete_file(file)
-        return Response(FileDeletedSerializer({"id": file_id, "object": "file", "deleted": True}).data)
+        return Response(OpenAIFileDeletedSerializer({"id": file_id, "object": "file", "deleted": True}).data)
 
 
 class FileContentView(OpenAIView):
@@ -234,11 +234,11 @@ class BatchesView(OpenAIView):
         tags=TAG,
         operation_id="openai_batches_list",
         summary="List the team's batches, newest first (OpenAI-compatible)",
-        parameters=[BatchListQuerySerializer],
+        parameters=[OpenAIBatchListQuerySerializer],
         responses={200: OpenAIBatchListSerializer, **BAD_REQUEST, **AUTH_ERRORS},
     )
     def get(self, request):
-        query = BatchListQuerySerializer(data=request.query_params)
+        query = OpenAIBatchListQuerySerializer(data=request.query_params)
         if not query.is_valid():
             raise _invalid(query)
         params = query.validated_data
@@ -258,7 +258,7 @@ class BatchesView(OpenAIView):
             "`body.model` names a route (or else a provider). `completion_window` is the deadline "
             "('24h', '1h', '15m', …); `priority` (high|normal|low) is a gateway extension."
         ),
-        request=BatchCreateSerializer,
+        request=OpenAIBatchCreateSerializer,
         examples=[
             OpenApiExample(
                 "create",
@@ -274,7 +274,7 @@ class BatchesView(OpenAIView):
         responses={200: OpenAIBatchSerializer, **BAD_REQUEST, **FILE_NOT_FOUND, **AUTH_ERRORS},
     )
     def post(self, request):
-        form = BatchCreateSerializer(data=request.data)
+        form = OpenAIBatchCreateSerializer(data=request.data)
         if not form.is_valid():
             raise _invalid(form)
         params = form.validated_data
