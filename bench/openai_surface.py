@@ -68,7 +68,13 @@ def prepare_fixtures() -> str:
 
     provider, _ = Provider.objects.update_or_create(
         name="bench-openai",
-        defaults=dict(base_url="http://127.0.0.1:9/bench-openai/v1", model="bench-chat", rpm=600, tpm=10**7, max_concurrency=10),
+        defaults=dict(
+            base_url="http://127.0.0.1:9/bench-openai/v1",
+            model="bench-chat",
+            rpm=600,
+            tpm=10**7,
+            max_concurrency=10,
+        ),
     )
     RoutingRule.objects.get_or_create(route="bench-chat-route", provider=provider)
     team, _ = create_team("bench-openai")
