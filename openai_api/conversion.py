@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -54,7 +54,7 @@ class LineError:
 
 class InputFileError(Exception):
     def __init__(self, errors: list[LineError]):
-        self.errors = errors[:MAX_LINE_ERRORS]
+        self.errors = sorted(errors, key=lambda e: (e.line is None, e.line or 0))[:MAX_LINE_ERRORS]
         super().__init__("; ".join(f"line {e.line}: {e.message}" for e in self.errors[:5]))
 
 
@@ -63,6 +63,13 @@ class ParsedFile:
     items: list[dict[str, Any]]
     sizes: list[int]  # raw bytes of each line
     lines: list[int]  # 1-based line number of each item
+    errors: list[LineError] = field(default_factory=list)  # problems found before native validation
+    bad: set[int] = field(default_factory=set)  # indexes of items with such problems
+
+    def good(self) -> tuple[list[dict[str, Any]], list[int], list[int]]:
+        """(items, sizes, line numbers) of the lines without problems of their own."""
+        keep = [i for i in range(len(self.items)) if i not in self.bad]
+        return [self.items[i] for i in keep], [self.sizes[i] for i in keep], [self.lines[i] for i in keep]
 
 
 def read_input(
@@ -74,11 +81,11 @@ def read_input(
     routes: Iterable[str],
     providers: Iterable[str],
 ) -> ParsedFile:
-    """Read an OpenAI batch input file line by line into native ITEMs; raise InputFileError listing
-    every (first 100) problem. The native validator still checks each ITEM afterwards."""
+    """Read an OpenAI batch input file line by line into native ITEMs. Problems of a line (JSON, url,
+    method, body) are collected in `errors`; the native validator checks the other lines afterwards.
+    Raises InputFileError for file-level problems (no lines, too many lines)."""
     routes, providers = frozenset(routes), frozenset(providers)
     parsed = ParsedFile(items=[], sizes=[], lines=[])
-    errors: list[LineError] = []
     for lineno, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
@@ -87,21 +94,24 @@ def read_input(
                 [LineError("too_many_requests", f"the file has more than {max_items} requests", None, lineno)]
             )
         size = len(raw.rstrip(b"\r\n"))
+        index = len(parsed.items)
         parsed.sizes.append(size)
         parsed.lines.append(lineno)
         if size > max_item_bytes:
-            errors.append(
+            line_errors = [
                 LineError("line_too_large", f"line is {size} bytes; at most {max_item_bytes}", None, lineno)
+            ]
+            item: dict[str, Any] = {}
+        else:
+            item, line_errors = native_item(
+                raw, lineno, endpoint=endpoint, routes=routes, providers=providers
             )
-            parsed.items.append({})
-            continue
-        item, line_errors = native_item(raw, lineno, endpoint=endpoint, routes=routes, providers=providers)
-        errors.extend(line_errors)
+        if line_errors:
+            parsed.errors.extend(line_errors)
+            parsed.bad.add(index)
         parsed.items.append(item)
     if not parsed.items:
-        errors.append(LineError("empty_file", "the input file contains no requests"))
-    if errors:
-        raise InputFileError(errors)
+        raise InputFileError([LineError("empty_file", "the input file contains no requests")])
     return parsed
 
 

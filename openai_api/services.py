@@ -26,6 +26,7 @@ from batches.submission import (
     batch_options,
     paused_gc,
     submit_batch,
+    validate_items,
 )
 from providers.models import Provider
 from providers.selectors import known_route_names
@@ -33,6 +34,8 @@ from providers.selectors import known_route_names
 from .conversion import (
     ENDPOINTS,
     InputFileError,
+    LineError,
+    ParsedFile,
     line_error_from_native,
     read_input,
     split_results,
@@ -171,6 +174,8 @@ def create_batch(*, team: Team, api_key: ApiKey | None, request: BatchRequest) -
     try:
         with paused_gc():
             parsed = _read_input_file(request.input_file, request.endpoint)
+        if parsed.errors:
+            raise InputFileError(parsed.errors + _native_errors(parsed))
         with transaction.atomic():
             batch = submit_batch(
                 team=team,
@@ -187,9 +192,24 @@ def create_batch(*, team: Team, api_key: ApiKey | None, request: BatchRequest) -
         errors = exc.errors
     except SubmissionError as exc:
         errors = [line_error_from_native(e.index, e.field, e.message, parsed.lines) for e in exc.errors]
+    errors.sort(key=lambda e: (e.line is None, e.line or 0))
     return OpenAIBatch.objects.create(
         errors={"object": "list", "data": [e.as_dict() for e in errors]}, failed_at=timezone.now(), **common
     )
+
+
+def _native_errors(parsed: ParsedFile) -> list[LineError]:
+    """What the native validator finds in the lines that passed the line checks (so that one answer
+    lists every problem)."""
+    items, sizes, lines = parsed.good()
+    if not items:
+        return []
+    try:
+        with paused_gc():
+            validate_items(items, sizes)
+    except SubmissionError as exc:
+        return [line_error_from_native(e.index, e.field, e.message, lines) for e in exc.errors]
+    return []
 
 
 def _read_input_file(file: File, endpoint: str):
