@@ -117,7 +117,8 @@ def batch_object(ob: OpenAIBatch) -> dict[str, Any]:
         "status": status,
         "output_file_id": ob.output_file_id,
         "error_file_id": ob.error_file_id,
-        "created_at": ts(ob.created_at),
+        # the native batch's creation time, so that expires_at - created_at is the window exactly
+        "created_at": ts(batch.created_at if batch is not None else ob.created_at),
         "in_progress_at": ts(ob.in_progress_at),
         "expires_at": ts(expires_at),
         "finalizing_at": ts(ended_at) if status in ("finalizing", "completed", "expired") else None,

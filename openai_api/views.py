@@ -224,9 +224,9 @@ class FileContentView(OpenAIView):
     def get(self, request, file_id):
         file = self.get_file(file_id)
         stream = services.file_storage().open(file.storage_name, "rb")
-        response = FileResponse(stream, content_type="application/octet-stream")
-        response["Content-Disposition"] = f'attachment; filename="{file.filename}"'
-        return response
+        return FileResponse(
+            stream, as_attachment=True, filename=file.filename, content_type="application/octet-stream"
+        )
 
 
 class BatchesView(OpenAIView):
