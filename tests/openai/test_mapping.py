@@ -237,3 +237,14 @@ def test_result_lines_per_error_type():
         body["id"]
         == result_line({"custom_id": "c", "ok": True, "response": {}, "error": None}, "batch_1")[1]["id"]
     )
+
+
+def test_odd_filenames_are_kept_safe_in_the_download_header(client):
+    response = upload(client, [request_line("a", "chat")], name='we"ird\nname.jsonl')
+    assert response.status_code == 200, response.content
+    file = response.json()
+    assert "\n" not in file["filename"]
+    download = client.get(f"/v1/files/{file['id']}/content")
+    assert download.status_code == 200
+    assert download["Content-Disposition"].startswith("attachment; filename=")
+    assert json.loads(b"".join(download.streaming_content))["custom_id"] == "a"
