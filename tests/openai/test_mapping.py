@@ -248,3 +248,16 @@ def test_odd_filenames_are_kept_safe_in_the_download_header(client):
     assert download.status_code == 200
     assert download["Content-Disposition"].startswith("attachment; filename=")
     assert json.loads(b"".join(download.streaming_content))["custom_id"] == "a"
+
+
+def test_throttled_key_gets_openai_rate_limit_error(client, redis_sync):
+    from django.conf import settings
+
+    rates = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"api_key": "2/min"}}
+    with override_settings(REST_FRAMEWORK=rates):
+        statuses = [client.get("/v1/files").status_code for _ in range(3)]
+        response = client.get("/v1/batches")
+    assert statuses == [200, 200, 429]
+    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert response.json()["error"]["type"] == "rate_limit_error"
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
