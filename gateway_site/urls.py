@@ -19,4 +19,5 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/", include("batches.api.urls")),
     path("dashboard/", include("dashboard.urls")),
+    path("v1/", include("openai_api.urls")),
 ]
