@@ -100,7 +100,18 @@ GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimu
 GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
 GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=5.0)
 GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
-DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
+# Hardening (issue #13): a provider answer larger than this (decompressed) is invalid_response; a
+# Retry-After / x-ratelimit-reset-* longer than this is ignored as malformed; an item waits at most
+# this long in total for an open circuit breaker.
+GATEWAY_MAX_ANSWER_BYTES = env_int("GATEWAY_MAX_ANSWER_BYTES", 4 * 1024 * 1024, minimum=1024)
+GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS = env_float(
+    "GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS", 600.0, minimum=1.0, maximum=86_400.0
+)
+GATEWAY_MAX_BREAKER_WAIT_SECONDS = env_float(
+    "GATEWAY_MAX_BREAKER_WAIT_SECONDS", 120.0, minimum=0.0, maximum=86_400.0
+)
+# DATA_UPLOAD_MAX_MEMORY_SIZE stays Django's default (2.5 MB) for every form and login POST; only
+# POST /api/v1/batches reads a larger body, itself (request.stream), capped by GATEWAY_MAX_BODY_BYTES.
 
 # --- django ---------------------------------------------------------------------------------------
 INSTALLED_APPS = [

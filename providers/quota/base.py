@@ -263,8 +263,10 @@ class BaseQuotaStore:
 
     async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
         """Settle a reservation with the provider's reported usage: refund the unused part, or take the
-        overage as debt (the TPM bucket may go negative, delaying the next callers)."""
-        delta = int(actual_tokens) - int(reservation.tokens)
+        overage as debt (the TPM bucket may go negative, delaying the next callers). The debt is
+        clamped to one bucket's capacity: an absurd ``usage`` (10^12 tokens) delays the provider by
+        at most one bucket refill, never for good."""
+        delta = min(int(actual_tokens) - int(reservation.tokens), int(limits.tpm_capacity))
         if delta:
             await self._reconcile_delta(limits, delta)
 
