@@ -2,9 +2,10 @@
 
     python -m tests.faults.broken_provider [--port 0]     # prints "PORT <n>" on its first stdout line
 
-Every path ``/{mode}/v1/chat/completions`` answers in one broken way (``MODES``); ``/ok/...`` answers
-normally. The server counts every request by its ``X-Request-ID`` (the gateway sends the item's
-custom_id) and by mode: ``GET /counts`` → ``{"by_mode": {...}, "by_request": {...}}``.
+Every path ``/{mode}/v1/chat/completions`` answers in one broken way (the ``mode_*`` methods);
+``/ok/...``, and any request whose last message's content is exactly "normal", answer normally.
+The server counts every request by its ``X-Request-ID`` (the gateway sends the item's custom_id) and
+by mode: ``GET /counts`` → ``{"by_mode": {...}, "by_request": {...}}``.
 Standard library + aiohttp only (no Django), so it is a plain separate process.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import json
 import sys
 from collections import Counter
 
@@ -33,6 +35,13 @@ def completion(
     ).encode()
 
 
+def _is_normal(body: bytes) -> bool:
+    try:
+        return json.loads(body)["messages"][-1]["content"] == "normal"
+    except (ValueError, LookupError, TypeError):
+        return False
+
+
 def _bomb() -> bytes:
     out = gzip.compress(b"0" * GZIP_BOMB_BYTES, compresslevel=9)
     return out
@@ -47,9 +56,11 @@ class Broken:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         mode = request.match_info["mode"]
         rid = request.headers.get("X-Request-ID", "")
-        await request.read()
+        body = await request.read()
         self.by_mode[mode] += 1
         self.by_request[rid] += 1
+        if _is_normal(body):  # a normal request answers normally on every path
+            return await self.mode_ok(request)
         answer = getattr(self, "mode_" + mode, None)
         if answer is None:
             return web.Response(status=404, text="unknown mode")
