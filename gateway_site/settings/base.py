@@ -186,6 +186,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_THROTTLE_RATES": {"api_key": GATEWAY_API_THROTTLE_RATE},
     "UNAUTHENTICATED_USER": None,
+    # a dependency that is down (Redis, database) answers JSON 503 + Retry-After, never an HTML 500
+    "EXCEPTION_HANDLER": "batches.api.exceptions.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
