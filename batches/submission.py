@@ -13,18 +13,19 @@ chunks. After the transaction commits, `batches.tasks.start_batch` is queued for
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
 from providers.models import Provider
@@ -598,11 +599,13 @@ def submit_batch(
     api_key: ApiKey | None = None,
     item_sizes: Sequence[int] | None = None,
     options: BatchOptions | None = None,
+    idempotency: Idempotency | None = None,
 ) -> Batch:
     """Validate `items` and store a queued batch with its items in one transaction.
 
     Raises SubmissionError (nothing stored) when any item or the metadata is invalid. After commit,
-    `batches.tasks.start_batch.delay(batch_id)` is called.
+    `batches.tasks.start_batch.delay(batch_id)` is called. With ``idempotency`` the batch row carries
+    its key and request hash (see ``submit_idempotent``); a concurrent twin raises IntegrityError.
     """
     metadata = {} if metadata is None else metadata
     metadata_errors = _metadata_errors(metadata)
@@ -622,6 +625,8 @@ def submit_batch(
             priority=options.priority,
             completion_window=options.completion_window,
             expires_at=now + options.window if options.window else None,
+            idempotency_key=idempotency.key if idempotency else "",
+            request_hash=idempotency.request_hash if idempotency else "",
         )
         insert_items(batch, valid)
         batch_id = str(batch.id)
@@ -636,6 +641,7 @@ def submit_body(
     content_type: str | None,
     api_key: ApiKey | None = None,
     query: dict[str, str] | None = None,
+    idempotency: Idempotency | None = None,
 ) -> Batch:
     """Parse a raw request body (JSON or JSONL) and submit it. Raises SubmissionError.
 
@@ -654,7 +660,73 @@ def submit_body(
         api_key=api_key,
         item_sizes=parsed.item_sizes,
         options=options,
+        idempotency=idempotency,
     )
+
+
+# --- Idempotency-Key ------------------------------------------------------------------------------
+
+IDEMPOTENCY_KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")  # visible ASCII, no spaces
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    key: str
+    request_hash: str
+
+
+class IdempotencyConflict(Exception):
+    """The key was already used by this team for a different request (HTTP 409)."""
+
+    def __init__(self, batch: Batch):
+        self.batch = batch
+        super().__init__(
+            f"Idempotency-Key already used for batch {batch.id} with a different request; "
+            "use a new key for a new batch"
+        )
+
+
+def request_hash(body: bytes, content_type: str | None, query: dict[str, str] | None = None) -> str:
+    """SHA-256 over what decides the batch: the media type, the JSONL options and the body bytes."""
+    digest = hashlib.sha256()
+    digest.update(media_type_of(content_type).encode() + b"\n")
+    for name in ("priority", "completion_window"):
+        digest.update(f"{name}={(query or {}).get(name) or ''}\n".encode())
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def submit_idempotent(
+    *, team: Team, key: str | None, request_hash: str, submit: Callable[[Idempotency | None], Batch]
+) -> tuple[Batch, bool]:
+    """Run ``submit`` at most once per (team, Idempotency-Key). Returns (batch, created).
+
+    No key: ``submit(None)``. A key seen before with the same request hash: the first batch, not
+    created again (whatever it became since). With another hash: IdempotencyConflict. Two requests
+    racing with one key: the unique constraint lets one insert; the other gets its batch (or the 409).
+    A bad key is a SubmissionError naming the header. Callers: POST /api/v1/batches and any other
+    submission endpoint (``submit`` wraps submit_body / submit_batch with its own arguments)."""
+    if key is None or key == "":
+        return submit(None), True
+    if not IDEMPOTENCY_KEY_RE.match(key):
+        raise _body_error(400, "Idempotency-Key", "must be 1-255 visible ASCII characters (no spaces)")
+    existing = _batch_for_key(team, key, request_hash)
+    if existing is not None:
+        return existing, False
+    try:
+        return submit(Idempotency(key, request_hash)), True
+    except IntegrityError:
+        existing = _batch_for_key(team, key, request_hash)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _batch_for_key(team: Team, key: str, request_hash: str) -> Batch | None:
+    batch = Batch.objects.filter(team=team, idempotency_key=key).first()
+    if batch is not None and batch.request_hash != request_hash:
+        raise IdempotencyConflict(batch)
+    return batch
 
 
 log = logging.getLogger(__name__)
