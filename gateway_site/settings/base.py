@@ -22,7 +22,9 @@ if SECURE_SSL_REDIRECT:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+    # HSTS on whenever TLS is (a year by default; 0 turns it off)
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # --- database -------------------------------------------------------------------------------------
 _database_url = env_str("DATABASE_URL", "sqlite:///db.sqlite3")
