@@ -153,6 +153,11 @@ class BaseQuotaStore:
         Returns paused_until in the store's ms clock."""
         raise NotImplementedError
 
+    async def clear_pause(self, limits: ProviderLimits) -> None:
+        """End a 429 pause (penalize) now, for every worker; tokens and leases are untouched.
+        For operators (admin action "Clear rate-limit pause")."""
+        raise NotImplementedError
+
     async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
         """0 = lease taken; otherwise a hint in ms until the earliest held lease expires."""
         raise NotImplementedError
