@@ -14,6 +14,7 @@ result write and the reaper re-ran the chunk forever) and the second waited ~120
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 import warnings
@@ -25,6 +26,7 @@ from django.conf import settings
 
 from batches.engine.http import MAX_USAGE_TOKENS
 from batches.models import Batch, BatchItem, ItemStatus
+from batches.selectors import result_page
 from gateway_site import celery_app
 from tests.engine.test_celery_workers import start_worker, stop
 from tests.engine.test_execution import make_batch
@@ -141,9 +143,17 @@ def test_poison_batch_ends_cleanly_and_a_normal_batch_follows(
         if mode == "huge_usage":
             assert row.total_tokens == MAX_USAGE_TOKENS
         if mode == "odd_headers":
-            assert "10.0.0.7" not in row.error_message and "internal.example" not in row.error_message
+            # teams see class, status and a short sanitised message; staff keep the full body
+            assert row.error_message == "upstream [address] failed, see [url]"
+            assert "10.0.0.7:8443" in row.attempt_log[-1]["detail"]
+        if mode == "html":
+            assert row.error_message == "answer is HTML" and "10.1.2.3" in row.attempt_log[-1]["detail"]
         if mode in ("big", "gzip_bomb"):
             assert "larger than" in row.error_message
+    # what the team reads through the API: no hosts, no IPs, no bodies, no attempt log
+    team_view = json.dumps(result_page(batch, limit=1000)[0])
+    for leak in ("10.0.0.7", "internal.example", "10.1.2.3", "<html>", "detail"):
+        assert leak not in team_view
     assert (batch.completed_count, batch.failed_count) == (
         sum(PER_MODE for s, _ in POISON.values() if s == ItemStatus.SUCCEEDED),
         sum(PER_MODE for s, _ in POISON.values() if s == ItemStatus.FAILED),

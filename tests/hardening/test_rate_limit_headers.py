@@ -103,3 +103,22 @@ def test_a_429_asking_for_three_years_does_not_pause_the_provider(broken):
     assert broken.counts()["by_mode"]["reset_429"] - before == 9  # max_retries + 1 calls per item
     assert state.paused_until_ms == 0  # the absurd header was ignored: no pause at all
     assert state.wait_ms < 1000
+
+
+def test_reconcile_debt_is_clamped_to_one_bucket():
+    """Pre-fix: a 10^12-token usage drove the TPM bucket to −10^12 (blocked for good)."""
+    from providers.quota.types import ProviderLimits
+
+    limits = ProviderLimits(
+        name="p", rpm=6000, tpm=60_000, max_concurrency=4, burst_seconds=1.0, timeout_seconds=5.0
+    )
+    store = LocalQuotaStore(global_max_in_flight=8)
+
+    async def run():
+        reservation = await store.acquire(limits, 10)
+        await store.reconcile(limits, reservation, 10**12)
+        return await store.snapshot(limits)
+
+    state = asyncio.run(run())
+    assert state.tpm_tokens_available >= -limits.tpm_capacity - 10
+    assert state.wait_ms <= 2_100  # at most about two bucket refills (1 s each), not 10^7 s
