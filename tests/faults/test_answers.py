@@ -9,11 +9,12 @@ import json
 import httpx
 import pytest
 
-from batches.engine.http import MAX_USAGE_TOKENS, AiohttpProviderClient, ProviderClient
+from batches.engine.http import AiohttpProviderClient, ProviderClient
 from providers.routing import ProviderConfig
 
 MSG = [{"role": "user", "content": "hi"}]
-CAP = 4 * 1024 * 1024
+CAP = 4 * 1024 * 1024  # the default answer cap (GATEWAY_MAX_ANSWER_BYTES)
+MAX_USAGE_TOKENS = 10_000_000  # batches.engine.http.MAX_USAGE_TOKENS
 
 
 def config(broken, mode: str) -> ProviderConfig:
@@ -32,9 +33,9 @@ def config(broken, mode: str) -> ProviderConfig:
 
 async def _call(kind: str, cfg: ProviderConfig):
     if kind == "aiohttp":
-        client = AiohttpProviderClient(cfg, max_answer_bytes=CAP)
+        client = AiohttpProviderClient(cfg)
     else:
-        client = ProviderClient(cfg, transport=httpx.AsyncHTTPTransport(retries=0), max_answer_bytes=CAP)
+        client = ProviderClient(cfg, transport=httpx.AsyncHTTPTransport(retries=0))
     try:
         return await client.chat(MSG, request_id=f"{kind}-{cfg.name}")
     finally:

@@ -24,7 +24,6 @@ import pytest
 from celery.exceptions import AlwaysEagerIgnored
 from django.conf import settings
 
-from batches.engine.http import MAX_USAGE_TOKENS
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.selectors import result_page
 from gateway_site import celery_app
@@ -34,6 +33,7 @@ from tests.engine.test_execution import make_batch
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 MAX_RETRIES = 1
+MAX_USAGE_TOKENS = 10_000_000  # batches.engine.http.MAX_USAGE_TOKENS
 POISON = {
     # mode: (item status, error type) of every item sent there
     "nul": (ItemStatus.SUCCEEDED, ""),

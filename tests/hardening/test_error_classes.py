@@ -11,7 +11,7 @@ import itertools
 import pytest
 from django.db.models import Count
 
-from batches.engine.retry import ERROR_CLASS_KEYS, ErrorType, error_class
+from batches.engine.retry import ErrorType, error_class
 from batches.models import BatchItem, ItemStatus
 from dashboard import selectors
 from tests.engine.test_execution import make_batch, q
@@ -24,6 +24,8 @@ FIXTURE = list(itertools.product(TYPES, STATUSES))
 
 
 def test_engine_and_dashboard_sql_classify_every_outcome_alike(team):
+    from batches.engine.retry import ERROR_CLASS_KEYS
+
     batch = make_batch(team, [q(f"i{n}", provider="p") for n in range(len(FIXTURE))])
     rows = list(BatchItem.objects.filter(batch=batch).order_by("seq"))
     for row, (error_type, status) in zip(rows, FIXTURE, strict=True):
@@ -32,7 +34,7 @@ def test_engine_and_dashboard_sql_classify_every_outcome_alike(team):
 
     by_sql = dict(
         BatchItem.objects.filter(batch=batch)
-        .annotate(klass=selectors.error_class_expr())
+        .annotate(klass=selectors._error_class_expr())
         .values_list("custom_id", "klass")
     )
     for n, (error_type, status) in enumerate(FIXTURE):
@@ -52,7 +54,7 @@ def test_engine_and_dashboard_sql_classify_every_outcome_alike(team):
     assert sum(counts) == len(FIXTURE)
     grouped = dict(
         BatchItem.objects.filter(batch=batch)
-        .annotate(klass=selectors.error_class_expr())
+        .annotate(klass=selectors._error_class_expr())
         .values("klass")
         .annotate(n=Count("id"))
         .values_list("klass", "n")

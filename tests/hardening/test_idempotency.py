@@ -10,7 +10,6 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from batches.models import Batch, BatchItem
-from batches.submission import IdempotencyConflict, request_hash, submit_idempotent
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +82,7 @@ def test_invalid_body_with_a_key_stores_nothing_and_the_key_stays_free(client, r
 @pytest.mark.django_db(transaction=True)
 def test_racing_twins_make_one_batch(team, route, monkeypatch):
     """Two threads submit the same key at once: the unique constraint lets one insert."""
-    from batches.submission import submit_body
+    from batches.submission import IdempotencyConflict, request_hash, submit_body, submit_idempotent
 
     started = []
     monkeypatch.setattr("batches.submission.enqueue_start", started.append)  # no engine run here

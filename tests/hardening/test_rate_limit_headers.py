@@ -8,7 +8,7 @@ from email.utils import formatdate
 import pytest
 
 from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy
-from batches.engine.retry import header_seconds, parse_reset_duration, parse_retry_after, rate_limit_wait
+from batches.engine.retry import parse_reset_duration, parse_retry_after, rate_limit_wait
 from providers.breaker import BreakerConfig, LocalBreaker
 from providers.quota.local import LocalQuotaStore
 from providers.routing import routing_table_from_config
@@ -31,11 +31,15 @@ NOW = 1_800_000_000.0
     ],
 )
 def test_every_format_is_read(value, seconds):
+    from batches.engine.retry import header_seconds
+
     assert header_seconds(value, now=NOW) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("value", ["soon", "", "NaN", "1e309", "inf", "5x", "m5", "9" * 80, None])
 def test_unreadable_values_are_none(value):
+    from batches.engine.retry import header_seconds
+
     assert header_seconds(value, now=NOW) is None
 
 
