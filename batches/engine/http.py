@@ -489,6 +489,8 @@ class AiohttpProviderClient:
         encoding = response.headers.get("Content-Encoding")
         if _declared_too_large(response.headers.get("Content-Length"), self.max_answer_bytes, encoding):
             raise AnswerRejected(f"answer larger than {self.max_answer_bytes} bytes")
+        if encoding is None and response.content_length is not None:
+            return await response.read()  # identity, declared length within the cap: aiohttp stops there
         body = BoundedBody(self.max_answer_bytes, encoding)
         async for chunk in response.content.iter_chunked(READ_CHUNK):
             body.feed(chunk)

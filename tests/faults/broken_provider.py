@@ -94,6 +94,17 @@ class Broken:
     async def mode_big(self, request):  # a 5 MB answer
         return web.Response(body=completion('"' + "x" * FIVE_MB + '"'), content_type="application/json")
 
+    async def mode_big_chunked(self, request):  # 5 MB with no Content-Length (chunked), never-ending JSON
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(b'{"choices": [{"message": {"content": "')
+        for _ in range(FIVE_MB // 65536 + 1):
+            await response.write(b"x" * 65536)
+        await response.write(b'"}}]}')
+        await response.write_eof()
+        return response
+
     async def mode_gzip_bomb(self, request):  # ~64 KB on the wire, 64 MB decompressed
         return web.Response(
             body=self._bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
