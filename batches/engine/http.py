@@ -30,6 +30,7 @@ respx in tests).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import math
 import re
@@ -176,10 +177,29 @@ def parse_usage(body: Any) -> dict[str, int] | None:
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
-_IPV6 = re.compile(r"\[?\b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{0,4}\]?(?::\d+)?", re.I)
-_HOST = re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}(?::\d+)?\b", re.I)
+_IPV6_CANDIDATE = re.compile(r"\[?[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}\]?(?::\d+)?", re.I)
+# host names: a name with a port, or ending in a common/internal top-level label (not "messages.content")
+_TLDS = (
+    "com|net|org|io|ai|dev|app|cloud|co|us|eu|uk|de|fr|jp|cn|info|biz|xyz|internal|local|localdomain|lan|"
+    "corp|intra|svc|cluster|example|test|invalid"
+)
+_HOST = re.compile(
+    rf"\b(?:(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+(?:{_TLDS})\b(?::\d+)?"
+    r"|(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*[a-z0-9-]*[a-z][a-z0-9-]*:\d{2,5}\b|\blocalhost\b)",
+    re.I,
+)
 _SECRET = re.compile(r"\b(?:bearer\s+\S+|sk-[A-Za-z0-9_-]{6,}\S*|key-[A-Za-z0-9_-]{6,})", re.I)
 _HEADER_LINE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9-]*:\s.*$", re.M)
+
+
+def _ipv6_or_same(match: re.Match) -> str:
+    candidate = match.group(0)
+    address = candidate.lstrip("[").split("]")[0]
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return candidate
+    return "[address]"
 
 
 def sanitize_message(text: str) -> str:
@@ -190,7 +210,7 @@ def sanitize_message(text: str) -> str:
     text = _URL.sub("[url]", text)
     text = _SECRET.sub("[redacted]", text)
     text = _IPV4.sub("[address]", text)
-    text = _IPV6.sub("[address]", text)
+    text = _IPV6_CANDIDATE.sub(_ipv6_or_same, text)
     text = _HOST.sub("[host]", text)
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     line = "".join(ch if ch.isprintable() else " " for ch in line)

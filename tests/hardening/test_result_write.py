@@ -74,3 +74,24 @@ def test_bigint_token_counts_are_stored(team):
     write_results(str(batch.id), [(item, ok("big", {"c": 1}, tokens=3 * 10**9))], owner=OWNER)
     item.refresh_from_db()
     assert (item.status, item.prompt_tokens) == (ItemStatus.SUCCEEDED, 3 * 10**9)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("group_size", [2, 600])  # one statement, and several statements in one transaction
+def test_poison_rows_in_autocommit_mode(team, group_size):
+    """As in a worker: no surrounding transaction (one statement), or WRITE_BATCH_ROWS slices."""
+    from django.db import connection
+
+    assert not connection.in_atomic_block
+    good = [f"good{i}" for i in range(group_size)]
+    batch = make_batch(team, [q(c, provider="p") for c in good + ["nul", "nan"]])
+    items = {i.custom_id: i for i in claim_items(str(batch.id), owner=OWNER)}
+    entries = [(items[c], ok(c, {"content": c})) for c in good]
+    entries.insert(1, (items["nul"], POISON["nul"]))
+    entries.append((items["nan"], POISON["nan"]))
+    assert write_results(str(batch.id), entries, owner=OWNER) == group_size + 2
+    statuses = dict(BatchItem.objects.filter(batch=batch).values_list("custom_id", "error_type"))
+    assert statuses["nul"] == statuses["nan"] == "invalid_response"
+    assert sum(1 for c in good if statuses[c] == "") == group_size
+    batch = Batch.objects.get(id=batch.id)
+    assert (batch.completed_count, batch.failed_count) == (group_size, 2)
