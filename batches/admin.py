@@ -1,4 +1,5 @@
-from django.contrib import admin, messages
+from django.contrib import admin
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -58,12 +59,29 @@ class ApiKeyAdmin(admin.ModelAdmin):
             obj.prefix = visible_prefix(raw)
             obj.key_hash = hash_key(raw)
             super().save_model(request, obj, form, change)
-            messages.warning(
-                request,
-                f"New API key for team {obj.team.name} (shown once, copy it now): {raw}",
-            )
+            # kept on this request only: rendered once by response_add, never put in the messages
+            # cookie or the session
+            request._new_api_key = raw
             return
         super().save_model(request, obj, form, change)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """The new raw key on its own page (no-store), instead of a message that would travel in the
+        messages cookie."""
+        raw = getattr(request, "_new_api_key", None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "New API key",
+            "key": obj,
+            "raw_key": raw,
+            "opts": self.model._meta,
+            "changelist_url": reverse("admin:batches_apikey_changelist"),
+        }
+        response = TemplateResponse(request, "admin/batches/apikey/created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset):

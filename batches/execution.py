@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
@@ -182,7 +182,10 @@ def engine_options() -> EngineOptions:
         retry=RetryPolicy(
             base_seconds=float(settings.GATEWAY_RETRY_BASE_SECONDS),
             cap_seconds=float(settings.GATEWAY_RETRY_CAP_SECONDS),
+            max_rate_limit_wait_seconds=float(settings.GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS),
         ),
+        max_breaker_wait_seconds=float(settings.GATEWAY_MAX_BREAKER_WAIT_SECONDS),
+        max_answer_bytes=int(settings.GATEWAY_MAX_ANSWER_BYTES),
     )
 
 
@@ -262,8 +265,8 @@ def write_results(
 _VALUE_COLUMNS = (
     ("id", "bigint"), ("status", "varchar"), ("provider", "varchar"), ("attempts", "integer"),
     ("latency_ms", "integer"), ("response", "jsonb"), ("error_type", "varchar"),
-    ("error_status_code", "smallint"), ("error_message", "text"), ("prompt_tokens", "integer"),
-    ("completion_tokens", "integer"), ("total_tokens", "integer"), ("retry_extra_tokens", "integer"),
+    ("error_status_code", "smallint"), ("error_message", "text"), ("prompt_tokens", "bigint"),
+    ("completion_tokens", "bigint"), ("total_tokens", "bigint"), ("retry_extra_tokens", "bigint"),
     ("attempt_log", "jsonb"),
 )  # fmt: skip
 _UPDATE_SQL = (
@@ -288,7 +291,39 @@ def _update_values(entries: list[tuple[BatchItem, ItemResult]], owner: str, now,
     many rows were written.
 
     All rows travel as ONE jsonb parameter (``jsonb_to_recordset``): one C-speed json.dumps instead of
-    14 parameters per row quoted one by one by the driver (JSON null → SQL NULL, as before)."""
+    14 parameters per row quoted one by one by the driver (JSON null → SQL NULL, as before).
+
+    A value PostgreSQL refuses (DataError: NUL or a lone surrogate in text/jsonb, a number out of
+    range; ValueError: NaN) must not fail the neighbours' write nor make the items run again: the
+    rows are then written one by one, and a row that still cannot be written is stored as that
+    item's ``invalid_response`` result (``_unstorable``)."""
+    try:
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+            return _update_values_once(entries, owner, now, batch_id)
+    except (DataError, ValueError) as exc:
+        if len(entries) == 1:
+            item, result = entries[0]
+            log.warning("batch %s: result of item %s cannot be stored (%s)", batch_id, item.pk, exc)
+            with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+                return _update_values_once([(item, _unstorable(result, exc))], owner, now, batch_id)
+        return sum(_update_values([entry], owner, now, batch_id) for entry in entries)
+
+
+def _unstorable(result: ItemResult, exc: BaseException) -> ItemResult:
+    """The stored stand-in for a result PostgreSQL refused: invalid_response, nothing of the answer."""
+    return ItemResult(
+        result.custom_id,
+        "failed",
+        provider=result.provider,
+        attempts=result.attempts,
+        latency_ms=result.latency_ms,
+        error_type="invalid_response",
+        error_status_code=result.error_status_code,
+        error_message=f"the provider's answer could not be stored ({type(exc).__name__})",
+    )
+
+
+def _update_values_once(entries: list[tuple[BatchItem, ItemResult]], owner: str, now, batch_id: str) -> int:
     rows = [
         {
             "id": item.id, "status": ENGINE_TO_ITEM_STATUS[r.status], "provider": r.provider,
@@ -301,7 +336,7 @@ def _update_values(entries: list[tuple[BatchItem, ItemResult]], owner: str, now,
         for item, r in entries
     ]  # fmt: skip
     sql = _UPDATE_SQL.format(items=BatchItem._meta.db_table, batches=Batch._meta.db_table)
-    params = [now, json.dumps(rows), ItemStatus.RUNNING, owner]
+    params = [now, json.dumps(rows, allow_nan=False), ItemStatus.RUNNING, owner]
     params += [ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, str(batch_id)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

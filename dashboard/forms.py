@@ -16,6 +16,31 @@ class DateInput(forms.DateInput):
     input_type = "date"
 
 
+# Dates the pages can do arithmetic with (a day after, two weeks before) without overflowing.
+MIN_DATE = dt.date(2000, 1, 1)
+MAX_DATE = dt.date(2999, 12, 31)
+
+
+class BoundedDateField(forms.DateField):
+    """A date between MIN_DATE and MAX_DATE; anything else is a form error naming the field."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", DateInput)
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        try:
+            day = super().to_python(value)
+        except OverflowError:
+            raise forms.ValidationError("not a usable date", code="invalid") from None
+        if day is not None and not MIN_DATE <= day <= MAX_DATE:
+            raise forms.ValidationError(
+                f"must be between {MIN_DATE.isoformat()} and {MAX_DATE.isoformat()}", code="out_of_range"
+            )
+        return day
+
+
 class _RangeMixin:
     def clean(self):
         data = super().clean()
@@ -34,8 +59,8 @@ def _team_field() -> forms.ModelChoiceField:
 class BatchFilterForm(_RangeMixin, forms.Form):
     team = _team_field()
     status = forms.ChoiceField(choices=[("", "any status"), *BatchStatus.choices], required=False)
-    date_from = forms.DateField(required=False, widget=DateInput, label="from")
-    date_to = forms.DateField(required=False, widget=DateInput, label="to")
+    date_from = BoundedDateField(label="from")
+    date_to = BoundedDateField(label="to")
 
 
 WINDOWS = [
@@ -55,8 +80,8 @@ class FailureFilterForm(_RangeMixin, forms.Form):
     team = _team_field()
     batch = forms.UUIDField(required=False, label="batch id")
     window = forms.ChoiceField(choices=[(k, label) for k, label, _ in WINDOWS], required=False, label="time")
-    date_from = forms.DateField(required=False, widget=DateInput, label="from")
-    date_to = forms.DateField(required=False, widget=DateInput, label="to")
+    date_from = BoundedDateField(label="from")
+    date_to = BoundedDateField(label="to")
 
     def __init__(self, *args, provider_names: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,8 +106,8 @@ USAGE_MAX_DAYS = 366
 
 class UsageFilterForm(_RangeMixin, forms.Form):
     team = _team_field()
-    date_from = forms.DateField(required=False, widget=DateInput, label="from")
-    date_to = forms.DateField(required=False, widget=DateInput, label="to")
+    date_from = BoundedDateField(label="from")
+    date_to = BoundedDateField(label="to")
 
     def clean(self):
         data = super().clean()

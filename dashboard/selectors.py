@@ -15,29 +15,34 @@ from dataclasses import dataclass, field
 from django.db.models import Avg, Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
 from django.utils import timezone
 
+from batches.engine.retry import (
+    CLASS_OTHER,
+    ERROR_CLASS_TABLE,
+    OTHER_LABEL,
+    ErrorClassRule,
+    error_class,
+)
 from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
 from providers.models import Provider
 
 # --- error classes (seed §5.3 step one: which provider, 4xx or 5xx) --------------------------------
+# Generated from the engine's ONE table (batches.engine.retry.ERROR_CLASS_TABLE): the SQL below and
+# the engine's classifier cannot disagree.
 
-ERROR_CLASSES = [
-    ("4xx", "4xx (client)"),
-    ("429", "429 (rate limited)"),
-    ("5xx", "5xx (server)"),
-    ("timeout", "timeout"),
-    ("connection", "connection"),
-    ("other", "other (gateway, quota, routing, invalid response)"),
-]
+ERROR_CLASSES = [(rule.key, rule.label) for rule in ERROR_CLASS_TABLE] + [(CLASS_OTHER, OTHER_LABEL)]
 ERROR_CLASS_KEYS = [key for key, _ in ERROR_CLASSES]
 
-# Mutually exclusive, checked in this order (a 429 is not counted as a generic 4xx).
-_CLASS_CONDITIONS: list[tuple[str, Q]] = [
-    ("429", Q(error_status_code=429) | Q(error_type=ErrorType.RATE_LIMITED)),
-    ("4xx", Q(error_status_code__gte=400, error_status_code__lt=500)),
-    ("5xx", Q(error_status_code__gte=500, error_status_code__lt=600) | Q(error_type=ErrorType.SERVER_ERROR)),
-    ("timeout", Q(error_type=ErrorType.TIMEOUT)),
-    ("connection", Q(error_type=ErrorType.CONNECTION_ERROR)),
-]
+
+def _rule_q(rule: ErrorClassRule) -> Q:
+    """The rule as a Q: error_type in its types OR status code in its range (NULL status: no match)."""
+    q = Q(error_type__in=sorted(rule.types)) if rule.types else Q(pk__in=[])
+    if rule.status_from is not None:
+        q |= Q(error_status_code__gte=rule.status_from, error_status_code__lt=rule.status_to)
+    return q
+
+
+# Mutually exclusive, checked in table order (a 429 is not counted as a generic 4xx).
+_CLASS_CONDITIONS: list[tuple[str, Q]] = [(rule.key, _rule_q(rule)) for rule in ERROR_CLASS_TABLE]
 
 
 def error_class_q(klass: str) -> Q:
@@ -47,28 +52,22 @@ def error_class_q(klass: str) -> Q:
         if key == klass:
             return q & cond
         q &= ~cond
-    if klass == "other":
+    if klass == CLASS_OTHER:
         return q
     raise ValueError(f"unknown error class {klass!r}; expected one of {ERROR_CLASS_KEYS}")
 
 
-def _error_class_expr() -> Case:
-    return Case(*[When(cond, then=Value(key)) for key, cond in _CLASS_CONDITIONS], default=Value("other"))
+def error_class_expr() -> Case:
+    """SQL CASE giving each row its class, generated from the table."""
+    return Case(*[When(cond, then=Value(key)) for key, cond in _CLASS_CONDITIONS], default=Value(CLASS_OTHER))
+
+
+_error_class_expr = error_class_expr
 
 
 def error_class_of(error_type: str, status_code: int | None) -> str:
-    """Python twin of the SQL expression, for single rows."""
-    if status_code == 429 or error_type == ErrorType.RATE_LIMITED:
-        return "429"
-    if status_code is not None and 400 <= status_code < 500:
-        return "4xx"
-    if (status_code is not None and 500 <= status_code < 600) or error_type == ErrorType.SERVER_ERROR:
-        return "5xx"
-    if error_type == ErrorType.TIMEOUT:
-        return "timeout"
-    if error_type == ErrorType.CONNECTION_ERROR:
-        return "connection"
-    return "other"
+    """For single rows: the engine's classifier itself."""
+    return error_class(error_type, status_code)
 
 
 # --- batch history ------------------------------------------------------------------------------

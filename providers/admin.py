@@ -1,5 +1,5 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from .models import Provider, RoutingRule
 
@@ -69,14 +69,16 @@ class ProviderAdmin(admin.ModelAdmin):
         "max_retries",
         "enabled",
         "key_configured",
+        "origin_ok",
     ]
+    actions = ["confirm_origin", "clear_pause"]
     list_editable = ["rpm", "tpm", "max_concurrency", "enabled"]
     list_filter = ["enabled"]
     search_fields = ["name", "model", "base_url"]
     inlines = [RoutingRuleInline]
-    readonly_fields = ["key_source", "created_at", "updated_at"]
+    readonly_fields = ["key_source", "origin_status", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["name", "base_url", "model", "enabled"]}),
+        (None, {"fields": ["name", "base_url", "origin_status", "model", "enabled"]}),
         ("Credentials", {"fields": ["api_key", "clear_api_key", "key_source"]}),
         ("Quota", {"fields": ["rpm", "tpm", "max_concurrency", "burst_seconds"]}),
         ("Calls", {"fields": ["timeout_seconds", "max_retries"]}),
@@ -86,6 +88,65 @@ class ProviderAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="key")
     def key_configured(self, obj: Provider) -> bool:
         return obj.has_api_key
+
+    @admin.display(boolean=True, description="origin confirmed")
+    def origin_ok(self, obj: Provider) -> bool:
+        return obj.origin_confirmed
+
+    @admin.display(description="origin")
+    def origin_status(self, obj: Provider) -> str:
+        if not obj.pk:
+            return "confirmed when created"
+        if obj.origin_confirmed:
+            return f"{obj.origin} (confirmed)"
+        return (
+            f"CHANGED from {obj.confirmed_origin} to {obj.origin}: the provider is disabled and its key is "
+            "not sent until a superuser confirms the new origin (action 'Confirm the new URL origin')"
+        )
+
+    def save_model(self, request, obj: Provider, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if not obj.origin_confirmed:
+            self.message_user(
+                request,
+                f"{obj.name}: base URL moved to another origin ({obj.origin}); the provider is disabled "
+                "until a superuser confirms it.",
+                messages.WARNING,
+            )
+
+    def has_confirm_origin_permission(self, request) -> bool:
+        return request.user.is_superuser
+
+    @admin.action(description="Confirm the new URL origin (superuser)", permissions=["confirm_origin"])
+    def confirm_origin(self, request, queryset) -> None:
+        confirmed = []
+        for provider in queryset:
+            if not provider.origin_confirmed:
+                provider.confirm_origin()
+                provider.save(update_fields=["confirmed_origin", "updated_at"])
+                confirmed.append(f"{provider.name} → {provider.origin}")
+        self.message_user(
+            request,
+            "confirmed: " + ", ".join(confirmed) if confirmed else "nothing to confirm",
+            messages.INFO,
+        )
+
+    def has_clear_pause_permission(self, request) -> bool:
+        return request.user.has_perm("providers.change_provider")
+
+    @admin.action(description="Clear the rate-limit pause (429) now", permissions=["clear_pause"])
+    def clear_pause(self, request, queryset) -> None:
+        from providers.quota.factory import clear_pause_sync
+        from providers.quota.types import ProviderLimits, QuotaStoreUnavailable
+
+        try:
+            for provider in queryset:
+                clear_pause_sync(ProviderLimits.from_provider(provider))
+        except QuotaStoreUnavailable as exc:
+            self.message_user(request, f"quota store unavailable: {exc}", messages.ERROR)
+            return
+        names = ", ".join(p.name for p in queryset)
+        self.message_user(request, f"rate-limit pause cleared for {names}", messages.SUCCESS)
 
     @admin.display(description="key source")
     def key_source(self, obj: Provider) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
@@ -22,6 +24,18 @@ http_url_validator = URLValidator(schemes=["http", "https"])
 def secret_env_name(provider_name: str) -> str:
     """GATEWAY_PROVIDER_SECRET_<NAME>: upper-cased, non-alphanumerics as underscores."""
     return "GATEWAY_PROVIDER_SECRET_" + re.sub(r"[^A-Z0-9]", "_", provider_name.upper())
+
+
+def url_origin(url: str) -> str:
+    """scheme://host:port of a URL, lower-cased, with the scheme's default port made explicit."""
+    parts = urlsplit((url or "").strip())
+    scheme = (parts.scheme or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    port = port or {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
 
 
 class Provider(models.Model):
@@ -93,9 +107,61 @@ class Provider(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:  # never the key
+        return f"<Provider {self.name!r} {self.base_url!r}>"
+
+    def save(self, *args, **kwargs):
+        """A new provider's origin is confirmed as created. A row from before confirmed_origin
+        existed gets the origin it had in the database (so a change made now still needs a
+        confirmation)."""
+        if not self.confirmed_origin:
+            previous = None
+            if not self._state.adding and self.pk:
+                previous = Provider.objects.filter(pk=self.pk).values_list("base_url", flat=True).first()
+            self.confirmed_origin = url_origin(previous or self.base_url)
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "confirmed_origin"}
+        super().save(*args, **kwargs)
+
     @property
     def secret_env_name(self) -> str:
         return secret_env_name(self.name)
+
+    # ---- the key follows a confirmed origin only ------------------------------------------------
+    @property
+    def origin(self) -> str:
+        return url_origin(self.base_url)
+
+    @property
+    def origin_confirmed(self) -> bool:
+        """False after base_url moved to another scheme/host/port: the provider then counts as
+        disabled (no call, no key sent) until a superuser confirms (admin, or load_providers
+        --allow-origin-change)."""
+        return not self.confirmed_origin or self.confirmed_origin == self.origin
+
+    @property
+    def usable(self) -> bool:
+        return self.enabled and self.origin_confirmed
+
+    def confirm_origin(self) -> None:
+        self.confirmed_origin = self.origin
+
+    def clean(self) -> None:
+        super().clean()
+        if self.name:
+            env = secret_env_name(self.name)
+            twins = [
+                other
+                for other in Provider.objects.exclude(pk=self.pk).values_list("name", flat=True)
+                if secret_env_name(other) == env
+            ]
+            if twins:
+                raise ValidationError(
+                    {
+                        "name": f"its secret variable {env} is the same as provider {twins[0]!r}'s; "
+                        "choose a name that differs in letters or digits"
+                    }
+                )
 
     def resolved_api_key(self) -> str:
         """The key to send: the environment variable wins over the database value."""

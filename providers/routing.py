@@ -32,7 +32,7 @@ class ProviderConfig:
     base_url: str
     model: str
     limits: ProviderLimits
-    api_key: str = ""
+    api_key: str = field(default="", repr=False)  # never in reprs, logs or tracebacks
     max_retries: int = 3
     enabled: bool = True
 
@@ -51,9 +51,10 @@ class ProviderConfig:
             base_url=provider.base_url,
             model=provider.model,
             limits=ProviderLimits.from_provider(provider),
-            api_key=provider.resolved_api_key(),
+            api_key=provider.resolved_api_key() if provider.origin_confirmed else "",
             max_retries=int(provider.max_retries),
-            enabled=bool(provider.enabled),
+            # a provider whose URL moved to an unconfirmed origin is disabled (its key stays home)
+            enabled=bool(provider.enabled) and provider.origin_confirmed,
         )
 
     @classmethod

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .models import Provider, RoutingRule
+from .models import Provider, RoutingRule, secret_env_name
 
 PROVIDER_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     # name: (accepted JSON types, required)
@@ -87,10 +87,15 @@ def _diff(instance, values: dict) -> list[str]:
     return changed
 
 
-def load_provider_config(data: Any, *, prune_routes: bool = False) -> LoadReport:
+def load_provider_config(
+    data: Any, *, prune_routes: bool = False, allow_origin_change: bool = False
+) -> LoadReport:
     """Validate the whole file, then upsert providers and routing rules in one transaction.
 
-    Nothing is written unless every entry is valid. Returns what changed.
+    Nothing is written unless every entry is valid. Returns what changed. A base_url that moves a
+    provider to another origin (scheme://host:port) is saved, but the provider stays disabled until
+    confirmed — here with ``allow_origin_change`` (``load_providers --allow-origin-change``) or by a
+    superuser in the admin. Two providers whose GATEWAY_PROVIDER_SECRET_<NAME> collide are refused.
     """
     if not isinstance(data, dict):
         raise ProviderConfigError(["file: must be a JSON object with a 'providers' list"])
@@ -105,6 +110,7 @@ def load_provider_config(data: Any, *, prune_routes: bool = False) -> LoadReport
         routes_in = []
 
     existing = {p.name: p for p in Provider.objects.all()}
+    env_names = {secret_env_name(name): name for name in existing}
     planned: list[tuple[Provider, list[str], bool]] = []
     seen: set[str] = set()
     for i, entry in enumerate(providers_in):
@@ -122,13 +128,34 @@ def load_provider_config(data: Any, *, prune_routes: bool = False) -> LoadReport
         for float_field in ("burst_seconds", "timeout_seconds"):
             if float_field in values:
                 values[float_field] = float(values[float_field])
+        env_name = secret_env_name(label)
+        twin = env_names.get(env_name)
+        if twin is not None and twin != label:
+            errors.append(
+                f"{where}.name: its secret variable {env_name} is the same as provider {twin!r}'s; "
+                "choose a name that differs in letters or digits"
+            )
+            continue
+        env_names[env_name] = label
         instance = existing.get(label)
         created = instance is None
         if created:
             instance = Provider(**values)
             changes = ["created"]
         else:
+            was_confirmed = instance.confirmed_origin or instance.origin
             changes = _diff(instance, values)
+            if not instance.confirmed_origin:
+                instance.confirmed_origin = was_confirmed
+            if instance.origin != instance.confirmed_origin:
+                if allow_origin_change:
+                    instance.confirm_origin()
+                    changes.append(f"origin {instance.origin} confirmed (--allow-origin-change)")
+                else:
+                    changes.append(
+                        f"origin changed to {instance.origin}: provider DISABLED until confirmed "
+                        "(admin, or load_providers --allow-origin-change)"
+                    )
         try:
             instance.full_clean()
         except ValidationError as exc:

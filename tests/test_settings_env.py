@@ -67,7 +67,7 @@ def test_production_refuses_to_start_without_secret():
 def test_production_starts_with_secret_and_redis_selects_shared_mode():
     result = _import_settings(
         "gateway_site.settings.production",
-        DJANGO_SECRET_KEY="x" * 50,
+        DJANGO_SECRET_KEY="Zq8v3Lr0xKp2WmYt5NbJ7cHs9DgEaFu1-_4Qo6Ri",
         REDIS_URL="redis://127.0.0.1:6379/0",
     )
     assert result.returncode == 0, result.stderr

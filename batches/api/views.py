@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from django.http import StreamingHttpResponse
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
@@ -21,7 +21,14 @@ from rest_framework.views import APIView
 from batches import selectors
 from batches.execution import cancel_batch
 from batches.models import Batch
-from batches.submission import SubmissionError, check_body_size, submit_body
+from batches.submission import (
+    IdempotencyConflict,
+    SubmissionError,
+    check_body_size,
+    request_hash,
+    submit_body,
+    submit_idempotent,
+)
 
 from .auth import ApiKeyAuthentication
 from .serializers import (
@@ -44,6 +51,9 @@ AUTH_ERRORS = {
     401: OpenApiResponse(DetailSerializer, description="No, invalid or revoked API key."),
     429: OpenApiResponse(
         DetailSerializer, description="Too many requests for this API key (see Retry-After)."
+    ),
+    503: OpenApiResponse(
+        DetailSerializer, description="Redis or the database is unavailable; retry after Retry-After."
     ),
 }
 NOT_FOUND = {404: OpenApiResponse(DetailSerializer, description="No such batch for the caller's team.")}
@@ -138,15 +148,30 @@ class BatchListCreateView(TeamAPIView):
         description=(
             'JSON body `{"items": [ITEM, ...], "metadata": {...}}`, or a JSONL body '
             "(`Content-Type: application/jsonl`) with one ITEM per line. Every item is validated "
-            "before anything is stored; on any error nothing is stored."
+            "before anything is stored; on any error nothing is stored. With an `Idempotency-Key` "
+            "header a retry with the same key and body returns the first batch (200) instead of a "
+            "new one; the same key with a different body is a 409."
         ),
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="1-255 visible ASCII characters; unique per team.",
+            )
+        ],
         request={
             "application/json": BatchCreateSerializer,
             "application/jsonl": {"type": "string", "description": "One ITEM object as JSON per line."},
         },
         responses={
             201: BatchSerializer,
+            200: OpenApiResponse(BatchSerializer, description="Idempotent repeat: the first batch."),
             400: OpenApiResponse(ErrorsSerializer, description="Invalid body or items; nothing stored."),
+            409: OpenApiResponse(
+                ErrorsSerializer, description="Idempotency-Key already used with a different body."
+            ),
             413: OpenApiResponse(ErrorsSerializer, description="Body larger than GATEWAY_MAX_BODY_BYTES."),
             411: OpenApiResponse(ErrorsSerializer, description="Chunked body without Content-Length."),
             415: OpenApiResponse(ErrorsSerializer, description="Content-Type is not JSON or JSONL."),
@@ -187,16 +212,27 @@ class BatchListCreateView(TeamAPIView):
             check_body_size(length)  # refuse before reading anything
             stream = request.stream
             body = stream.read() if stream is not None else b""
-            batch = submit_body(
+            content_type = request.META.get("CONTENT_TYPE")
+            batch, created = submit_idempotent(
                 team=self.team,
-                body=body,
-                content_type=request.META.get("CONTENT_TYPE"),
-                api_key=request.auth,
-                query=request.query_params,
+                key=request.headers.get("Idempotency-Key"),
+                request_hash=request_hash(body, content_type, request.query_params),
+                submit=lambda idempotency: submit_body(
+                    team=self.team,
+                    body=body,
+                    content_type=content_type,
+                    api_key=request.auth,
+                    query=request.query_params,
+                    idempotency=idempotency,
+                ),
             )
         except SubmissionError as exc:
             return Response(exc.as_dict(), status=exc.status_code)
-        return Response(BatchSerializer(batch).data, status=status.HTTP_201_CREATED)
+        except IdempotencyConflict as exc:
+            return errors_response([{"index": None, "field": "Idempotency-Key", "message": str(exc)}], 409)
+        return Response(
+            BatchSerializer(batch).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
 
 
 class BatchDetailView(TeamAPIView):

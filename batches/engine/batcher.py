@@ -48,7 +48,7 @@ from providers.routing import (
     stable_draw,
 )
 
-from .http import HttpClients, HttpOutcome
+from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome
 from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
 from .stats import build_stats
 
@@ -154,8 +154,11 @@ class ItemResult:
 class EngineOptions:
     default_max_tokens: int = 256
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    # an item whose every candidate is open waits at most this long (summed) for a half-open probe
+    # an item whose every candidate is open waits at most this long (measured, summed over its life)
+    # for a breaker to let it through; then it ends (sent before: its last error; never sent: no_provider)
     max_breaker_wait_seconds: float = 120.0
+    # a provider answer larger than this (decompressed) is refused as invalid_response
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     # items estimated above this many tokens use the long lane (at most long_lane_share of the slots)
     long_item_tokens: int = 1024
     long_lane_share: float = 0.75
@@ -191,7 +194,7 @@ class _Run:
 
     def __init__(self, batcher: CrossProviderBatcher, should_cancel: Callable[[], bool] | None):
         self.b = batcher
-        self.http = HttpClients(batcher.transport_factory)
+        self.http = HttpClients(batcher.transport_factory, max_answer_bytes=batcher.options.max_answer_bytes)
         self.should_cancel = should_cancel or (lambda: False)
         slots = max(1, int(getattr(batcher.store, "global_max_in_flight", 64)))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * batcher.options.long_lane_share)))
@@ -320,17 +323,13 @@ class _Run:
                     break
                 wait = permit.wait_seconds if wait is None else min(wait, permit.wait_seconds)
             if choice is None:
-                wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
-                if breaker_waited + wait > opts.max_breaker_wait_seconds:
-                    result.error_type = ErrorType.NO_PROVIDER  # status code of the last attempt stays
-                    names = ", ".join(p.name for p in remaining)
-                    result.error_message = (
-                        f"circuit breaker open for {names} for more than {opts.max_breaker_wait_seconds:g} s"
-                        + (f"; last error: {result.error_message}" if result.error_message else "")
-                    )
+                if breaker_waited >= opts.max_breaker_wait_seconds:
+                    _breaker_gave_up(result, remaining, breaker_waited, opts.max_breaker_wait_seconds)
                     return result, None
-                breaker_waited += wait
-                await asyncio.sleep(wait)
+                wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
+                slept_from = time.monotonic()
+                await asyncio.sleep(min(wait, opts.max_breaker_wait_seconds - breaker_waited))
+                breaker_waited += time.monotonic() - slept_from
                 continue
 
             limits = await self.limits(choice)
@@ -373,6 +372,8 @@ class _Run:
                     "used": False,
                     "at": started,
                 }
+                if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
+                    entry["detail"] = outcome.detail
                 result.attempt_log.append(entry)
                 result.provider, result.latency_ms = choice.name, outcome.latency_ms
 
@@ -391,7 +392,11 @@ class _Run:
                 result.error_type = outcome.error_type
                 result.error_status_code = outcome.status_code
                 result.error_message = outcome.message
-                retry_after = rate_limit_wait(outcome.headers) if outcome.status_code else None
+                retry_after = (
+                    rate_limit_wait(outcome.headers, ceiling=opts.retry.max_rate_limit_wait_seconds)
+                    if outcome.status_code
+                    else None
+                )
                 if outcome.error_type in BREAKER_FAILURES:
                     await b.breaker.record(choice.name, ok=False, retry_after_seconds=retry_after)
                 elif probe:  # the provider answered (429 or a 4xx): it is alive
@@ -410,6 +415,21 @@ class _Run:
                 delay = retry_after
             else:
                 delay = opts.retry.backoff(per_provider[choice.name] - 1, self.rng)
+
+
+def _breaker_gave_up(result: ItemResult, open_for: list[ProviderConfig], waited: float, limit: float) -> None:
+    """End an item that waited ``waited`` seconds (measured) for an open breaker. Sent before: it keeps
+    its last attempt's error type and status; never sent: ``no_provider``. The message says which
+    breakers were open and how long the item really waited."""
+    names = ", ".join(p.name for p in open_for)
+    gave_up = f"circuit breaker open for {names}: waited {waited:.1f} s (limit {limit:g} s)"
+    if result.attempts:
+        result.error_message = f"{result.error_message}; not retried: {gave_up}"
+    else:
+        result.error_type, result.error_status_code = ErrorType.NO_PROVIDER, None
+        result.error_message = f"never sent: {gave_up}" + (
+            f"; {result.error_message}" if result.error_message else ""
+        )
 
 
 class CrossProviderBatcher:

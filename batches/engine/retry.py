@@ -1,27 +1,42 @@
-"""Retry policy: what is retried, how long to wait, and how to read Retry-After.
+"""Retry policy: what is retried, how long to wait, how to read rate-limit headers, and the ONE table
+of error classes.
 
 Retried: 429, 5xx, timeouts, connection errors and unreadable answers. Never retried: any other 4xx
 (400/401/403/404/422 …) — the provider's status and message are recorded instead.
-Waits: a 429's Retry-After (seconds or an HTTP date) when given, otherwise exponential backoff with
-full jitter: uniform(0, min(cap, base × 2^n)) for the n-th retry (n = 0 for the first retry).
+Waits: a 429's Retry-After / ``x-ratelimit-reset-*`` when given and believable, otherwise exponential
+backoff with full jitter: uniform(0, min(cap, base × 2^n)) for the n-th retry (n = 0 for the first).
+
+Rate-limit headers are believed only up to a ceiling (``DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS``,
+setting ``GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS``): a longer wait is treated as malformed — logged and
+ignored, so the item falls back to its own backoff — instead of pausing a provider for years.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import random
+import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-# errors_by_class keys used in stats
+log = logging.getLogger(__name__)
+
+# errors_by_class keys used in stats (contract §4) and the dashboards
 CLASS_4XX = "4xx"
 CLASS_5XX = "5xx"
 CLASS_429 = "429"
 CLASS_TIMEOUT = "timeout"
 CLASS_CONNECTION = "connection"
 CLASS_INVALID = "invalid_response"
+CLASS_OTHER = "other"
 
-MAX_RETRY_AFTER_SECONDS = 600.0
+DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS = 600.0
+MAX_RETRY_AFTER_SECONDS = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS  # kept for callers of the old name
+# A plain number at least this large in an x-ratelimit-reset* header is a Unix time, not a duration.
+EPOCH_THRESHOLD = 1_000_000_000.0
 
 
 class ErrorType:
@@ -41,10 +56,60 @@ class ErrorType:
     BUDGET_EXCEEDED = "budget_exceeded"
 
 
+# ---- the error-class table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorClassRule:
+    """An outcome is in ``key`` when its error_type is one of ``types`` OR its status code lies in
+    [status_from, status_to). Rules are tried in table order; the first match wins."""
+
+    key: str
+    label: str
+    types: frozenset[str] = frozenset()
+    status_from: int | None = None
+    status_to: int | None = None
+
+    def matches(self, error_type: str, status_code: int | None) -> bool:
+        if error_type in self.types:
+            return True
+        return (
+            self.status_from is not None
+            and status_code is not None
+            and self.status_from <= status_code < (self.status_to or self.status_from + 1)
+        )
+
+
+# The single source of truth: the engine's stats, the dashboard's SQL (dashboard.selectors builds its
+# CASE/Q expressions from this tuple) and any Python caller classify with it.
+ERROR_CLASS_TABLE: tuple[ErrorClassRule, ...] = (
+    ErrorClassRule(CLASS_429, "429 (rate limited)", frozenset({ErrorType.RATE_LIMITED}), 429, 430),
+    ErrorClassRule(CLASS_TIMEOUT, "timeout", frozenset({ErrorType.TIMEOUT})),
+    ErrorClassRule(CLASS_CONNECTION, "connection", frozenset({ErrorType.CONNECTION_ERROR})),
+    ErrorClassRule(CLASS_5XX, "5xx (server)", frozenset({ErrorType.SERVER_ERROR}), 500, 600),
+    ErrorClassRule(CLASS_4XX, "4xx (client)", frozenset({ErrorType.CLIENT_ERROR}), 400, 500),
+    ErrorClassRule(CLASS_INVALID, "invalid response", frozenset({ErrorType.INVALID_RESPONSE})),
+)
+OTHER_LABEL = "other (gateway, quota, routing, budget, cancelled, expired)"
+ERROR_CLASS_KEYS: tuple[str, ...] = tuple(rule.key for rule in ERROR_CLASS_TABLE) + (CLASS_OTHER,)
+
+
+def error_class(error_type: str, status_code: int | None) -> str:
+    """The class of a failed attempt or item (first matching row of ERROR_CLASS_TABLE, else 'other')."""
+    for rule in ERROR_CLASS_TABLE:
+        if rule.matches(error_type or "", status_code):
+            return rule.key
+    return CLASS_OTHER
+
+
+# ---- retry decisions -------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     base_seconds: float = 0.5
     cap_seconds: float = 30.0
+    max_rate_limit_wait_seconds: float = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS
 
     def backoff(self, retry_index: int, rng: random.Random | None = None) -> float:
         """Full-jitter delay before the retry number ``retry_index`` (0-based) to the same provider."""
@@ -75,83 +140,95 @@ def is_retryable_error(error_type: str, status_code: int | None = None) -> bool:
     return error_type in (ErrorType.RATE_LIMITED, ErrorType.SERVER_ERROR)
 
 
-def error_class(error_type: str, status_code: int | None) -> str:
-    """The stats bucket of a failed attempt: 4xx, 5xx, 429, timeout, connection, invalid_response."""
-    if status_code == 429:
-        return CLASS_429
-    if error_type == ErrorType.TIMEOUT:
-        return CLASS_TIMEOUT
-    if error_type == ErrorType.CONNECTION_ERROR:
-        return CLASS_CONNECTION
-    if error_type == ErrorType.INVALID_RESPONSE and not (status_code and status_code >= 400):
-        return CLASS_INVALID
-    if status_code is not None and status_code >= 500:
-        return CLASS_5XX
-    return CLASS_4XX
+# ---- rate-limit headers ----------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|h|m|s))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent/invalid."""
+def _seconds_from_number(number: float, now: float | None, *, epoch_allowed: bool) -> float:
+    if epoch_allowed and number >= EPOCH_THRESHOLD:
+        return number - (time.time() if now is None else now)
+    return number
+
+
+def header_seconds(
+    value: str | None, *, now: float | None = None, epoch_allowed: bool = False
+) -> float | None:
+    """Seconds to wait from a rate-limit header value, in any format providers use: plain seconds
+    ('2', '1.5'), durations ('6m0s', '1m30.5s', '250ms', '1h2m'), an HTTP date, or (``epoch_allowed``)
+    a Unix time. Past times give 0. None if absent or unreadable. No ceiling here (``capped_wait``)."""
     if value is None:
         return None
-    value = value.strip()
-    if not value:
+    value = str(value).strip()
+    if not value or len(value) > 64:
         return None
     try:
-        seconds = float(value)
+        seconds = _seconds_from_number(float(value), now, epoch_allowed=epoch_allowed)
     except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None:
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if seconds != seconds:  # NaN
+        if _DURATION.match(value):
+            seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(value))
+        else:
+            try:
+                when = parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                return None
+            if when is None or when.tzinfo is None:
+                return None
+            seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
         return None
-    return min(MAX_RETRY_AFTER_SECONDS, max(0.0, seconds))
+    return max(0.0, seconds)
 
 
-def parse_reset_duration(value: str | None) -> float | None:
-    """x-ratelimit-reset-* style durations: '1s', '250ms', '6m0s', '1h2m3.5s' or plain seconds."""
-    if not value:
+def capped_wait(seconds: float | None, ceiling: float, *, source: str = "") -> float | None:
+    """``seconds`` if believable (≤ ceiling); a longer wait is treated as malformed: logged, None."""
+    if seconds is None:
         return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    total, number = 0.0, ""
-    i = 0
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    while i < len(value):
-        ch = value[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if value.startswith("ms", i) else ch
-        if unit not in units or not number:
-            return None
-        try:
-            total += float(number) * units[unit]
-        except ValueError:
-            return None
-        number = ""
-        i += len(unit)
-    if number:
+    if seconds > ceiling:
+        log.warning(
+            "ignoring rate-limit header %s: asks for %.0f s, more than the %.0f s ceiling",
+            source or "value",
+            seconds,
+            ceiling,
+        )
         return None
-    return min(MAX_RETRY_AFTER_SECONDS, total)
+    return seconds
 
 
-def rate_limit_wait(headers) -> float | None:
-    """How long a 429 asks us to wait: Retry-After first, then x-ratelimit-reset-requests/-tokens."""
-    wait = parse_retry_after(headers.get("retry-after"))
+def parse_retry_after(
+    value: str | None, now: float | None = None, *, ceiling: float = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS
+) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP date); None if absent, invalid or
+    beyond ``ceiling``."""
+    return capped_wait(header_seconds(value, now=now), ceiling, source="retry-after")
+
+
+def parse_reset_duration(
+    value: str | None, now: float | None = None, *, ceiling: float = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS
+) -> float | None:
+    """x-ratelimit-reset-* values: '1s', '250ms', '6m0s', '1h2m3.5s', plain seconds, an HTTP date or a
+    Unix time; None if absent, invalid or beyond ``ceiling``."""
+    return capped_wait(
+        header_seconds(value, now=now, epoch_allowed=True), ceiling, source="x-ratelimit-reset"
+    )
+
+
+RESET_HEADERS = ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens", "x-ratelimit-reset")
+
+
+def rate_limit_wait(
+    headers: Mapping[str, str],
+    *,
+    ceiling: float = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS,
+    now: float | None = None,
+) -> float | None:
+    """How long an answer asks us to wait: Retry-After first, then the longest believable
+    x-ratelimit-reset-*; None when nothing believable was given (the caller's backoff applies)."""
+    wait = parse_retry_after(headers.get("retry-after"), now, ceiling=ceiling)
     if wait is not None:
         return wait
-    resets = [
-        parse_reset_duration(headers.get(h))
-        for h in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
-    ]
+    resets = [parse_reset_duration(headers.get(h), now, ceiling=ceiling) for h in RESET_HEADERS]
     resets = [r for r in resets if r is not None]
     return max(resets) if resets else None

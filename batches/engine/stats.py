@@ -86,7 +86,8 @@ class StatsBuilder:
                 acc.retry_count += 1
             error_type = attempt.get("error_type") or ""
             if error_type:
-                acc.errors[error_class(error_type, attempt.get("status_code"))] += 1
+                key = error_class(error_type, attempt.get("status_code"))  # "other": only if it occurs
+                acc.errors[key] = acc.errors.get(key, 0) + 1
             if attempt.get("used"):
                 acc.prompt_tokens += int(attempt.get("prompt_tokens") or 0)
                 acc.completion_tokens += int(attempt.get("completion_tokens") or 0)

@@ -22,7 +22,9 @@ if SECURE_SSL_REDIRECT:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+    # HSTS on whenever TLS is (a year by default; 0 turns it off)
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # --- database -------------------------------------------------------------------------------------
 _database_url = env_str("DATABASE_URL", "sqlite:///db.sqlite3")
@@ -100,7 +102,18 @@ GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimu
 GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
 GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=5.0)
 GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
-DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
+# Hardening (issue #13): a provider answer larger than this (decompressed) is invalid_response; a
+# Retry-After / x-ratelimit-reset-* longer than this is ignored as malformed; an item waits at most
+# this long in total for an open circuit breaker.
+GATEWAY_MAX_ANSWER_BYTES = env_int("GATEWAY_MAX_ANSWER_BYTES", 4 * 1024 * 1024, minimum=1024)
+GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS = env_float(
+    "GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS", 600.0, minimum=1.0, maximum=86_400.0
+)
+GATEWAY_MAX_BREAKER_WAIT_SECONDS = env_float(
+    "GATEWAY_MAX_BREAKER_WAIT_SECONDS", 120.0, minimum=0.0, maximum=86_400.0
+)
+# DATA_UPLOAD_MAX_MEMORY_SIZE stays Django's default (2.5 MB) for every form and login POST; only
+# POST /api/v1/batches reads a larger body, itself (request.stream), capped by GATEWAY_MAX_BODY_BYTES.
 
 # --- OpenAI-compatible files (/v1/files) ------------------------------------------------------------
 # Uploads larger than FILE_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB) stream to a temporary file, then to
@@ -195,6 +208,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_THROTTLE_RATES": {"api_key": GATEWAY_API_THROTTLE_RATE},
     "UNAUTHENTICATED_USER": None,
+    # a dependency that is down (Redis, database) answers JSON 503 + Retry-After, never an HTML 500
+    "EXCEPTION_HANDLER": "batches.api.exceptions.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {

@@ -1,14 +1,39 @@
-"""Production settings: refuse to start with the development secret."""
+"""Production settings (wsgi, Celery): refuse to start with a development or example secret, or
+without REDIS_URL; secure cookies and HSTS whenever DJANGO_SECURE_SSL_REDIRECT is on, and a loud
+start-up warning when it is off (plain-HTTP runs on one machine keep working, contract §2)."""
+
+import logging
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import DEV_SECRET_KEY, SECRET_KEY
+from .base import DEV_SECRET_KEY, REDIS_URL, SECRET_KEY, SECURE_SSL_REDIRECT
+
+# Placeholders shipped in this repository (.env.example, docs): never a real secret.
+EXAMPLE_SECRET_MARKERS = ("change-me", "changeme", "dev-insecure", "example", "placeholder", "your-secret")
 
 if not SECRET_KEY or SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to a long random value in production "
         "(python -c 'import secrets; print(secrets.token_urlsafe(50))')"
     )
+if any(marker in SECRET_KEY.lower() for marker in EXAMPLE_SECRET_MARKERS):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is the example placeholder (from .env.example or the docs); set a long random "
+        "value (python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    )
 if len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("DJANGO_SECRET_KEY is too short: use at least 32 random characters")
+if len(set(SECRET_KEY)) < 10:
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY is not random (fewer than 10 distinct characters)")
+if not REDIS_URL:
+    raise ImproperlyConfigured(
+        "REDIS_URL is required in production: shared token buckets, leases, breakers and the Celery "
+        "broker live in Redis (single-process mode is for gateway_site.settings.local only)"
+    )
+
+if not SECURE_SSL_REDIRECT:
+    logging.getLogger("gateway_site.settings").warning(
+        "DJANGO_SECURE_SSL_REDIRECT is off: session and CSRF cookies are not marked secure and no HSTS "
+        "is sent. Fine for plain HTTP on one machine; behind TLS set DJANGO_SECURE_SSL_REDIRECT=on."
+    )

@@ -153,6 +153,11 @@ class BaseQuotaStore:
         Returns paused_until in the store's ms clock."""
         raise NotImplementedError
 
+    async def clear_pause(self, limits: ProviderLimits) -> None:
+        """End a 429 pause (penalize) now, for every worker; tokens and leases are untouched.
+        For operators (admin action "Clear rate-limit pause")."""
+        raise NotImplementedError
+
     async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
         """0 = lease taken; otherwise a hint in ms until the earliest held lease expires."""
         raise NotImplementedError
@@ -263,8 +268,10 @@ class BaseQuotaStore:
 
     async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
         """Settle a reservation with the provider's reported usage: refund the unused part, or take the
-        overage as debt (the TPM bucket may go negative, delaying the next callers)."""
-        delta = int(actual_tokens) - int(reservation.tokens)
+        overage as debt (the TPM bucket may go negative, delaying the next callers). The debt is
+        clamped to one bucket's capacity: an absurd ``usage`` (10^12 tokens) delays the provider by
+        at most one bucket refill, never for good."""
+        delta = min(int(actual_tokens) - int(reservation.tokens), int(limits.tpm_capacity))
         if delta:
             await self._reconcile_delta(limits, delta)
 

@@ -83,3 +83,17 @@ def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaSt
     if error:
         raise error[0]
     return result[0]
+
+
+def clear_pause_sync(limits: ProviderLimits) -> None:
+    """For the admin (sync): end this provider's 429 pause now, for every worker. Raises
+    QuotaStoreUnavailable if Redis is down in shared mode."""
+
+    async def run() -> None:
+        store = get_quota_store()
+        try:
+            await store.clear_pause(limits)
+        finally:
+            await store.aclose()
+
+    asyncio.run(run())

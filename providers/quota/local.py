@@ -127,6 +127,10 @@ class LocalQuotaStore(BaseQuotaStore):
             b.paused_until = max(b.paused_until, now + max(0.0, float(retry_after_seconds)) * 1000.0)
             return int(b.paused_until)
 
+    async def clear_pause(self, limits: ProviderLimits) -> None:
+        with self._lock:
+            self._bucket(limits.name).paused_until = 0.0
+
     async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
         with self._lock:
             now = self.now_ms()

@@ -118,6 +118,12 @@ return fmt(p)
 """
 )
 
+# KEYS: bucket. Ends a pause now (an operator's "clear pause"); a missing bucket stays missing (= full).
+UNPAUSE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'p', 0) end
+return 1
+"""
+
 # KEYS: bucket, obs, leases. ARGV: rr, rc, tr, tc.
 # -> {r, tk, p, now, wait_ms (1 request of 1 token), leases in flight, observed requests, observed tokens}
 SNAPSHOT = (

@@ -56,6 +56,7 @@ class RedisQuotaStore(BaseQuotaStore):
                 "RECONCILE",
                 "RELEASE",
                 "PENALIZE",
+                "UNPAUSE",
                 "SNAPSHOT",
                 "LEASE_ACQUIRE",
                 "LEASE_PEEK",
@@ -139,6 +140,10 @@ class RedisQuotaStore(BaseQuotaStore):
         bucket, _, _ = self._keys(limits.name)
         ms = max(0.0, float(retry_after_seconds)) * 1000.0
         return int(float(await self._run("PENALIZE", [bucket], [*self._rates(limits), repr(ms)])))
+
+    async def clear_pause(self, limits: ProviderLimits) -> None:
+        bucket, _, _ = self._keys(limits.name)
+        await self._run("UNPAUSE", [bucket], [])
 
     async def _lease_try(self, limits: ProviderLimits, lease_id: str) -> int:
         _, _, leases = self._keys(limits.name)

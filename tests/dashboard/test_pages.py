@@ -96,7 +96,15 @@ def test_failure_groups_by_provider_and_class(staff_client, seeded):
     by = {row["provider"]: dict(zip(keys, row["counts"], strict=True)) for row in groups.rows}
     # completed batch: 7 listed failures; running batch: the first two (alpha 503, alpha 502)
     assert by["alpha"]["5xx"] == 4 and by["alpha"]["other"] == 1
-    assert by["beta"] == {"4xx": 1, "429": 1, "5xx": 0, "timeout": 0, "connection": 0, "other": 0}
+    assert by["beta"] == {
+        "4xx": 1,
+        "429": 1,
+        "5xx": 0,
+        "timeout": 0,
+        "connection": 0,
+        "invalid_response": 0,
+        "other": 0,
+    }
     assert by["local"]["timeout"] == 1 and by["local"]["connection"] == 1
     assert groups.total == 9 == response.context["page"].paginator.count
     codes = dict(groups.status_codes)
@@ -181,7 +189,9 @@ def test_batch_log_prefers_the_engines_attempt_level_stats(staff_client, seeded)
     response = staff_client.get(reverse("dashboard:batch_detail", args=[batch.pk]))
     alpha = {r.provider: r for r in response.context["providers"]}["alpha"]
     assert alpha.errors_are_attempt_level
-    assert alpha.shown_errors == {"4xx": 0, "429": 2, "5xx": 5, "timeout": 1, "connection": 0, "other": 3}
+    assert alpha.shown_errors == {
+        "4xx": 0, "429": 2, "5xx": 5, "timeout": 1, "connection": 0, "invalid_response": 3, "other": 0
+    }  # fmt: skip
     assert (alpha.prompt_tokens, alpha.completion_tokens, alpha.retry_extra_tokens) == (111, 222, 333)
     assert alpha.items_failed == 3  # items still counted live from the rows
 

@@ -98,10 +98,21 @@ def test_errors_are_outcomes_and_never_retried():
     assert len(calls) == 4  # one request per call
     assert (limited.status_code, limited.error_type, limited.message) == (429, "rate_limited", "slow down")
     assert limited.headers == {"retry-after": "2"}
-    assert (boom.status_code, boom.error_type, boom.message) == (500, "server_error", "boom")
+    # a plain-text error body is kept for staff (detail), never shown to the team
+    assert (boom.status_code, boom.error_type, boom.message, boom.detail) == (
+        500,
+        "server_error",
+        "HTTP 500",
+        "boom",
+    )
     assert (not_json.status_code, not_json.error_type) == (200, "invalid_response")
-    assert "not json" in not_json.message
-    assert (bad.status_code, bad.error_type, bad.message) == (422, "client_error", "bad field")
+    assert not_json.message == "answer is not a JSON object" and not_json.detail == "not json"
+    assert (bad.status_code, bad.error_type, bad.message, bad.detail) == (
+        422,
+        "client_error",
+        "HTTP 422",
+        "bad field",
+    )
 
 
 def test_connection_error_and_timeout():

@@ -43,7 +43,7 @@ def test_retry_after_seconds_and_http_date():
     assert parse_reset_duration("6m0s") == 360.0
     assert parse_reset_duration("250ms") == 0.25
     assert parse_reset_duration("1m2.5s") == 62.5
-    assert parse_reset_duration("1h") == 600.0  # capped
+    assert parse_reset_duration("1h") is None  # beyond the 600 s ceiling: malformed, ignored
     assert parse_reset_duration("bogus") is None
     assert rate_limit_wait({"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "3s"}) == 3.0
     assert rate_limit_wait({"retry-after": "4", "x-ratelimit-reset-tokens": "30s"}) == 4.0

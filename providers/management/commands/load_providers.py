@@ -14,6 +14,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--prune-routes", action="store_true", help="Delete routing rules that the file does not list."
         )
+        parser.add_argument(
+            "--allow-origin-change",
+            action="store_true",
+            help="Confirm base_url changes to another scheme/host/port (otherwise such a provider stays "
+            "disabled until a superuser confirms it in the admin).",
+        )
 
     def handle(self, *args, **options):
         path: Path = options["file"]
@@ -24,7 +30,9 @@ class Command(BaseCommand):
         except json.JSONDecodeError as exc:
             raise CommandError(f"{path}: not valid JSON: {exc}") from None
         try:
-            report = load_provider_config(data, prune_routes=options["prune_routes"])
+            report = load_provider_config(
+                data, prune_routes=options["prune_routes"], allow_origin_change=options["allow_origin_change"]
+            )
         except ProviderConfigError as exc:
             raise CommandError(f"{path}: nothing was changed; {exc}") from None
         if not report.changed:
