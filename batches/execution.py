@@ -42,6 +42,7 @@ from batches.engine import CrossProviderBatcher, EngineOptions, ItemResult, Retr
 from batches.engine.stats import StatsBuilder
 from observability import events
 from providers.models import Provider, RoutingRule
+from providers.pricing import add_stats_costs, prices_by_provider
 from providers.routing import RoutingTable, routing_table_from_models
 
 from .models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
@@ -571,7 +572,10 @@ def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
         builder.add_item(
             status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
         )
-    return builder.build(str(batch.id), batch.total_count or total, elapsed_ms), builder
+    stats = add_stats_costs(
+        builder.build(str(batch.id), batch.total_count or total, elapsed_ms), prices_by_provider()
+    )
+    return stats, builder
 
 
 def _upsert_usage(batch: Batch, stats: dict, day) -> None:

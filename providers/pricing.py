@@ -66,12 +66,16 @@ def add_costs(*costs: Decimal | None) -> Decimal | None:
     return total
 
 
-def usage_costs(prices: Prices, prompt_tokens: int, completion_tokens: int, wasted_tokens: int) -> dict:
-    """{"cost", "wasted_cost"} for a usage row (wasted priced at the prompt price: the row has no split).
-    ``cost`` includes ``wasted_cost``."""
-    used = token_cost(prices, prompt_tokens, completion_tokens)
-    wasted = token_cost(Prices(prices.prompt_per_million, prices.prompt_per_million), wasted_tokens, 0)
-    return {"cost": as_number(add_costs(used, wasted)), "wasted_cost": as_number(wasted)}
+def sum_usage_costs(parts) -> dict:
+    """{"cost", "wasted_cost"} of usage rows given as (Prices, prompt, completion, wasted) tuples; wasted
+    tokens are priced at the prompt price (the rows have no split). ``cost`` includes ``wasted_cost``."""
+    cost: Decimal | None = Decimal(0)
+    wasted_cost: Decimal | None = Decimal(0)
+    for prices, prompt, completion, wasted in parts:
+        waste = token_cost(Prices(prices.prompt_per_million, prices.prompt_per_million), wasted, 0)
+        cost = add_costs(cost, token_cost(prices, prompt, completion), waste)
+        wasted_cost = add_costs(wasted_cost, waste)
+    return {"cost": as_number(cost), "wasted_cost": as_number(wasted_cost)}
 
 
 def prices_by_provider() -> dict[str, Prices]:
@@ -84,3 +88,22 @@ def prices_by_provider() -> dict[str, Prices]:
             "name", "price_prompt_per_million", "price_completion_per_million"
         )
     }
+
+
+def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
+    """Adds ``cost`` and ``wasted_cost`` next to the tokens of batch stats (contract §4 shape, in place):
+    per provider and in ``token_usage``. ``cost`` includes ``wasted_cost``; unknown price → None."""
+    total_cost: Decimal | None = Decimal(0)
+    total_wasted: Decimal | None = Decimal(0)
+    for name, p in stats.get("providers", {}).items():
+        price = prices.get(name, UNKNOWN)
+        used = token_cost(price, p.get("prompt_tokens", 0), p.get("completion_tokens", 0))
+        wasted = token_cost(
+            Prices(price.prompt_per_million, price.prompt_per_million), p.get("retry_extra_tokens", 0), 0
+        )
+        cost = add_costs(used, wasted)
+        p["cost"], p["wasted_cost"] = as_number(cost), as_number(wasted)
+        total_cost, total_wasted = add_costs(total_cost, cost), add_costs(total_wasted, wasted)
+    usage = stats.setdefault("token_usage", {})
+    usage["cost"], usage["wasted_cost"] = as_number(total_cost), as_number(total_wasted)
+    return stats
