@@ -173,9 +173,15 @@ class GatewayObserver:
             )
 
 
-def engine_observer(batch_id: str, table=None) -> GatewayObserver:
-    """The observer for one engine run of a batch (two small queries: the team's name, the prices)."""
+def engine_observer(batch_id: str, table=None) -> GatewayObserver | None:
+    """The observer for one engine run of a batch (two small queries: the team's name, the prices);
+    None when GATEWAY_METRICS_ENABLED is off."""
+    from django.conf import settings
+
     from batches.models import Batch
+
+    if not settings.GATEWAY_METRICS_ENABLED:
+        return None
     from providers.pricing import prices_by_provider
 
     team = Batch.objects.filter(id=batch_id).values_list("team__name", flat=True).first() or ""

@@ -202,6 +202,9 @@ LOGGING = logging_config(GATEWAY_LOG_FORMAT, env_str("DJANGO_LOG_LEVEL", "INFO")
 # the launcher); unset = single-process metrics. GET /metrics requires this bearer token when set.
 GATEWAY_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 GATEWAY_METRICS_TOKEN = env_str("GATEWAY_METRICS_TOKEN", "")
+# Off: the engine observer is not installed (no provider metrics, failed-item events or provider-call
+# spans); for measuring its overhead.
+GATEWAY_METRICS_ENABLED = env_bool("GATEWAY_METRICS_ENABLED", True)
 # Retention (manage.py purge_old_data): prompts, responses and uploaded files of batches finished more
 # than this many days ago are deleted; batch stats and usage are kept. 0 = keep forever.
 GATEWAY_RETENTION_DAYS = env_int("GATEWAY_RETENTION_DAYS", 0, minimum=0)

@@ -1,0 +1,170 @@
+"""Cost of the observability layer: bench/overhead.py's end-to-end throughput with metrics on and off.
+
+    .venv/bin/python bench/metrics_overhead.py                 # 3 interleaved runs each, writes docs/benchmarks.md
+    .venv/bin/python bench/metrics_overhead.py --items 5000 --runs 3
+
+on:  PROMETHEUS_MULTIPROC_DIR set (web and workers write the multiprocess files), the engine observer
+     installed (counters, histograms, failed-item events); /metrics is scraped once per second during
+     the run, as Prometheus would
+off: GATEWAY_METRICS_ENABLED=0, no multiprocess directory
+Runs alternate on/off so drifting background load hits both alike; the median of each is compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx  # noqa: E402
+
+from bench.common import ROOT, git_rev, machine, replace_section  # noqa: E402
+from bench.overhead import SIM_CFG, cpu_between, cpu_snapshot, items, provider_file  # noqa: E402
+from sim.testing import run_simulator_subprocess  # noqa: E402
+
+
+def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool, logdir: Path) -> dict:
+    from bench.stack import GatewayStack
+
+    env = {"GATEWAY_METRICS_ENABLED": "1" if metrics else "0"}
+    prom_dir = logdir / "prom"
+    shutil.rmtree(prom_dir, ignore_errors=True)
+    if metrics:
+        prom_dir.mkdir(parents=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(prom_dir)
+    name = "on" if metrics else "off"
+    with GatewayStack("shared", provider_file(sim_url, concurrency), logdir / name, workers=workers,
+                      extra_env=env) as gw:  # fmt: skip
+        stop = threading.Event()
+        scrapes = []
+
+        def scrape() -> None:
+            while not stop.wait(1.0):
+                try:
+                    r = httpx.get(f"{gw.url}/metrics", timeout=5)
+                    scrapes.append((r.status_code, len(r.content)))
+                except httpx.HTTPError:
+                    scrapes.append((0, 0))
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        if metrics:
+            scraper.start()
+        before, t0 = cpu_snapshot(), time.monotonic()
+        batch, wall = gw.run_batch(items(n), timeout=1800, poll=0.2)
+        cpu = cpu_between(before, cpu_snapshot(), time.monotonic() - t0)
+        stop.set()
+        if metrics:
+            scraper.join(5)
+            final = httpx.get(f"{gw.url}/metrics", timeout=10).text
+            requests = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in final.splitlines()
+                if line.startswith("gateway_provider_requests_total{")
+            )
+        else:
+            requests = None
+    return {
+        "metrics": name,
+        "n": n,
+        "status": batch["status"],
+        "ok": (batch.get("stats") or {}).get("success_count"),
+        "wall_s": wall,
+        "items_per_s": n / wall,
+        "cpu_busy_s": cpu["busy_s"],
+        "scrapes": len(scrapes),
+        "scrapes_ok": sum(1 for code, _ in scrapes if code == 200),
+        "requests_counted": requests,
+    }
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    on = [r for r in rows if r["metrics"] == "on"]
+    off = [r for r in rows if r["metrics"] == "off"]
+    med_on = statistics.median(r["items_per_s"] for r in on)
+    med_off = statistics.median(r["items_per_s"] for r in off)
+    cpu_on = statistics.median(r["cpu_busy_s"] for r in on)
+    cpu_off = statistics.median(r["cpu_busy_s"] for r in off)
+    lines = [
+        "## Observability overhead: metrics on vs off",
+        "",
+        f"- date: {meta['date']}; commit {meta['commit']}",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        "- workload: bench/overhead.py's end-to-end throughput (REST → Celery with "
+        f"{meta['workers']} workers, Redis + PostgreSQL → ~1 ms simulated provider), {meta['items']} items per run",
+        "- on: multiprocess metrics files + engine observer, /metrics scraped every second during the run; "
+        "off: GATEWAY_METRICS_ENABLED=0",
+        f"- {meta['note']}",
+        "",
+        "| run | metrics | items/s | wall s | machine CPU busy s | scrapes ok | requests counted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(rows, 1):
+        counted = "–" if r["requests_counted"] is None else f"{r['requests_counted']:.0f}"
+        scrapes = "–" if r["metrics"] == "off" else f"{r['scrapes_ok']}/{r['scrapes']}"
+        lines.append(
+            f"| {i} | {r['metrics']} | {r['items_per_s']:.0f} | {r['wall_s']:.1f} | {r['cpu_busy_s']:.1f} "
+            f"| {scrapes} | {counted} |"
+        )
+    lines += [
+        "",
+        f"Median items/s: on **{med_on:.0f}**, off **{med_off:.0f}** → throughput cost "
+        f"**{100 * (med_off - med_on) / med_off:+.1f} %** (goal ≤ 5 %); median machine CPU per run: on "
+        f"{cpu_on:.1f} s, off {cpu_off:.1f} s ({100 * (cpu_on - cpu_off) / cpu_off:+.1f} %).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--items", type=int, default=5000)
+    ap.add_argument("--runs", type=int, default=3, help="runs of each (on and off, interleaved)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--provider-concurrency", type=int, default=32)
+    ap.add_argument("--note", default="other engineers' test suites were running on the same 2 cores")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    from bench.stack import exit_cleanly_on_sigterm
+
+    exit_cleanly_on_sigterm()
+    logdir = ROOT / "var" / "bench" / "metrics_overhead"
+    logdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with run_simulator_subprocess(SIM_CFG, log_path=logdir / "sim.log") as sim:
+        for i in range(args.runs):
+            for metrics in (True, False) if i % 2 == 0 else (False, True):
+                row = one_run(
+                    sim.base_url, args.items, args.workers, args.provider_concurrency, metrics, logdir
+                )
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_rev(),
+        "machine": machine(),
+        "command": ".venv/bin/python bench/metrics_overhead.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "workers": args.workers,
+        "items": args.items,
+        "note": args.note,
+    }
+    (logdir / "metrics_overhead.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    text = render(rows, meta)
+    print(text)
+    if not args.no_write:
+        replace_section(Path(args.out), "overhead-metrics", text)
+    return 0 if all(r["status"] == "completed" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
