@@ -8,6 +8,12 @@ on:  PROMETHEUS_MULTIPROC_DIR set (web and workers write the multiprocess files)
      the run, as Prometheus would
 off: GATEWAY_METRICS_ENABLED=0, no multiprocess directory
 Runs alternate on/off so drifting background load hits both alike; the median of each is compared.
+
+    .venv/bin/python bench/metrics_overhead.py --parts latency   # the engine alone, per provider call
+
+latency: sequential calls through CrossProviderBatcher (in-process store, 1 in flight) with the gateway's
+observer (multiprocess files in a temp dir) and without, interleaved rounds; the difference per call is
+the observer's cost on the hot path, free of the end-to-end run's noise.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -85,6 +92,60 @@ def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool,
     }
 
 
+def engine_per_call_ms(sim_url: str, n: int, observed: bool) -> float:
+    from batches.engine import CrossProviderBatcher
+    from observability.engine import GatewayObserver
+
+    def batcher():
+        observer = GatewayObserver("bench", "bench") if observed else None
+        return CrossProviderBatcher.from_config(
+            provider_file(sim_url, 1), global_max_in_flight=1, observer=observer
+        )
+
+    batcher().batch(items(20))  # warm-up
+    b = batcher()
+    t0 = time.perf_counter()
+    results = b.batch(items(n))
+    assert all(r.ok for r in results)
+    return (time.perf_counter() - t0) * 1000 / n
+
+
+def latency_part(sim_url: str, calls: int, rounds: int) -> dict:
+    per = max(1, calls // rounds)
+    on, off = [], []
+    for r in range(rounds):
+        pair = [(True, on), (False, off)] if r % 2 == 0 else [(False, off), (True, on)]
+        for observed, out in pair:
+            out.append(engine_per_call_ms(sim_url, per, observed))
+        print(f"round {r + 1}: on {on[-1]:.3f} ms/call, off {off[-1]:.3f} ms/call", flush=True)
+    return {"calls_per_round": per, "rounds": rounds, "on": on, "off": off}
+
+
+def render_latency(res: dict, meta: dict) -> str:
+    on, off = statistics.median(res["on"]), statistics.median(res["off"])
+    return "\n".join(
+        [
+            "## Observability overhead per provider call (engine only)",
+            "",
+            f"- date: {meta['date']}; commit {meta['commit']}",
+            f"- machine: {meta['machine']}",
+            f"- command: `{meta['command']}`",
+            f"- {res['rounds']} interleaved rounds of {res['calls_per_round']} sequential calls (1 in flight) "
+            "through CrossProviderBatcher against the ~1 ms simulated provider; on = the gateway's observer "
+            "writing Prometheus multiprocess files, off = no observer",
+            f"- {meta['note']}",
+            "",
+            "| observer | per call ms (each round) | median |",
+            "|---|---|---|",
+            f"| on | {', '.join(f'{v:.3f}' for v in res['on'])} | **{on:.3f}** |",
+            f"| off | {', '.join(f'{v:.3f}' for v in res['off'])} | **{off:.3f}** |",
+            "",
+            f"Added per call: **{on - off:+.3f} ms** ({100 * (on - off) / off:+.1f} % of the call).",
+            "",
+        ]
+    )
+
+
 def render(rows: list[dict], meta: dict) -> str:
     on = [r for r in rows if r["metrics"] == "on"]
     off = [r for r in rows if r["metrics"] == "off"]
@@ -126,6 +187,9 @@ def render(rows: list[dict], meta: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="throughput", help="throughput,latency")
+    ap.add_argument("--calls", type=int, default=3000, help="sequential calls for the latency part")
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--items", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=3, help="runs of each (on and off, interleaved)")
     ap.add_argument("--workers", type=int, default=2)
@@ -139,9 +203,17 @@ def main(argv=None) -> int:
     exit_cleanly_on_sigterm()
     logdir = ROOT / "var" / "bench" / "metrics_overhead"
     logdir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    parts = set(args.parts.split(","))
+    rows, latency = [], None
+    if "latency" in parts:  # before prometheus_client is imported: this process writes multiprocess files
+        prom_dir = logdir / "prom-latency"
+        shutil.rmtree(prom_dir, ignore_errors=True)
+        prom_dir.mkdir(parents=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(prom_dir)
     with run_simulator_subprocess(SIM_CFG, log_path=logdir / "sim.log") as sim:
-        for i in range(args.runs):
+        if "latency" in parts:
+            latency = latency_part(sim.base_url, args.calls, args.rounds)
+        for i in range(args.runs if "throughput" in parts else 0):
             for metrics in (True, False) if i % 2 == 0 else (False, True):
                 row = one_run(
                     sim.base_url, args.items, args.workers, args.provider_concurrency, metrics, logdir
@@ -158,11 +230,19 @@ def main(argv=None) -> int:
         "items": args.items,
         "note": args.note,
     }
-    (logdir / "metrics_overhead.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    text = render(rows, meta)
-    print(text)
-    if not args.no_write:
-        replace_section(Path(args.out), "overhead-metrics", text)
+    (logdir / f"metrics_overhead_{'_'.join(sorted(parts))}.json").write_text(
+        json.dumps({"meta": meta, "rows": rows, "latency": latency}, indent=1)
+    )
+    if rows:
+        text = render(rows, meta)
+        print(text)
+        if not args.no_write:
+            replace_section(Path(args.out), "overhead-metrics", text)
+    if latency:
+        text = render_latency(latency, meta)
+        print(text)
+        if not args.no_write:
+            replace_section(Path(args.out), "overhead-metrics-latency", text)
     return 0 if all(r["status"] == "completed" for r in rows) else 1
 
 

@@ -149,3 +149,21 @@ def test_one_genai_span_per_provider_call_under_the_batch_span(
     assert {s.attributes["error.type"] for s in by_provider["bad"]} == {"500"}
     assert {s.attributes["error.type"] for s in by_provider["strict"]} == {"400"}
     assert Batch.objects.get(id=batch.id).completed_at is not None
+
+
+def test_request_id_is_echoed_or_made(client):
+    given = client.get("/healthz", HTTP_X_REQUEST_ID="abc-123")
+    assert given["X-Request-ID"] == "abc-123"
+    bad = client.get("/healthz", HTTP_X_REQUEST_ID="no spaces; or <tags>")
+    made = client.get("/healthz")
+    assert len(bad["X-Request-ID"]) == 32 and bad["X-Request-ID"] != made["X-Request-ID"]
+
+
+def test_secret_looking_extras_are_redacted(json_log):
+    logging.getLogger("some.module").warning(
+        "oops", extra={"api_key": SECRET_KEY, "messages": [PROMPT_MARK], "provider": "alpha"}
+    )
+    line = json.loads(json_log.getvalue().splitlines()[-1])
+    assert (
+        line["api_key"] == "[redacted]" and line["messages"] == "[redacted]" and line["provider"] == "alpha"
+    )
