@@ -90,7 +90,7 @@ def _post_save(sender, instance, created, raw=False, **kwargs) -> None:
             if name in SECRET_FIELDS:
                 if value:
                     changes[name] = "set"
-            else:
+            elif value not in (None, ""):  # a new object: its set fields
                 changes[name] = {"old": None, "new": value}
         _record(instance, "created", changes)
         instance._audit_old = new

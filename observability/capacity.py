@@ -61,9 +61,9 @@ def advise(
         )
     elif max_concurrency > max(want * TOO_HIGH_FACTOR, want + 2):
         verdict = "too_high"
-        reason = f"{rpm} rpm at p50 {p50_latency_ms:.0f} ms needs about {want} slots; lower to {want}"
+        reason = f"{rpm} rpm at p50 {p50_latency_ms:.0f} ms needs about {want} slot{'s' if want != 1 else ''}; lower to {want}"
     else:
-        verdict, reason = "ok", f"about {want} slots needed"
-    if evidence:
+        verdict, reason = "ok", f"about {want} slot{'s' if want != 1 else ''} needed"
+    if evidence and verdict == "too_low":  # an idle provider's bucket is full too: evidence only here
         reason += " (" + ", ".join(evidence) + ")"
     return CapacityAdvice(provider, p50_latency_ms, samples, rpm, max_concurrency, want, verdict, reason)
