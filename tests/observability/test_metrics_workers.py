@@ -149,6 +149,15 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
         if line.startswith("{") and '"item_failed"' in line
     ]
     assert sorted(e["custom_id"] for e in failed) == [f"g{i}" for i in range(4)]
+    events = [
+        json.loads(line)
+        for w in ("w1", "w2")
+        for line in (tmp_path / f"{w}.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    paused = [e for e in events if e.get("event") == "provider_paused"]
+    assert len(paused) == 3 and {e["provider"] for e in paused} == {"alpha"}  # one per 429 with Retry-After
+    assert sum(1 for e in events if e.get("event") == "batch_started") == 1
     assert {e["request_id"] for e in failed} == {"req-obs-1"}
     assert BatchItem.objects.filter(batch=batch, status=ItemStatus.FAILED).count() == 4
     assert (
