@@ -24,13 +24,15 @@ SIM = {
     "providers": {
         # the first five answers are scripted failures (not billed), then normal
         "alpha": {"median_ms": 15, "status_script": [429, 429, 429, 500, 500], "completion_tokens": 5},
-        "beta": {"median_ms": 15, "completion_tokens": 7},
+        "beta": {"median_ms": 60, "completion_tokens": 7},  # slow enough to see leases held mid-run
         "gamma": {"median_ms": 5, "fixed_status": 400},  # every item fails, never retried
     }
 }
 
 
-def run_batch_on_two_workers(sim, team, make_provider, tmp_path, items, request_id, **worker_env):
+def run_batch_on_two_workers(
+    sim, team, make_provider, tmp_path, items, request_id, on_poll=None, **worker_env
+):
     batch = make_batch(team, items)
     bid = str(batch.id)
     queue = f"obs-test-{uuid.uuid4().hex[:10]}"
@@ -51,7 +53,9 @@ def run_batch_on_two_workers(sim, team, make_provider, tmp_path, items, request_
             batch.refresh_from_db()
             if batch.completed_at is not None:
                 break
-            time.sleep(0.2)
+            if on_poll is not None:
+                on_poll()
+            time.sleep(0.05)
         assert batch.completed_at is not None, (tmp_path / "w1.log").read_text()[-3000:]
     finally:
         for proc in workers:
@@ -77,9 +81,19 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
     items += [q(f"g{i}", provider="gamma", max_tokens=5) for i in range(4)]
     metrics_dir = tmp_path / "prom"
     metrics_dir.mkdir()
+    in_flight_seen: list[dict[str, float]] = []
+
+    def scrape_mid_run() -> None:  # the live lease gauges while the workers hold leases
+        with override_settings(GATEWAY_METRICS_DIR=str(metrics_dir)):
+            mid = samples(client.get("/metrics").content.decode())
+        in_flight_seen.append(
+            {p: value(mid, "gateway_leases_in_flight", provider=p) for p in ("alpha", "beta")}
+        )
+
     batch, workers = run_batch_on_two_workers(
-        sim, team, make_provider, tmp_path, items, "req-obs-1", PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)
-    )
+        sim, team, make_provider, tmp_path, items, "req-obs-1", on_poll=scrape_mid_run,
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+    )  # fmt: skip
     counted = sim.counters()["providers"]
 
     with override_settings(GATEWAY_METRICS_DIR=str(metrics_dir)):
@@ -140,6 +154,10 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
         assert value(m, "gateway_breaker_state", provider=name) == 0
     assert value(m, "gateway_scrape_errors", source="quota") == 0
     assert value(m, "gateway_engine_runs") == 0  # livesum: nothing runs now
+    # mid-run scrapes: leases held never above max_concurrency (cluster-wide, both workers), and seen held
+    assert len(in_flight_seen) >= 3
+    assert all(0 <= s["alpha"] <= 4 and 0 <= s["beta"] <= 3 for s in in_flight_seen), in_flight_seen
+    assert max(s["beta"] for s in in_flight_seen) >= 1, in_flight_seen
 
     # the request id set when the batch was sent reached the workers' failed-item events
     failed = [
