@@ -8,6 +8,7 @@ span processor.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from urllib.parse import urlsplit
@@ -19,6 +20,24 @@ from . import metrics, tracing
 from .logs import current_request_id
 
 log = logging.getLogger("batches.items")
+_failed_hooks: set[str] = set()
+
+
+def _never_raises(method):
+    """The engine calls observers unguarded: a metrics or tracing failure is logged (once per hook and
+    process) and never reaches the item being run."""
+
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:  # noqa: BLE001
+            if method.__name__ not in _failed_hooks:
+                _failed_hooks.add(method.__name__)
+                logging.getLogger(__name__).exception("engine observer %s failed", method.__name__)
+            return None
+
+    return wrapped
 
 
 def outcome_label(error_type: str, status_code: int | None) -> str:
@@ -46,6 +65,7 @@ class GatewayObserver:
         self._batch_ctx = None
 
     # ---- run ---------------------------------------------------------------------------------------
+    @_never_raises
     def on_run_start(self, batch_id: str, items: int) -> None:
         metrics.engine_runs.inc()
         if self.tracer is not None:
@@ -62,6 +82,7 @@ class GatewayObserver:
             )
             self._batch_ctx = trace.set_span_in_context(self._batch_span)
 
+    @_never_raises
     def on_run_end(self, batch_id: str) -> None:
         metrics.engine_runs.dec()
         if self._batch_span is not None:
@@ -69,6 +90,7 @@ class GatewayObserver:
             self._batch_span = None
 
     # ---- attempts ----------------------------------------------------------------------------------
+    @_never_raises
     def on_attempt(
         self,
         provider: str,
@@ -147,13 +169,16 @@ class GatewayObserver:
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=end)
 
+    @_never_raises
     def on_quota_wait(self, provider: str, seconds: float) -> None:
         metrics.quota_wait.labels(provider).observe(max(0.0, seconds))
 
+    @_never_raises
     def on_retry(self, provider: str, reason: str) -> None:
         metrics.retries.labels(provider, reason or "unknown").inc()
 
     # ---- items -------------------------------------------------------------------------------------
+    @_never_raises
     def on_item_done(self, result) -> None:
         metrics.items.labels(result.status).inc()
         if result.status == "failed":

@@ -167,3 +167,27 @@ def test_secret_looking_extras_are_redacted(json_log):
     assert (
         line["api_key"] == "[redacted]" and line["messages"] == "[redacted]" and line["provider"] == "alpha"
     )
+
+
+def test_a_failing_observer_never_fails_an_item(sim_server, monkeypatch, caplog):
+    from batches.engine import CrossProviderBatcher
+    from observability import engine, metrics
+
+    class Broken:
+        def labels(self, *args):
+            raise OSError("multiprocess dir gone")
+
+    monkeypatch.setattr(metrics, "provider_requests", Broken())
+    monkeypatch.setattr(engine, "_failed_hooks", set())
+    sim = sim_server({"providers": {"good": {"median_ms": 2, "completion_tokens": 2}}})
+    config = {
+        "providers": [{"name": "good", "base_url": sim.provider_url("good"), "model": "m", "rpm": 60_000,
+                       "tpm": 10**7, "max_concurrency": 4, "burst_seconds": 1, "timeout_seconds": 5}],
+        "routes": [],
+    }  # fmt: skip
+    batcher = CrossProviderBatcher.from_config(config, observer=engine.GatewayObserver("b1", "acme"))
+    results = batcher.batch([item(f"i{i}", provider="good") for i in range(5)])
+    assert [r.status for r in results] == ["succeeded"] * 5
+    assert sim.counters()["providers"]["good"]["requests"] == 5
+    failures = [r for r in caplog.records if "engine observer on_attempt failed" in r.getMessage()]
+    assert len(failures) == 1  # logged once, not per item
