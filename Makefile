@@ -28,6 +28,7 @@ demo: venv
 
 test: venv services
 	@bash scripts/ensure_chromium.sh || true
+	@bash scripts/ensure_prometheus.sh || true
 	DATABASE_URL=$${DATABASE_URL:-$$(cat var/test-database-url 2>/dev/null || echo $(TEST_DATABASE_URL))} \
 		REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest $(PYTEST_ARGS)
 

@@ -1,11 +1,11 @@
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from .keys import generate_raw_key, hash_key, visible_prefix
 from .models import ApiKey, Batch, BatchItem, Team, TeamUsageDaily
+from .services import revoke_api_key
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -85,7 +85,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        keys = list(queryset.filter(revoked_at__isnull=True))
+        for key in keys:  # one save per key: the revocation is recorded in the config history
+            revoke_api_key(key)
+        count = len(keys)
         self.message_user(request, f"Revoked {count} key(s).")
 
 

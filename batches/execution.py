@@ -40,7 +40,9 @@ from django.utils import timezone
 
 from batches.engine import CrossProviderBatcher, EngineOptions, ItemResult, RetryPolicy, WorkItem
 from batches.engine.stats import StatsBuilder
+from observability import events
 from providers.models import Provider, RoutingRule
+from providers.pricing import add_stats_costs, prices_by_provider
 from providers.routing import RoutingTable, routing_table_from_models
 
 from .models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
@@ -116,6 +118,7 @@ def start_batch(batch_id: str) -> list[tuple[int, int]]:
         if batch.status == BatchStatus.QUEUED:
             batch.status, batch.started_at = BatchStatus.RUNNING, now
             batch.save(update_fields=["status", "started_at"])
+            transaction.on_commit(lambda: events.batch_started(batch))
     bounds = BatchItem.objects.filter(batch_id=batch_id).aggregate(lo=Min("seq"), hi=Max("seq"))
     if bounds["lo"] is None:
         finalize_batch_if_done(batch_id)
@@ -191,16 +194,19 @@ def engine_options() -> EngineOptions:
 
 def build_batcher(batch_id: str, table: RoutingTable | None = None) -> CrossProviderBatcher:
     """The engine wired to the shared quota store, breaker and live limits (chosen by settings)."""
+    from observability.engine import engine_observer
     from providers.breaker import get_breaker
     from providers.quota import LimitsSource, get_quota_store
 
+    table = table or load_routing_table()
     return CrossProviderBatcher(
-        table or load_routing_table(),
+        table,
         store=get_quota_store(),
         breaker=get_breaker(),
         limits_source=LimitsSource.shared(),
         options=engine_options(),
         salt=str(batch_id),
+        observer=engine_observer(batch_id, table),
     )
 
 
@@ -601,7 +607,10 @@ def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
         builder.add_item(
             status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
         )
-    return builder.build(str(batch.id), batch.total_count or total, elapsed_ms), builder
+    stats = add_stats_costs(
+        builder.build(str(batch.id), batch.total_count or total, elapsed_ms), prices_by_provider()
+    )
+    return stats, builder
 
 
 def _upsert_usage(batch: Batch, stats: dict, day) -> None:
@@ -683,7 +692,7 @@ def finalize_batch_if_done(batch_id: str) -> bool:
         )
         _upsert_usage(batch, stats, now.date())
         line = {"event": "batch_finished", "status": batch.status, "team_id": batch.team_id, **stats}
-        transaction.on_commit(lambda: batch_log.info(json.dumps(line, sort_keys=True)))
+        transaction.on_commit(lambda: events.batch_finished(batch, line))
     return True
 
 

@@ -166,6 +166,7 @@ def usage_for_team(
         entry.update(_usage_numbers(row))
         rows.append(entry)
     totals = _usage_numbers(qs.aggregate(**sums))
+    add_usage_costs(qs, group_by, rows, totals)
     return {
         "group_by": group_by,
         "from": date_from.isoformat() if date_from else None,
@@ -173,6 +174,27 @@ def usage_for_team(
         "results": rows,
         "totals": totals,
     }
+
+
+def add_usage_costs(qs, group_by: str, rows: list[dict], totals: dict) -> None:
+    """``cost`` and ``wasted_cost`` on every row and the totals, priced per provider (one query)."""
+    from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
+
+    prices = prices_by_provider()
+    parts: dict = {}
+    per_provider = (
+        qs.values(group_by, "provider")
+        .annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"), w=Sum("wasted_tokens"))
+        .order_by()
+    )
+    for row in per_provider:
+        key = row[group_by].isoformat() if isinstance(row[group_by], dt.date) else row[group_by]
+        parts.setdefault(key, []).append(
+            (prices.get(row["provider"], UNKNOWN), row["p"] or 0, row["c"] or 0, row["w"] or 0)
+        )
+    for row in rows:
+        row.update(sum_usage_costs(parts.get(row[group_by], [])))
+    totals.update(sum_usage_costs([part for group in parts.values() for part in group]))
 
 
 def _usage_numbers(row: dict[str, Any]) -> dict[str, int]:

@@ -12,6 +12,7 @@ chunks. After the transaction commits, `batches.tasks.start_batch` is queued for
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import hashlib
 import json
@@ -821,7 +822,8 @@ def enqueue_start(batch_id: str) -> None:
     from batches.tasks import start_batch  # the engine's module; imported late to keep apps decoupled
 
     if settings.GATEWAY_BACKGROUND_EAGER:
-        threading.Thread(target=_run_in_background, args=(batch_id,), name=f"batch-{batch_id}").start()
+        run = contextvars.copy_context().run  # the request id (logs) follows the batch onto the thread
+        threading.Thread(target=run, args=(_run_in_background, batch_id), name=f"batch-{batch_id}").start()
     else:
         start_batch.delay(batch_id)
 

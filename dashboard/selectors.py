@@ -630,3 +630,80 @@ def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
         )
         .iterator(chunk_size=2000)
     )
+
+
+# --- capacity advisor and cost (observability, issue #12) ----------------------------------------
+
+LATENCY_WINDOW = dt.timedelta(hours=1)
+LATENCY_MAX_SAMPLES = 20_000
+
+
+def recent_latency_p50(now: dt.datetime | None = None) -> dict[str, tuple[float, int]]:
+    """{provider: (p50 latency in ms, samples)} of items finished in the last hour (one query).
+
+    PostgreSQL: percentile_cont in the database; other databases: the median of at most
+    LATENCY_MAX_SAMPLES recent latencies computed here."""
+    import statistics
+
+    from django.db import connection
+
+    since = (now or timezone.now()) - LATENCY_WINDOW
+    active = Batch.objects.filter(
+        Q(status__in=[BatchStatus.QUEUED, BatchStatus.RUNNING]) | Q(completed_at__gte=since)
+    ).values("pk")
+    qs = BatchItem.objects.filter(batch__in=active, finished_at__gte=since, latency_ms__isnull=False).exclude(
+        provider=""
+    )
+    if connection.vendor == "postgresql":
+        from django.db.models import Aggregate, FloatField
+
+        class Median(Aggregate):
+            function = "percentile_cont"
+            template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+            output_field = FloatField()
+
+        rows = qs.values("provider").annotate(p50=Median("latency_ms"), n=Count("id")).order_by()
+        return {r["provider"]: (float(r["p50"]), r["n"]) for r in rows}
+    values: dict[str, list[int]] = defaultdict(list)
+    for provider, latency in qs.order_by("-finished_at").values_list("provider", "latency_ms")[
+        :LATENCY_MAX_SAMPLES
+    ]:
+        values[provider].append(latency)
+    return {p: (float(statistics.median(v)), len(v)) for p, v in values.items()}
+
+
+def capacity_advice(rows: list[dict]) -> list:
+    """One CapacityAdvice per providers-page row (uses the row's config, live quota and lease fill)."""
+    from observability.capacity import advise
+
+    latency = recent_latency_p50()
+    out = []
+    for row in rows:
+        config, state = row["config"], row.get("quota")
+        p50, samples = latency.get(config.name, (None, 0))
+        out.append(
+            advise(
+                config.name,
+                p50_latency_ms=p50,
+                samples=samples,
+                rpm=config.rpm,
+                max_concurrency=config.max_concurrency,
+                leases_in_flight=getattr(state, "leases_in_flight", None),
+                rpm_fill_pct=row.get("rpm_fill_pct"),
+            )
+        )
+    return out
+
+
+def add_usage_costs(by_team_provider: list[dict]) -> dict:
+    """Adds ``cost`` / ``wasted_cost`` to each per-team-per-provider usage row (in place; one query for
+    the prices) and returns the totals ({"cost", "wasted_cost"}; None = some price unknown)."""
+    from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
+
+    prices = prices_by_provider()
+    parts = []
+    for row in by_team_provider:
+        part = (prices.get(row["provider"], UNKNOWN), row["prompt"], row["completion"], row["wasted"])
+        row.update(sum_usage_costs([part]))
+        parts.append(part)
+    return sum_usage_costs(parts)

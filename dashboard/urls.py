@@ -1,5 +1,7 @@
 from django.urls import path
 
+from audit import views as audit_views
+
 from . import views
 
 app_name = "dashboard"
@@ -11,4 +13,5 @@ urlpatterns = [
     path("providers/", views.providers, name="providers"),
     path("usage/", views.usage, name="usage"),
     path("usage.csv", views.usage_csv, name="usage_csv"),
+    path("history/", audit_views.history, name="history"),
 ]

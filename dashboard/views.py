@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem
+from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
 from providers.quota.types import ProviderLimits
 
 from . import charts, live, selectors
@@ -212,6 +213,7 @@ def providers(request):
             "quota_error": quota.error,
             "breaker_error": breakers.error,
             "recent_minutes": int(selectors.RECENT_WINDOW.total_seconds() // 60),
+            "advice": selectors.capacity_advice(rows),
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,
             "now": timezone.now(),
         },
@@ -236,7 +238,8 @@ def usage(request):
             date_from=start,
             date_to=end,
             by_team_day=selectors.usage_by_team_day(qs),
-            by_team_provider=selectors.usage_by_team_provider(qs),
+            by_team_provider=(by_team_provider := selectors.usage_by_team_provider(qs)),
+            cost_totals=selectors.add_usage_costs(by_team_provider),
             totals={
                 k: sum(r[k] for r in per_day) for k in ("prompt", "completion", "wasted", "total", "requests")
             },
@@ -275,7 +278,14 @@ CSV_HEADER = [
     "completion_tokens",
     "wasted_tokens",
     "total_tokens",
+    "cost",
+    "wasted_cost",
 ]
+
+
+def _csv_costs(prices, provider: str, prompt: int, completion: int, wasted: int) -> list:
+    costs = sum_usage_costs([(prices.get(provider, UNKNOWN), prompt, completion, wasted)])
+    return ["" if costs[k] is None else f"{costs[k]:.6f}" for k in ("cost", "wasted_cost")]
 
 
 @staff_required
@@ -289,6 +299,7 @@ def usage_csv(request):
     start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
     qs = selectors.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
     writer = csv.writer(_Echo())
+    prices = prices_by_provider()
 
     def rows():
         yield writer.writerow(CSV_HEADER)
@@ -305,6 +316,7 @@ def usage_csv(request):
                     completion,
                     wasted,
                     prompt + completion,
+                    *_csv_costs(prices, provider, prompt, completion, wasted),
                 ]
             )
 

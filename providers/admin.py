@@ -31,6 +31,8 @@ class ProviderForm(forms.ModelForm):
             "timeout_seconds",
             "max_retries",
             "enabled",
+            "price_prompt_per_million",
+            "price_completion_per_million",
         ]
 
     def clean_api_key(self) -> str:
@@ -82,6 +84,7 @@ class ProviderAdmin(admin.ModelAdmin):
         ("Credentials", {"fields": ["api_key", "clear_api_key", "key_source"]}),
         ("Quota", {"fields": ["rpm", "tpm", "max_concurrency", "burst_seconds"]}),
         ("Calls", {"fields": ["timeout_seconds", "max_retries"]}),
+        ("Prices", {"fields": ["price_prompt_per_million", "price_completion_per_million"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 

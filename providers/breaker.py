@@ -19,12 +19,25 @@ Clocks: the Redis breaker uses the Redis server's TIME, so all workers agree.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import weakref
 from dataclasses import asdict, dataclass
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+log = logging.getLogger(__name__)
+
+
+def log_transition(provider: str, before: str, after: str, retry_after_seconds: float | None = None) -> None:
+    """One structured event when a breaker opens or closes (docs/operations.md)."""
+    if before == after or after == HALF_OPEN:
+        return
+    event = "breaker_opened" if after == OPEN else "breaker_closed"
+    fields = {"event": event, "provider": provider, "from_state": before, "to_state": after}
+    if after == OPEN and retry_after_seconds:
+        fields["retry_after_seconds"] = retry_after_seconds
+    (log.warning if after == OPEN else log.info)("circuit breaker %s for %s", after, provider, extra=fields)
 
 
 class BreakerUnavailable(Exception):
@@ -176,9 +189,12 @@ class LocalBreaker:
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
         with self._lock:
-            return _record(
+            before = self._s(provider).state
+            after = _record(
                 self._s(provider), self.config, self._now(), ok, (retry_after_seconds or 0.0) * 1000
             )
+        log_transition(provider, before, after, retry_after_seconds)
+        return after
 
     def snapshot_sync(self, providers) -> dict[str, BreakerState]:
         with self._lock:
@@ -246,6 +262,7 @@ if op == 'allow' then
   end
   return {1, 'closed', 0, 0}
 elseif op == 'record' then
+  local before = state
   if now - win_start > c_window then win_start = now; win_total = 0; win_fail = 0 end
   win_total = win_total + 1
   if ok then
@@ -265,7 +282,7 @@ elseif op == 'record' then
     end
   end
   save()
-  return {1, state, 0, 0}
+  return {1, state, 0, before}
 else
   return {now, state, consec, win_total, win_fail, open_until, opens}
 end
@@ -340,8 +357,9 @@ class RedisBreaker:
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
         result = await self._eval(provider, self._args("record", (retry_after_seconds or 0.0) * 1000, ok))
-        state = result[1]
-        return state.decode() if isinstance(state, bytes) else state
+        state, before = (v.decode() if isinstance(v, bytes) else str(v) for v in (result[1], result[3]))
+        log_transition(provider, before, state, retry_after_seconds)
+        return state
 
     def snapshot_sync(self, providers) -> dict[str, BreakerState]:
         import redis

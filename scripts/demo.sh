@@ -16,6 +16,7 @@ export DJANGO_SETTINGS_MODULE=gateway_site.settings.local
 export DATABASE_URL="sqlite:///$ROOT/var/demo.sqlite3"
 unset REDIS_URL CELERY_BROKER_URL CELERY_TASK_ALWAYS_EAGER
 export DJANGO_LOG_LEVEL=${DJANGO_LOG_LEVEL:-WARNING}
+export GATEWAY_LOG_FORMAT=${GATEWAY_LOG_FORMAT:-console}  # human-readable logs in the demo
 LOGS="$ROOT/var/demo"
 mkdir -p "$LOGS"
 rm -f "$ROOT"/var/demo.sqlite3*

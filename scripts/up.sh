@@ -15,6 +15,7 @@
 #   SIM            1      start the simulator (examples/sim.json) and load examples/providers.json
 #   SIM_PORT       8900
 #   DJANGO_SECRET_KEY     generated once into var/up/secret_key when not given
+#   PROMETHEUS_MULTIPROC_DIR var/up/metrics  shared by web and workers, wiped at every start
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -32,6 +33,7 @@ WEB_WORKERS=${WEB_WORKERS:-2}
 WEB_PORT=${WEB_PORT:-8000}
 SIM=${SIM:-1}
 SIM_PORT=${SIM_PORT:-8900}
+export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$RUN/metrics}
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -135,6 +137,8 @@ EOF
     wait_http "http://127.0.0.1:$SIM_PORT/_sim/health" 30 "$RUN/sim.pid"
   fi
 
+  # one multiprocess metrics directory per host, wiped before its processes start (docs/operations.md)
+  rm -rf "$PROMETHEUS_MULTIPROC_DIR" && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
   echo "==> gunicorn ($WEB_WORKERS workers) on http://127.0.0.1:$WEB_PORT"
   launch web "$PY" -m gunicorn gateway_site.wsgi:application -b "127.0.0.1:$WEB_PORT" \
     -w "$WEB_WORKERS" --threads 4 --timeout 120 --access-logfile -
@@ -155,6 +159,7 @@ Stack is up (logs and pid files in var/up/):
   API        http://127.0.0.1:$WEB_PORT/api/v1/batches   (docs: /api/docs/)
   admin      http://127.0.0.1:$WEB_PORT/admin/
   dashboard  http://127.0.0.1:$WEB_PORT/dashboard/
+  metrics    http://127.0.0.1:$WEB_PORT/metrics   readiness: /readyz
 $( [ "$SIM" = "1" ] && echo "  simulator  http://127.0.0.1:$SIM_PORT/_sim/counters" )
 Same environment for management commands:
   export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE

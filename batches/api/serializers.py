@@ -100,6 +100,14 @@ class ProviderStatsSerializer(serializers.Serializer):
     error_count = serializers.IntegerField()
     retry_count = serializers.IntegerField()
     rate_limited_count = serializers.IntegerField()
+    cost = serializers.FloatField(
+        allow_null=True,
+        required=False,
+        help_text="Cost of the billed tokens, wasted ones included (null: a price is unknown).",
+    )
+    wasted_cost = serializers.FloatField(
+        allow_null=True, required=False, help_text="Cost of the wasted tokens (null: a price is unknown)."
+    )
 
 
 class TokenUsageSerializer(serializers.Serializer):
@@ -107,6 +115,14 @@ class TokenUsageSerializer(serializers.Serializer):
     completion_tokens = serializers.IntegerField()
     retry_extra_tokens = serializers.IntegerField(
         help_text="Tokens billed for attempts whose answer was not used."
+    )
+    cost = serializers.FloatField(
+        allow_null=True,
+        required=False,
+        help_text="Cost of the billed tokens, wasted ones included (null: a price is unknown).",
+    )
+    wasted_cost = serializers.FloatField(
+        allow_null=True, required=False, help_text="Cost of the wasted tokens (null: a price is unknown)."
     )
 
 
@@ -235,6 +251,13 @@ class UsageNumbersSerializer(serializers.Serializer):
         help_text="Tokens billed for attempts whose answer was not used."
     )
     total_tokens = serializers.IntegerField(help_text="prompt_tokens + completion_tokens.")
+    cost = serializers.FloatField(
+        allow_null=True,
+        help_text="Cost of the billed tokens, wasted ones included (null: a price is unknown).",
+    )
+    wasted_cost = serializers.FloatField(
+        allow_null=True, help_text="Cost of the wasted tokens (null: a price is unknown)."
+    )
 
 
 class UsageRowSerializer(UsageNumbersSerializer):

@@ -49,6 +49,7 @@ from providers.routing import (
 )
 
 from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome
+from .observer import NULL_OBSERVER, EngineObserver
 from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
 from .stats import build_stats
 
@@ -333,6 +334,7 @@ class _Run:
                 continue
 
             limits = await self.limits(choice)
+            waited_from = time.monotonic()
             try:
                 admitted = await self.admit(limits, est, check_cancel=not result.attempts)
             except QuotaImpossible as exc:
@@ -345,6 +347,7 @@ class _Run:
                 result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
                 return result, None
             reservation, held, slot = admitted
+            b.observer.on_quota_wait(choice.name, time.monotonic() - waited_from)
             try:
                 async with held:  # long lane + provider lease: released as soon as the answer is in
                     started = _now_iso()
@@ -375,6 +378,7 @@ class _Run:
                 if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
                     entry["detail"] = outcome.detail
                 result.attempt_log.append(entry)
+                b.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts)  # fmt: skip
                 result.provider, result.latency_ms = choice.name, outcome.latency_ms
 
                 if outcome.ok:
@@ -411,6 +415,7 @@ class _Run:
                 await slot.aclose()  # never leak the process-wide in-flight slot
                 raise
             await slot.aclose()
+            b.observer.on_retry(choice.name, outcome.error_type)
             if retry_after is not None:
                 delay = retry_after
             else:
@@ -457,6 +462,7 @@ class CrossProviderBatcher:
         global_max_in_flight: int = 64,
         salt: str = "",
         transport_factory=None,
+        observer: EngineObserver | None = None,
     ):
         if store is None:
             from providers.quota.local import LocalQuotaStore
@@ -469,6 +475,7 @@ class CrossProviderBatcher:
         self.options = options or EngineOptions()
         self.salt = salt
         self.transport_factory = transport_factory
+        self.observer: EngineObserver = observer or NULL_OBSERVER
         self.last_stats: dict | None = None
 
     @classmethod
@@ -493,6 +500,7 @@ class CrossProviderBatcher:
         results: list[ItemResult | None] = [None] * len(work)
         run = _Run(self, should_cancel)
         started = time.monotonic()
+        self.observer.on_run_start(batch_id, len(work))
 
         # group by preferred provider; each group is served by its own small pool, shortest first
         groups: dict[str, list[tuple[int, int]]] = {}
@@ -514,6 +522,7 @@ class CrossProviderBatcher:
 
         async def finish(index: int, result: ItemResult, slot: AsyncExitStack | None) -> None:
             results[index] = result
+            self.observer.on_item_done(result)
             try:
                 if on_result is not None:
                     await on_result(index, result)
@@ -555,6 +564,7 @@ class CrossProviderBatcher:
                 first = first.exceptions[0]
             raise first from None
         finally:
+            self.observer.on_run_end(batch_id)
             await run.http.aclose()
         final = [r for r in results if r is not None]
         assert len(final) == len(work), "every item gets exactly one result"

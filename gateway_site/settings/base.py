@@ -8,6 +8,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from observability.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -150,15 +151,19 @@ INSTALLED_APPS = [
     "dashboard",
     "openai_api",
     "sim",
+    "observability",
+    "audit",
 ]
 
 MIDDLEWARE = [
+    "observability.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.context.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -222,15 +227,19 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
-    "loggers": {
-        "django.db.backends": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        "httpcore": {"level": "WARNING"},
-    },
-}
+# --- observability (docs/operations.md) -------------------------------------------------------------
+# Logs: "json" (one object per line) or "console" (human-readable; make demo).
+GATEWAY_LOG_FORMAT = env_str("GATEWAY_LOG_FORMAT", "json")
+if GATEWAY_LOG_FORMAT not in ("json", "console"):
+    raise ImproperlyConfigured(f"GATEWAY_LOG_FORMAT={GATEWAY_LOG_FORMAT!r}: must be 'json' or 'console'")
+LOGGING = logging_config(GATEWAY_LOG_FORMAT, env_str("DJANGO_LOG_LEVEL", "INFO"))
+# Prometheus multiprocess directory shared by this host's web and worker processes (wiped at start by
+# the launcher); unset = single-process metrics. GET /metrics requires this bearer token when set.
+GATEWAY_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+GATEWAY_METRICS_TOKEN = env_str("GATEWAY_METRICS_TOKEN", "")
+# Off: the engine observer is not installed (no provider metrics, failed-item events or provider-call
+# spans); for measuring its overhead.
+GATEWAY_METRICS_ENABLED = env_bool("GATEWAY_METRICS_ENABLED", True)
+# Retention (manage.py purge_old_data): prompts, responses and uploaded files of batches finished more
+# than this many days ago are deleted; batch stats and usage are kept. 0 = keep forever.
+GATEWAY_RETENTION_DAYS = env_int("GATEWAY_RETENTION_DAYS", 0, minimum=0)

@@ -31,6 +31,16 @@ LEASE_POLL_MAX_S = 0.1
 CLUSTER_LEASE_NAME = "*cluster*"  # not a valid provider slug, so it never collides
 
 
+def log_pause(provider: str, retry_after_seconds: float) -> None:
+    """The event for a Retry-After pause of a provider's bucket (every worker waits it out)."""
+    log.warning(
+        "provider %s paused for %.1f s (Retry-After)",
+        provider,
+        retry_after_seconds,
+        extra={"event": "provider_paused", "provider": provider, "seconds": float(retry_after_seconds)},
+    )
+
+
 def jitter_seconds(wait_ms: int) -> float:
     """A little randomness so waiters woken by the same refill don't all hit the store in the same ms."""
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)

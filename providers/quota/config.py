@@ -13,6 +13,7 @@ capacities, and the bucket is clamped to the new capacity on that call.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import weakref
@@ -21,6 +22,8 @@ from collections.abc import Callable, Iterable
 from django.conf import settings
 
 from .types import ProviderLimits
+
+log = logging.getLogger(__name__)
 
 MAX_AGE_SECONDS = 60.0
 
@@ -107,6 +110,8 @@ class LimitsSource:
         stale = now - self._loaded_at >= MAX_AGE_SECONDS
         if force or stale or version != self._version or not self._loaded_at:
             limits = await asyncio.to_thread(self._loader)
+            if self._version is not None and version != self._version:
+                log.info("provider config reloaded", extra={"event": "config_reloaded", "version": version})
             with self._lock:
                 self._limits = limits
                 self._version = version

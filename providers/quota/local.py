@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import BaseQuotaStore
+from .base import BaseQuotaStore, log_pause
 from .types import Decision, ProviderLimits, ProviderQuotaState
 
 OBS_SLOTS = 60
@@ -121,6 +121,7 @@ class LocalQuotaStore(BaseQuotaStore):
             self._observe(b, now, -1, -n)
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
+        log_pause(limits.name, retry_after_seconds)
         with self._lock:
             now = self.now_ms()
             b = self._bucket(limits.name)

@@ -11,7 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import lua
-from .base import BaseQuotaStore
+from .base import BaseQuotaStore, log_pause
 from .resp import RespClient, Script
 from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
 
@@ -139,6 +139,7 @@ class RedisQuotaStore(BaseQuotaStore):
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         bucket, _, _ = self._keys(limits.name)
         ms = max(0.0, float(retry_after_seconds)) * 1000.0
+        log_pause(limits.name, retry_after_seconds)
         return int(float(await self._run("PENALIZE", [bucket], [*self._rates(limits), repr(ms)])))
 
     async def clear_pause(self, limits: ProviderLimits) -> None:

@@ -101,7 +101,7 @@ def test_every_page_renders_in_chromium_without_console_errors(live_server, brow
                 assert response is not None and response.status == 200, (
                     f"{name}: {response and response.status}"
                 )
-                assert page.locator("header.top nav a").count() == 5, name
+                assert page.locator("header.top nav a").count() == 6, name
                 html = page.content()
                 assert DB_SECRET not in html and ENV_SECRET not in html, name
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)

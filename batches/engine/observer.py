@@ -1,0 +1,69 @@
+"""The engine's one observation seam: what happened, told to whoever listens (metrics, logs, traces).
+
+Django-free and dependency-free. ``CrossProviderBatcher(observer=...)`` calls these methods from the
+engine's event loop; an implementation must be quick and must not block (no I/O beyond a local file
+write or an in-memory queue), and must never raise (the engine guards nothing around these calls).
+The Prometheus/log/trace implementation lives outside the engine (``observability.engine``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class EngineObserver(Protocol):
+    def on_run_start(self, batch_id: str, items: int) -> None:
+        """An ``abatch`` call begins (one chunk of a batch in a worker)."""
+
+    def on_run_end(self, batch_id: str) -> None:
+        """That ``abatch`` call ended (normally or not)."""
+
+    def on_attempt(
+        self,
+        provider: str,
+        *,
+        error_type: str,
+        status_code: int | None,
+        latency_s: float,
+        prompt_tokens: int,
+        completion_tokens: int,
+        used: bool,
+        custom_id: str,
+        attempt: int,
+    ) -> None:
+        """One HTTP attempt came back. ``error_type`` is "" on success; ``used`` is False when the answer
+        is not the item's result (its tokens are wasted)."""
+
+    def on_quota_wait(self, provider: str, seconds: float) -> None:
+        """Time an attempt spent getting a bucket token, a lease and an in-flight slot."""
+
+    def on_retry(self, provider: str, reason: str) -> None:
+        """The engine will try again after a failed attempt at ``provider`` (reason = its error type)."""
+
+    def on_item_done(self, result: Any) -> None:
+        """An item reached its final result (an engine ``ItemResult``)."""
+
+
+class NullObserver:
+    """The default: observes nothing."""
+
+    def on_run_start(self, batch_id: str, items: int) -> None:
+        pass
+
+    def on_run_end(self, batch_id: str) -> None:
+        pass
+
+    def on_attempt(self, provider: str, **kwargs: Any) -> None:
+        pass
+
+    def on_quota_wait(self, provider: str, seconds: float) -> None:
+        pass
+
+    def on_retry(self, provider: str, reason: str) -> None:
+        pass
+
+    def on_item_done(self, result: Any) -> None:
+        pass
+
+
+NULL_OBSERVER: EngineObserver = NullObserver()

@@ -1,0 +1,225 @@
+"""The engine observer: Prometheus counters, the failed-item log event and GenAI spans.
+
+``batches.execution.build_batcher`` passes ``engine_observer(batch_id, table)`` to the engine
+(``batches.engine.observer.EngineObserver``). One instance per engine run; its methods run on the
+engine's event loop and only touch in-memory counters (or the multiprocess files), a logger, and the
+span processor.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from urllib.parse import urlsplit
+
+from batches.engine.retry import error_class
+from providers.pricing import UNKNOWN, Prices, token_cost
+
+from . import metrics, tracing
+from .logs import current_request_id
+
+log = logging.getLogger("batches.items")
+_failed_hooks: set[str] = set()
+
+
+def _never_raises(method):
+    """The engine calls observers unguarded: a metrics or tracing failure is logged (once per hook and
+    process) and never reaches the item being run."""
+
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:  # noqa: BLE001
+            if method.__name__ not in _failed_hooks:
+                _failed_hooks.add(method.__name__)
+                logging.getLogger(__name__).exception("engine observer %s failed", method.__name__)
+            return None
+
+    return wrapped
+
+
+def outcome_label(error_type: str, status_code: int | None) -> str:
+    """ok, 4xx, 429, 5xx, timeout, connection, invalid_response."""
+    return "ok" if not error_type else error_class(error_type, status_code)
+
+
+class GatewayObserver:
+    def __init__(
+        self,
+        batch_id: str,
+        team: str,
+        prices: dict[str, Prices] | None = None,
+        providers: dict | None = None,
+        request_id: str = "",
+        parent_context=None,
+    ):
+        self.batch_id, self.team = str(batch_id), team
+        self.prices = prices or {}
+        self.providers = providers or {}  # name -> ProviderConfig (model, base_url) for spans
+        self.request_id = request_id
+        self.parent_context = parent_context
+        self.tracer = tracing.get_tracer()
+        self._batch_span = None
+        self._batch_ctx = None
+
+    # ---- run ---------------------------------------------------------------------------------------
+    @_never_raises
+    def on_run_start(self, batch_id: str, items: int) -> None:
+        metrics.engine_runs.inc()
+        if self.tracer is not None:
+            from opentelemetry import trace
+
+            self._batch_span = self.tracer.start_span(
+                f"batch {self.batch_id}",
+                context=self.parent_context,
+                attributes={
+                    "gateway.batch_id": self.batch_id,
+                    "gateway.team": self.team,
+                    "gateway.items": items,
+                },
+            )
+            self._batch_ctx = trace.set_span_in_context(self._batch_span)
+
+    @_never_raises
+    def on_run_end(self, batch_id: str) -> None:
+        metrics.engine_runs.dec()
+        if self._batch_span is not None:
+            self._batch_span.end()
+            self._batch_span = None
+
+    # ---- attempts ----------------------------------------------------------------------------------
+    @_never_raises
+    def on_attempt(
+        self,
+        provider: str,
+        *,
+        error_type: str,
+        status_code: int | None,
+        latency_s: float,
+        prompt_tokens: int,
+        completion_tokens: int,
+        used: bool,
+        custom_id: str = "",
+        attempt: int = 0,
+    ) -> None:
+        outcome = outcome_label(error_type, status_code)
+        metrics.provider_requests.labels(provider, outcome).inc()
+        metrics.provider_request_duration.labels(provider).observe(latency_s)
+        if prompt_tokens:
+            metrics.provider_tokens.labels(provider, self.team, "prompt").inc(prompt_tokens)
+        if completion_tokens:
+            metrics.provider_tokens.labels(provider, self.team, "completion").inc(completion_tokens)
+        if not used and (prompt_tokens or completion_tokens):
+            metrics.provider_tokens.labels(provider, self.team, "wasted").inc(
+                prompt_tokens + completion_tokens
+            )
+        if prompt_tokens or completion_tokens:
+            cost = token_cost(self.prices.get(provider, UNKNOWN), prompt_tokens, completion_tokens)
+            if cost is not None:
+                metrics.provider_cost.labels(provider, self.team).inc(float(cost))
+        if self.tracer is not None:
+            self._span(
+                provider,
+                outcome,
+                status_code,
+                latency_s,
+                prompt_tokens,
+                completion_tokens,
+                custom_id,
+                attempt,
+            )
+
+    def _span(
+        self, provider, outcome, status_code, latency_s, prompt, completion, custom_id, attempt
+    ) -> None:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        config = self.providers.get(provider)
+        model = getattr(config, "model", "") or ""
+        end = time.time_ns()
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": int(prompt),
+            "gen_ai.usage.output_tokens": int(completion),
+            "gateway.batch_id": self.batch_id,
+            "gateway.custom_id": custom_id,
+            "gateway.attempt": attempt,
+        }
+        url = urlsplit(getattr(config, "base_url", "") or "")
+        if url.hostname:
+            attributes["server.address"] = url.hostname
+            if url.port:
+                attributes["server.port"] = url.port
+        if status_code is not None:
+            attributes["http.response.status_code"] = status_code
+        if outcome != "ok":
+            attributes["error.type"] = str(status_code) if status_code else outcome
+        span = self.tracer.start_span(
+            f"chat {model}".strip(),
+            context=self._batch_ctx or self.parent_context,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=end - int(latency_s * 1e9),
+        )
+        if outcome != "ok":
+            span.set_status(Status(StatusCode.ERROR, outcome))
+        span.end(end_time=end)
+
+    @_never_raises
+    def on_quota_wait(self, provider: str, seconds: float) -> None:
+        metrics.quota_wait.labels(provider).observe(max(0.0, seconds))
+
+    @_never_raises
+    def on_retry(self, provider: str, reason: str) -> None:
+        metrics.retries.labels(provider, reason or "unknown").inc()
+
+    # ---- items -------------------------------------------------------------------------------------
+    @_never_raises
+    def on_item_done(self, result) -> None:
+        metrics.items.labels(result.status).inc()
+        if result.status == "failed":
+            log.warning(
+                "item failed",
+                extra={
+                    "event": "item_failed",
+                    "batch_id": self.batch_id,
+                    "team": self.team,
+                    "custom_id": result.custom_id,
+                    "provider": result.provider,
+                    "attempt": result.attempts,
+                    "error_type": result.error_type,
+                    "status_code": result.error_status_code,
+                    "request_id": self.request_id,
+                },
+            )
+
+
+def engine_observer(batch_id: str, table=None) -> GatewayObserver | None:
+    """The observer for one engine run of a batch (two small queries: the team's name, the prices);
+    None when GATEWAY_METRICS_ENABLED is off."""
+    from django.conf import settings
+
+    from batches.models import Batch
+
+    if not settings.GATEWAY_METRICS_ENABLED:
+        return None
+    from providers.pricing import prices_by_provider
+
+    team = Batch.objects.filter(id=batch_id).values_list("team__name", flat=True).first() or ""
+    parent = None
+    if tracing.enabled():
+        from opentelemetry import context
+
+        parent = context.get_current()
+    return GatewayObserver(
+        str(batch_id),
+        team,
+        prices=prices_by_provider(),
+        providers=dict(getattr(table, "providers", {}) or {}),
+        request_id=current_request_id(),
+        parent_context=parent,
+    )

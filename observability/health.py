@@ -1,0 +1,171 @@
+"""Readiness checks for ``GET /readyz`` (contract §7) and the Celery worker heartbeat they rely on.
+
+Checks: database (a round trip), migrations (none unapplied), and in shared mode (REDIS_URL set) Redis
+(PING) and Celery workers (at least one worker heartbeat key in Redis, written every
+WORKER_HEARTBEAT_SECONDS by a thread of each worker, expiring after WORKER_HEARTBEAT_TTL_SECONDS).
+Single-process mode has no Redis and no workers: those checks are reported as "skipped".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+log = logging.getLogger(__name__)
+
+WORKER_HEARTBEAT_SECONDS = 5.0
+WORKER_HEARTBEAT_TTL_SECONDS = 30
+CHECK_TIMEOUT_SECONDS = 2.0
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+    skipped: bool = False
+
+    def as_dict(self) -> dict:
+        state = "skipped" if self.skipped else ("ok" if self.ok else "fail")
+        return {"status": state, "detail": self.detail}
+
+
+def shared_mode() -> bool:
+    return settings.GATEWAY_QUOTA_BACKEND == "redis"
+
+
+def heartbeat_pattern() -> str:
+    return f"{settings.GATEWAY_REDIS_PREFIX}worker-heartbeat:*"
+
+
+def heartbeat_key(worker: str) -> str:
+    return f"{settings.GATEWAY_REDIS_PREFIX}worker-heartbeat:{worker}"
+
+
+def _redis():
+    import redis
+
+    return redis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=CHECK_TIMEOUT_SECONDS, socket_connect_timeout=CHECK_TIMEOUT_SECONDS
+    )
+
+
+def check_database() -> Check:
+    try:
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return Check("database", True)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return Check("database", False, f"{type(exc).__name__}: {exc}")
+
+
+_migrations_ok = False
+
+
+def check_migrations() -> Check:
+    """No unapplied migration. Once seen applied, a process does not check again (migrations only move
+    forward while it runs)."""
+    global _migrations_ok
+    if _migrations_ok:
+        return Check("migrations", True)
+    try:
+        from django.db.migrations.executor import MigrationExecutor
+
+        executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception as exc:  # noqa: BLE001
+        return Check("migrations", False, f"{type(exc).__name__}: {exc}")
+    if plan:
+        names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in plan[:5])
+        return Check("migrations", False, f"{len(plan)} unapplied: {names}")
+    _migrations_ok = True
+    return Check("migrations", True)
+
+
+def check_redis() -> Check:
+    if not shared_mode():
+        return Check("redis", True, "single-process mode", skipped=True)
+    client = _redis()
+    try:
+        client.ping()
+        return Check("redis", True)
+    except Exception as exc:  # noqa: BLE001
+        return Check("redis", False, f"{type(exc).__name__}: {exc}")
+    finally:
+        client.close()
+
+
+def check_workers() -> Check:
+    if not shared_mode() or settings.CELERY_TASK_ALWAYS_EAGER:
+        return Check("celery_workers", True, "tasks run in this process", skipped=True)
+    client = _redis()
+    try:
+        workers = sorted(k.decode() for k in client.scan_iter(match=heartbeat_pattern(), count=500))
+    except Exception as exc:  # noqa: BLE001
+        return Check("celery_workers", False, f"{type(exc).__name__}: {exc}")
+    finally:
+        client.close()
+    if not workers:
+        return Check(
+            "celery_workers", False, f"no worker heartbeat in the last {WORKER_HEARTBEAT_TTL_SECONDS} s"
+        )
+    return Check("celery_workers", True, f"{len(workers)} alive")
+
+
+def readiness() -> tuple[bool, dict]:
+    checks = [check_database(), check_migrations(), check_redis(), check_workers()]
+    ready = all(c.ok for c in checks)
+    return ready, {"ready": ready, "checks": {c.name: c.as_dict() for c in checks}}
+
+
+# ---- worker heartbeat (Celery workers) --------------------------------------------------------------
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def beat_once(name: str | None = None) -> None:
+    client = _redis()
+    try:
+        client.set(heartbeat_key(name or worker_name()), str(time.time()), ex=WORKER_HEARTBEAT_TTL_SECONDS)
+    finally:
+        client.close()
+
+
+def forget(name: str | None = None) -> None:
+    client = _redis()
+    try:
+        client.delete(heartbeat_key(name or worker_name()))
+    finally:
+        client.close()
+
+
+class Heartbeat(threading.Thread):
+    """A Celery worker's heartbeat: a key with a TTL, refreshed every WORKER_HEARTBEAT_SECONDS."""
+
+    def __init__(self, interval: float = WORKER_HEARTBEAT_SECONDS):
+        super().__init__(name="gateway-heartbeat", daemon=True)
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.name_in_redis = worker_name()
+
+    def run(self) -> None:
+        while True:
+            try:
+                beat_once(self.name_in_redis)
+            except Exception as exc:  # noqa: BLE001 - Redis down: /readyz shows it; keep trying
+                log.warning("worker heartbeat failed: %s", exc)
+            if self.stopped.wait(self.interval):
+                break
+        try:
+            forget(self.name_in_redis)
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,82 @@
+"""Every Prometheus metric the gateway's processes export, in one place.
+
+Processes write their counters and histograms to ``PROMETHEUS_MULTIPROC_DIR`` when that is set (web and
+worker processes of one host share one directory, wiped by the launcher before they start); ``GET
+/metrics`` sums the directory's files (``observability.views.metrics``). Without it (single-process mode)
+the default in-memory registry is used.
+
+Live state (quota buckets, leases, breakers, batches and queued items) is NOT kept here: it is read from
+Redis and the database at scrape time by ``observability.collector.LiveStateCollector``, so it is never
+duplicated or stale per process.
+
+The only in-process gauge is ``gateway_engine_runs`` with ``multiprocess_mode="livesum"``: the engine
+runs in progress summed over the processes that are alive (a dead worker's file is dropped by
+``mark_process_dead`` in the Celery/gunicorn child-exit hooks).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+OUTCOMES = ("ok", "4xx", "429", "5xx", "timeout", "connection", "invalid_response")
+TOKEN_KINDS = ("prompt", "completion", "wasted")
+
+provider_requests = Counter(
+    "gateway_provider_requests",
+    "HTTP attempts sent to a provider, by outcome (ok, 4xx, 429, 5xx, timeout, connection, invalid_response).",
+    ["provider", "outcome"],
+)
+provider_request_duration = Histogram(
+    "gateway_provider_request_duration_seconds",
+    "Latency of one provider attempt (send to answer, or to the timeout).",
+    ["provider"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120),
+)
+provider_tokens = Counter(
+    "gateway_provider_tokens",
+    "Tokens the provider billed: prompt and completion of every attempt; wasted = the part of those "
+    "from attempts whose answer was not used (retried or failed).",
+    ["provider", "team", "kind"],
+)
+provider_cost = Counter(
+    "gateway_provider_cost",
+    "Cost of the billed tokens (provider prices per million tokens; attempts at a provider without "
+    "prices are not counted).",
+    ["provider", "team"],
+)
+quota_wait = Histogram(
+    "gateway_quota_wait_seconds",
+    "Time an attempt waited locally for a bucket token, a lease and an in-flight slot.",
+    ["provider"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+)
+retries = Counter(
+    "gateway_retries",
+    "Attempts the engine decided to try again, by provider and reason (the failed attempt's error type).",
+    ["provider", "reason"],
+)
+items = Counter("gateway_items", "Items that reached a final state in the engine, by status.", ["status"])
+batch_duration = Histogram(
+    "gateway_batch_duration_seconds",
+    "Wall time of a finished batch, from start to completion.",
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400),
+)
+engine_runs = Gauge(
+    "gateway_engine_runs",
+    "Engine runs (chunks) in progress, summed over live processes.",
+    multiprocess_mode="livesum",
+)
+
+# names exported by LiveStateCollector (for the Grafana panel check and the docs)
+LIVE_METRICS = (
+    "gateway_quota_tokens_available",
+    "gateway_quota_capacity",
+    "gateway_quota_paused_seconds",
+    "gateway_leases_in_flight",
+    "gateway_leases_max",
+    "gateway_provider_configured_rpm",
+    "gateway_breaker_state",
+    "gateway_batches",
+    "gateway_queue_items",
+    "gateway_scrape_errors",
+)

@@ -1,0 +1,62 @@
+"""Operations endpoints (contract §7): /metrics, /healthz, /readyz. Thin: the work is in collector/health."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+from . import health
+from .collector import LiveStateCollector
+
+
+class _DefaultRegistry:
+    """This process's own metrics (single-process mode)."""
+
+    def collect(self):
+        yield from REGISTRY.collect()
+
+
+def metrics_registry() -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    directory = settings.GATEWAY_METRICS_DIR
+    if directory:
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry, path=str(directory))
+    else:
+        registry.register(_DefaultRegistry())
+    registry.register(LiveStateCollector())
+    return registry
+
+
+def _authorized(request) -> bool:
+    token = settings.GATEWAY_METRICS_TOKEN
+    if not token:
+        return True
+    given = request.META.get("HTTP_AUTHORIZATION", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+@never_cache
+@require_GET
+def metrics(request):
+    if not _authorized(request):
+        return HttpResponse("metrics token required\n", status=403, content_type="text/plain")
+    return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+@never_cache
+def healthz(request):
+    """Liveness: the process serves requests (no dependency is checked; that is /readyz)."""
+    return JsonResponse({"ok": True})
+
+
+@never_cache
+def readyz(request):
+    ready, body = health.readiness()
+    return JsonResponse(body, status=200 if ready else 503)

@@ -1,0 +1,1 @@
+from sim.testing import sim_server  # noqa: F401 - fixture
