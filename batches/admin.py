@@ -3,8 +3,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from gateway_site.admin_tools import BoundedNumbersMixin
+
 from .keys import generate_raw_key, hash_key, visible_prefix
 from .models import ApiKey, Batch, BatchItem, Team, TeamUsageDaily
+
+
+def short_datetime(value) -> str:
+    """'2026-11-30 12:05' (UTC) instead of 'Nov. 30, 2026, 12:05 p.m.': narrow columns fit at 1280 px."""
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M") if value else "-"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -28,7 +35,7 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     inlines = [ApiKeyInline]
@@ -36,7 +43,7 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "team", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "name", "team", "created", "last_used", "revoked"]
     list_filter = ["team", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["prefix", "name", "team__name"]
     list_select_related = ["team"]
@@ -60,10 +67,26 @@ class ApiKeyAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             messages.warning(
                 request,
-                f"New API key for team {obj.team.name} (shown once, copy it now): {raw}",
+                format_html(
+                    'New API key for team {} (shown once, copy it now): <code data-copy="">{}</code>',
+                    obj.team.name,
+                    raw,
+                ),
             )
             return
         super().save_model(request, obj, form, change)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: ApiKey) -> str:
+        return short_datetime(obj.created_at)
+
+    @admin.display(description="last used", ordering="last_used_at")
+    def last_used(self, obj: ApiKey) -> str:
+        return short_datetime(obj.last_used_at)
+
+    @admin.display(description="revoked at", ordering="revoked_at")
+    def revoked(self, obj: ApiKey) -> str:
+        return short_datetime(obj.revoked_at)
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset):

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-FONT = "font-family='system-ui, sans-serif' font-size='11'"
+# 13 user units: a chart is drawn at most at its viewBox width, so labels are never below ~12 px on screen
+# in the layouts used (full width, or half of a 1280 px page with width=600).
+FONT = "font-family='system-ui, sans-serif' font-size='13'"
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def stacked_bar_chart(
     label_every: int | None = None,
 ) -> SafeString:
     """Vertical bars, one per label, each split into the given series (stacked bottom-up)."""
-    left, right, top, bottom = 56, 12, 28, 44
+    left, right, top, bottom = 60, 12, 30, 48
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(labels)
     totals = [sum(s.values[i] for s in series) for i in range(n)]
@@ -78,7 +80,7 @@ def stacked_bar_chart(
         )
     slot = plot_w / max(n, 1)
     bar_w = max(2.0, slot * 0.7)
-    every = label_every or max(1, (n + 13) // 14)
+    every = label_every or max(1, -(-n * 64 // plot_w))  # at least ~64 units between x labels
     for i, label in enumerate(labels):
         x = left + slot * i + (slot - bar_w) / 2
         y = top + plot_h
@@ -100,9 +102,9 @@ def stacked_bar_chart(
     # legend
     lx = left
     for s in series:
-        parts.append(f"<rect x='{lx}' y='{height - 14}' width='10' height='10' fill='{s.color}'/>")
-        parts.append(f"<text x='{lx + 14}' y='{height - 5}' {FONT}>{escape(s.name)}</text>")
-        lx += 24 + 7 * len(s.name)
+        parts.append(f"<rect x='{lx}' y='{height - 15}' width='11' height='11' fill='{s.color}'/>")
+        parts.append(f"<text x='{lx + 15}' y='{height - 5}' {FONT}>{escape(s.name)}</text>")
+        lx += 28 + 8 * len(s.name)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every dynamic piece above is escaped
 
@@ -121,7 +123,7 @@ def bar_chart(
         labels, [Series("items", color, values)], title=title, width=width, height=height, label_every=1
     )
     # annotate each bar with its count (cheap second pass over the same geometry)
-    left, right, top, bottom = 56, 12, 28, 44
+    left, right, top, bottom = 60, 12, 30, 48
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(labels)
     y_max = _nice_max(max(values, default=0))
