@@ -96,17 +96,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(Batch)
 class BatchAdmin(ReadOnlyAdmin):
-    list_display = [
-        "id",
-        "team",
-        "status",
-        "total_count",
-        "completed_count",
-        "failed_count",
-        "created_at",
-        "completed_at",
-        "items_link",
-    ]
+    # Fits 1280 px: a short id (full id on hover and on the change page), counts in one column.
+    list_display = ["short_id", "team", "status", "counts", "created", "completed", "items_link"]
     list_filter = ["status", "team"]
     search_fields = ["id"]
     date_hierarchy = "created_at"
@@ -114,10 +105,29 @@ class BatchAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     exclude = ["api_key"]
 
+    @admin.display(description="batch", ordering="id")
+    def short_id(self, obj: Batch):
+        return format_html('<span title="{}">{}…</span>', obj.pk, str(obj.pk)[:8])
+
+    @admin.display(description="succeeded / failed / total")
+    def counts(self, obj: Batch) -> str:
+        return f"{obj.completed_count:,} / {obj.failed_count:,} / {obj.total_count:,}"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Batch) -> str:
+        return short_datetime(obj.created_at)
+
+    @admin.display(description="finished", ordering="completed_at")
+    def completed(self, obj: Batch) -> str:
+        return short_datetime(obj.completed_at)
+
     @admin.display(description="items")
     def items_link(self, obj: Batch):
         url = reverse("admin:batches_batchitem_changelist") + f"?batch__id__exact={obj.pk}"
-        return format_html('<a href="{}">{} items</a>', url, obj.total_count)
+        dashboard = reverse("dashboard:batch_detail", args=[obj.pk])
+        return format_html(
+            '<a href="{}">{} items</a> · <a href="{}">dashboard</a>', url, obj.total_count, dashboard
+        )
 
 
 @admin.register(BatchItem)
@@ -131,17 +141,23 @@ class BatchItemAdmin(ReadOnlyAdmin):
 
 @admin.register(TeamUsageDaily)
 class TeamUsageDailyAdmin(ReadOnlyAdmin):
-    list_display = [
-        "day",
-        "team",
-        "provider",
-        "requests",
-        "prompt_tokens",
-        "completion_tokens",
-        "wasted_tokens",
-        "items_succeeded",
-        "items_failed",
-    ]
+    list_display = ["day", "team", "provider", "requests", "prompt", "completion", "wasted", "items"]
     list_filter = ["team", "provider"]
     date_hierarchy = "day"
     list_select_related = ["team"]
+
+    @admin.display(description="prompt tok.", ordering="prompt_tokens")
+    def prompt(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.prompt_tokens:,}"
+
+    @admin.display(description="completion tok.", ordering="completion_tokens")
+    def completion(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.completion_tokens:,}"
+
+    @admin.display(description="wasted tok.", ordering="wasted_tokens")
+    def wasted(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.wasted_tokens:,}"
+
+    @admin.display(description="items ok / failed")
+    def items(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.items_succeeded:,} / {obj.items_failed:,}"
