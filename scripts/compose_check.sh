@@ -46,6 +46,7 @@ else
   die "neither 'docker compose' nor 'docker-compose' (apt-get install docker-compose)"
 fi
 mkdir -p "$CACHE"
+: >"$CACHE/build.log"
 
 DOCKERD_PID=""
 CREATED_ENV=0
@@ -117,12 +118,13 @@ if ! docker image inspect bgw-local/python:3.11 >/dev/null 2>&1 || [ ! -f "$CACH
   rm -rf "$ctx" && mkdir -p "$ctx" && cp -r "$CACHE/wheels" "$ctx/wheels"
   log "docker build → bgw-local/python:3.11"
   docker image rm -f bgw-local/python:3.11 >/dev/null 2>&1 || true
-  docker build --quiet -t bgw-local/python:3.11 -f scripts/compose/python.Dockerfile "$ctx" >/dev/null
+  docker build --quiet -t bgw-local/python:3.11 -f scripts/compose/python.Dockerfile "$ctx" >/dev/null 2>>"$CACHE/build.log"
   rm -rf "$ctx"
 fi
 for name in postgres:15 redis:7; do  # small layers on the imported root file system: always rebuilt
   log "docker build → bgw-local/$name"
-  docker build --quiet -t "bgw-local/$name" -f "scripts/compose/${name%%:*}.Dockerfile" scripts/compose >/dev/null
+  docker build --quiet -t "bgw-local/$name" -f "scripts/compose/${name%%:*}.Dockerfile" scripts/compose \
+    >/dev/null 2>>"$CACHE/build.log"
 done
 
 # --- the stack --------------------------------------------------------------------------------------
@@ -137,7 +139,7 @@ export WEB_PORT
 WEB="http://127.0.0.1:$WEB_PORT"
 
 log "docker compose build (app image on bgw-local/python:3.11)"
-compose build --quiet >/dev/null 2>"$CACHE/build.log" || { cat "$CACHE/build.log" >&2; die "compose build"; }
+compose build --quiet >/dev/null 2>>"$CACHE/build.log" || { tail -n 40 "$CACHE/build.log" >&2; die "compose build"; }
 STACK_UP=1
 log "docker compose up: postgres, redis, migrate, web, worker, sim (web on $WEB)"
 compose up -d >/dev/null 2>"$CACHE/up.log" || { cat "$CACHE/up.log" >&2; die "compose up"; }
@@ -150,7 +152,7 @@ done
 log "web answers /healthz"
 
 manage() { compose exec -T web python manage.py "$@" --settings=gateway_site.settings.production; }
-sed 's#http://127.0.0.1:8900/#http://sim:8900/#g' examples/providers.json \
+sed 's#http://127.0.0.1:8900/#http://sim.compose.internal:8900/#g' examples/providers.json \
   | compose exec -T web sh -c 'cat > /tmp/providers.json'
 manage load_providers /tmp/providers.json
 manage create_team compose-check

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from batches.models import Team
 from batches.services import create_api_key
+from gateway_site.commands import DatabaseCommand
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Create an API key for a team. The raw key is the LAST line printed and is not stored."
 
     def add_arguments(self, parser):

@@ -10,13 +10,14 @@ import json
 import sys
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from batches.api.serializers import BatchSerializer
 from batches.models import Batch, BatchStatus, ItemStatus, Team
 from batches.selectors import item_status_counts
 from batches.submission import SubmissionError, parse_jsonl, submit_batch
+from gateway_site.commands import DatabaseCommand
 
 STATUS_ORDER = (
     ItemStatus.PENDING,
@@ -28,7 +29,7 @@ STATUS_ORDER = (
 DONE = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED)
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Submit a JSONL file (one ITEM per line) as a batch for a team; --wait shows progress until done."
 
     def add_arguments(self, parser):
