@@ -3,6 +3,7 @@ and no empty SQLite file left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -76,3 +77,26 @@ def test_a_migrated_database_works_as_before(tmp_path):
     assert created.returncode == 0 and "created: team acme" in created.stdout
     key = run(["create_api_key", "--team", "acme", "--name", "ci"], url)
     assert key.returncode == 0 and key.stdout.strip().splitlines()[-1].startswith("bgw_")
+
+
+def test_submit_batch_wait_without_a_terminal_prints_plain_lines(tmp_path):
+    """--wait piped to a log: no carriage returns, one line per status change or every few seconds."""
+    url = f"sqlite:///{tmp_path / 'wait.sqlite3'}"
+    assert run(["migrate", "--noinput"], url).returncode == 0
+    assert run(["create_team", "acme"], url).returncode == 0
+    # a provider nothing listens on: every item fails fast with a connection error, the batch ends
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    providers = tmp_path / "providers.json"
+    provider = {"name": "p", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "rpm": 600}
+    provider.update(tpm=1_000_000, max_concurrency=4, max_retries=0)
+    providers.write_text(json.dumps({"providers": [provider], "routes": []}))
+    assert run(["load_providers", str(providers)], url).returncode == 0
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("".join(f'{{"custom_id": "c{i}", "provider": "p", "query": "q"}}\n' for i in range(5)))
+    result = run(["submit_batch", str(batch), "--team", "acme", "--wait", "--poll", "0.05"], url)
+    assert "\r" not in result.stderr, result.stderr[-500:]
+    progress = [line for line in result.stderr.splitlines() if "items finished" in line]
+    assert progress and progress[-1].startswith("failed: 5/5 items finished"), result.stderr[-1000:]
+    assert len(progress) <= 4  # queued/running/failed (+ at most one periodic line)
