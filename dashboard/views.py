@@ -25,6 +25,7 @@ PAGE_SIZE = 50
 RUNNING_REFRESH_SECONDS = 5
 PROVIDERS_REFRESH_SECONDS = 10
 MAX_JSON_CHARS = 100_000
+FULL_CHART_WIDTH = 1200  # a chart across the page (the usage page)
 HALF_CHART_WIDTH = 600  # the batch page's two side-by-side charts (drawn at ~1:1 in a 1280 px window)
 
 
@@ -290,6 +291,7 @@ def usage(request):
                     charts.Series("wasted (retries)", "#e15759", [d["wasted"] for d in per_day]),
                 ],
                 title="Tokens per day",
+                width=FULL_CHART_WIDTH,
             ),
             csv_query=request.GET.urlencode(),
         )

@@ -158,12 +158,24 @@ LAYOUT_PROBE = """
       - (input.type === "number" ? 16 : 0);
     if (ctx.measureText(input.value).width > room) cut.push(input.name + "=" + input.value);
   }
-  // an admin changelist shows every column without sideways scrolling
-  const results = document.querySelector("#changelist .results");
-  const hiddenColumns = results && results.scrollWidth > results.clientWidth + 1
-    ? [...results.querySelectorAll("thead th")].filter((th) => th.getBoundingClientRect().right >
-        results.getBoundingClientRect().right + 1).map((th) => th.innerText.trim()) : [];
-  return {scrollWidth: document.documentElement.scrollWidth, innerWidth: vw, hiddenColumns,
+  // admin changelists and dashboard tables show every column at 1280 px without sideways scrolling
+  const hiddenColumns = [];
+  for (const box of document.querySelectorAll("#changelist .results, .tablewrap")) {
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    const edge = box.getBoundingClientRect().right + 1;
+    hiddenColumns.push(...[...box.querySelectorAll("thead th")]
+      .filter((th) => th.getBoundingClientRect().right > edge).map((th) => th.innerText.trim()));
+  }
+  // chart labels: the SVG font size times the drawing's scale on screen
+  const chartFonts = [...document.querySelectorAll("svg.chart text")].map((t) => {
+    const svg = t.ownerSVGElement;
+    return parseFloat(t.getAttribute("font-size")) * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  });
+  const smallestChartFont = chartFonts.length ? Math.min(...chartFonts) : null;
+  // a field error in a list-editable cell is a readable block, not a sliver of one word per line
+  const slivers = [...document.querySelectorAll("#result_list ul.errorlist")]
+    .filter((ul) => ul.getBoundingClientRect().width < 150).map((ul) => ul.innerText);
+  return {scrollWidth: document.documentElement.scrollWidth, innerWidth: vw, hiddenColumns, smallestChartFont, slivers,
           offenders: offenders.slice(0, 10), cutInputs: cut};
 }
 """
@@ -273,6 +285,12 @@ def test_every_page_fits_1280_px_without_console_errors(live_server, wide_seed):
                     problems.append(f"{name}: past the right edge: {layout['offenders']}")
                 if layout["hiddenColumns"]:
                     problems.append(f"{name}: columns need sideways scrolling: {layout['hiddenColumns']}")
+                if layout["smallestChartFont"] is not None and layout["smallestChartFont"] < 11.5:
+                    problems.append(f"{name}: chart labels {layout['smallestChartFont']:.1f} px high")
+                if layout["slivers"]:
+                    problems.append(
+                        f"{name}: field errors squeezed into a narrow column: {layout['slivers']}"
+                    )
                 if layout["cutInputs"]:
                     problems.append(f"{name}: cut-off input values: {layout['cutInputs']}")
                 page.screenshot(path=str(SCREENSHOTS / f"1280_{name}.png"), full_page=True)
@@ -299,6 +317,17 @@ def test_every_page_fits_1280_px_without_console_errors(live_server, wide_seed):
             assert rpm.get_attribute("min") == "1"
             rpm.fill("0")
             assert page.evaluate("el => el.validationMessage", rpm.element_handle()) != ""
+            # the server's answer to -5 (browser validation off): one message, readable in its cell
+            current["name"] = "provider_list_error"
+            page.evaluate("document.querySelector('#changelist-form').noValidate = true")
+            rpm.fill("-5")
+            page.click("#changelist-form input[name=_save]")
+            page.wait_for_selector("#result_list ul.errorlist")
+            assert (
+                page.inner_text("#result_list ul.errorlist")
+                == "Ensure this value is greater than or equal to 1."
+            )
+            check("provider_list_error")
 
             # the provider change page shows the env var name with its <NAME> placeholder
             page.goto(live_server.url + pages["admin_providers_provider_change"])

@@ -6,6 +6,7 @@ import json
 import uuid
 
 import pytest
+from rest_framework.test import APIClient
 
 from batches.models import Batch, BatchItem
 
@@ -107,3 +108,18 @@ def test_favicon_is_served(anon):
 def test_html_404_stays_html_outside_the_api(anon):
     response = anon.get("/no-such-page")
     assert response.status_code == 404 and not response["Content-Type"].startswith("application/json")
+
+
+def test_server_error_under_api_is_json(api_key, monkeypatch):
+    from batches.api import views
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(views.selectors, "usage_for_team", explode)
+    client = APIClient(raise_request_exception=False)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key[1]}")
+    response = client.get("/api/v1/usage")
+    assert response.status_code == 500
+    body = _json(response)
+    assert set(body) == {"detail"} and "boom" not in body["detail"]

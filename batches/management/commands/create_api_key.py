@@ -10,7 +10,7 @@ class Command(DatabaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--team", required=True)
-        parser.add_argument("--name", default="", help="A label for the key.")
+        parser.add_argument("--name", default="", help="The key's name (the admin's \"name\" column).")
 
     def handle(self, *args, **options):
         try:
