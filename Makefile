@@ -31,8 +31,8 @@ demo: venv
 
 test: venv services
 	@bash scripts/ensure_chromium.sh || true
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$${DATABASE_URL:-$$(cat var/test-database-url 2>/dev/null || echo $(TEST_DATABASE_URL))} \
+		REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest $(PYTEST_ARGS)
 
 up: venv services
 	@bash scripts/up.sh

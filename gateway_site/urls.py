@@ -37,6 +37,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/", include("batches.api.urls")),
     path("dashboard/", include("dashboard.urls")),
+    path("v1/", include("openai_api.urls")),
     path("favicon.ico", favicon, name="favicon"),
     # Keep this last: whatever nothing above matched under /api/ and /v1/ answers JSON (gateway_site/errors.py).
     re_path(r"^(?:api|v1)(?:/.*)?$", errors.path_fallback),

@@ -105,6 +105,25 @@ GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0
 GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
 DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
 
+# --- OpenAI-compatible files (/v1/files) ------------------------------------------------------------
+# Uploads larger than FILE_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB) stream to a temporary file, then to
+# the "openai_files" storage; never the database. Any django-storages backend works by class path.
+GATEWAY_OPENAI_MAX_FILE_BYTES = env_int("GATEWAY_OPENAI_MAX_FILE_BYTES", 200 * 1024 * 1024, minimum=1024)
+GATEWAY_FILES_STORAGE = env_str("GATEWAY_FILES_STORAGE", "django.core.files.storage.FileSystemStorage")
+GATEWAY_FILES_ROOT = env_str("GATEWAY_FILES_ROOT", str(BASE_DIR / "var" / "files"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "openai_files": {
+        "BACKEND": GATEWAY_FILES_STORAGE,
+        "OPTIONS": (
+            {"location": GATEWAY_FILES_ROOT}
+            if GATEWAY_FILES_STORAGE == "django.core.files.storage.FileSystemStorage"
+            else {}
+        ),
+    },
+}
+
 # --- django ---------------------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -119,6 +138,7 @@ INSTALLED_APPS = [
     "providers",
     "batches",
     "dashboard",
+    "openai_api",
     "sim",
 ]
 

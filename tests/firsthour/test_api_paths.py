@@ -123,3 +123,15 @@ def test_server_error_under_api_is_json(api_key, monkeypatch):
     assert response.status_code == 500
     body = _json(response)
     assert set(body) == {"detail"} and "boom" not in body["detail"]
+
+
+def test_openai_surface_trailing_slash_and_unknown_paths(client):
+    """/v1/ (the OpenAI-compatible app): the slash twin is served by its view, the rest is OpenAI's 404."""
+    canonical, slashed = client.get("/v1/batches"), client.get("/v1/batches/")
+    assert canonical.status_code == slashed.status_code == 200
+    assert _json(slashed).keys() == _json(canonical).keys()
+    assert client.get("/v1/files/").status_code == client.get("/v1/files").status_code == 200
+    unknown = client.get("/v1/batches/batch_x/y/z")
+    assert unknown.status_code == 404 and _json(unknown)["error"]["type"] == "invalid_request_error"
+    missing = client.get("/v1/batches/batch_does_not_exist/")  # the app's own 404, through the twin
+    assert missing.status_code == 404 and set(_json(missing)) == {"error"}

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class OpenaiApiConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "openai_api"
+    verbose_name = "OpenAI-compatible files and batches"

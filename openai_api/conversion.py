@@ -1,0 +1,236 @@
+"""OpenAI Batch JSONL ⇄ native ITEMs and RESULTs. Pure functions: no ORM, no HTTP.
+
+Input line  {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": {"model", "messages", …}}
+→ native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body}.
+
+RESULT (contract §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
+"body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
+`{"error": {"message", "type"}}` body; everything else has `response: null, error: {code, message}`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+CHAT_COMPLETIONS = "/v1/chat/completions"
+ENDPOINTS = (CHAT_COMPLETIONS,)
+LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
+MAX_LINE_ERRORS = 100
+
+# RESULT error types whose answer came from the provider over HTTP: the error line keeps the status.
+HTTP_ERROR_TYPES = frozenset({"client_error", "server_error", "rate_limited"})
+# RESULT error type (or item status) → OpenAI error code for lines without an HTTP answer.
+ERROR_CODES = {
+    "cancelled": "batch_cancelled",
+    "expired": "batch_expired",
+    "budget_exceeded": "budget_exceeded",
+    "timeout": "timeout",
+    "connection_error": "connection_error",
+    "quota_impossible": "quota_impossible",
+    "no_provider": "no_provider",
+    "invalid_response": "invalid_response",
+    "gateway_error": "gateway_error",
+    "pending": "batch_cancelled",  # not sent before the batch ended
+    "running": "gateway_error",
+}
+
+
+@dataclass(frozen=True)
+class LineError:
+    """One problem in an input file. `line` is 1-based (None for file-level problems)."""
+
+    code: str
+    message: str
+    param: str | None = None
+    line: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "param": self.param, "line": self.line}
+
+
+class InputFileError(Exception):
+    def __init__(self, errors: list[LineError]):
+        self.errors = sorted(errors, key=lambda e: (e.line is None, e.line or 0))[:MAX_LINE_ERRORS]
+        super().__init__("; ".join(f"line {e.line}: {e.message}" for e in self.errors[:5]))
+
+
+@dataclass
+class ParsedFile:
+    items: list[dict[str, Any]]
+    sizes: list[int]  # raw bytes of each line
+    lines: list[int]  # 1-based line number of each item
+    errors: list[LineError] = field(default_factory=list)  # problems found before native validation
+    bad: set[int] = field(default_factory=set)  # indexes of items with such problems
+
+    def good(self) -> tuple[list[dict[str, Any]], list[int], list[int]]:
+        """(items, sizes, line numbers) of the lines without problems of their own."""
+        keep = [i for i in range(len(self.items)) if i not in self.bad]
+        return [self.items[i] for i in keep], [self.sizes[i] for i in keep], [self.lines[i] for i in keep]
+
+
+def read_input(
+    stream: IO[bytes],
+    *,
+    endpoint: str,
+    max_items: int,
+    max_item_bytes: int,
+    routes: Iterable[str],
+    providers: Iterable[str],
+) -> ParsedFile:
+    """Read an OpenAI batch input file line by line into native ITEMs. Problems of a line (JSON, url,
+    method, body) are collected in `errors`; the native validator checks the other lines afterwards.
+    Raises InputFileError for file-level problems (no lines, too many lines)."""
+    routes, providers = frozenset(routes), frozenset(providers)
+    parsed = ParsedFile(items=[], sizes=[], lines=[])
+    for lineno, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        if len(parsed.items) >= max_items:
+            raise InputFileError(
+                [LineError("too_many_requests", f"the file has more than {max_items} requests", None, lineno)]
+            )
+        size = len(raw.rstrip(b"\r\n"))
+        index = len(parsed.items)
+        parsed.sizes.append(size)
+        parsed.lines.append(lineno)
+        if size > max_item_bytes:
+            line_errors = [
+                LineError("line_too_large", f"line is {size} bytes; at most {max_item_bytes}", None, lineno)
+            ]
+            item: dict[str, Any] = {}
+        else:
+            item, line_errors = native_item(
+                raw, lineno, endpoint=endpoint, routes=routes, providers=providers
+            )
+        if line_errors:
+            parsed.errors.extend(line_errors)
+            parsed.bad.add(index)
+        parsed.items.append(item)
+    if not parsed.items:
+        raise InputFileError([LineError("empty_file", "the input file contains no requests")])
+    return parsed
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a valid JSON value")
+
+
+def native_item(
+    raw: bytes, lineno: int, *, endpoint: str, routes: frozenset[str], providers: frozenset[str]
+) -> tuple[dict[str, Any], list[LineError]]:
+    """One input line → (native ITEM, problems found before native validation)."""
+    try:
+        obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        return {}, [LineError("invalid_json_line", "line is not valid UTF-8", None, lineno)]
+    except (ValueError, RecursionError) as exc:
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        return {}, [LineError("invalid_json_line", f"line is not valid JSON: {problem}", None, lineno)]
+    if not isinstance(obj, dict):
+        return {}, [LineError("invalid_json_line", "line must be a JSON object", None, lineno)]
+    errors = [
+        LineError("invalid_request", f"unknown field; allowed: {', '.join(sorted(LINE_FIELDS))}", key, lineno)
+        for key in obj
+        if key not in LINE_FIELDS
+    ]
+    if obj.get("method") != "POST":
+        errors.append(LineError("invalid_method", "method must be 'POST'", "method", lineno))
+    if obj.get("url") != endpoint:
+        errors.append(
+            LineError("invalid_url", f"url must be {endpoint!r} (the batch's endpoint)", "url", lineno)
+        )
+    body = obj.get("body")
+    if not isinstance(body, dict):
+        errors.append(LineError("missing_required_parameter", "body must be an object", "body", lineno))
+        return {}, errors
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        errors.append(
+            LineError(
+                "missing_required_parameter",
+                "body.model must name a route or a provider",
+                "body.model",
+                lineno,
+            )
+        )
+        return {}, errors
+    item: dict[str, Any] = {}
+    if "custom_id" in obj:
+        item["custom_id"] = obj["custom_id"]
+    if model in routes or model not in providers:
+        item["route"] = model  # an unknown model is reported by the native validator as a route
+    else:
+        item["provider"] = model
+    if "messages" in body:
+        item["messages"] = body["messages"]
+    item["params"] = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    return item, errors
+
+
+def line_error_from_native(index: int | None, field: str, message: str, lines: list[int]) -> LineError:
+    """A native FieldError (item index, ITEM field) → an OpenAI line error (line, body param)."""
+    line = lines[index] if index is not None and 0 <= index < len(lines) else None
+    if field in ("route", "provider"):
+        return LineError(
+            "model_not_found",
+            message.replace("unknown route", "unknown model").replace(
+                ": no enabled routing rule", ": no route"
+            )
+            + " (body.model names a route or a provider)",
+            "body.model",
+            line,
+        )
+    if field == "custom_id":
+        code = "duplicate_custom_id" if message.startswith("duplicate") else "invalid_request"
+        return LineError(code, message, "custom_id", line)
+    if field.startswith("params"):
+        return LineError("invalid_request", message, "body" + field[len("params") :], line)
+    if field.startswith("messages"):
+        return LineError("invalid_request", message, "body." + field, line)
+    if field == "items":
+        return LineError("too_many_requests" if "at most" in message else "empty_file", message, None, line)
+    return LineError("invalid_request", message, None if field in ("item", "body") else field, line)
+
+
+# --- output -----------------------------------------------------------------------------------------
+
+
+def request_line_id(batch_key: str, custom_id: str) -> str:
+    return f"batch_req_{uuid.uuid5(uuid.NAMESPACE_URL, f'{batch_key}/{custom_id}').hex}"
+
+
+def result_line(result: dict[str, Any], batch_key: str) -> tuple[bool, dict[str, Any]]:
+    """(goes to the output file?, the line) for one native RESULT."""
+    custom_id = result["custom_id"]
+    line_id = request_line_id(batch_key, custom_id)
+    request_id = f"req_{line_id[len('batch_req_') :]}"
+    if result["ok"]:
+        response = {"status_code": 200, "request_id": request_id, "body": result["response"]}
+        return True, {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
+    error = result["error"] or {}
+    kind = error.get("type") or result.get("status") or "gateway_error"
+    message = error.get("message") or kind
+    status_code = error.get("status_code")
+    if kind in HTTP_ERROR_TYPES and status_code:
+        body = {"error": {"message": message, "type": kind}}
+        response = {"status_code": status_code, "request_id": request_id, "body": body}
+        return False, {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
+    code = ERROR_CODES.get(kind, kind)
+    return False, {
+        "id": line_id,
+        "custom_id": custom_id,
+        "response": None,
+        "error": {"code": code, "message": message},
+    }
+
+
+def split_results(results: Iterable[dict[str, Any]], batch_key: str) -> Iterator[tuple[bool, bytes]]:
+    """(to output file?, one encoded JSONL line) per RESULT, in submission order."""
+    for result in results:
+        ok, line = result_line(result, batch_key)
+        text = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+        yield ok, text.encode("utf-8", "backslashreplace")

@@ -1,0 +1,78 @@
+"""Files uploaded through `/v1/files` and the link from an OpenAI-style batch to its native Batch.
+
+Blobs live in the `openai_files` storage (settings.STORAGES; local filesystem by default, any
+django-storages backend by setting); the database holds only their metadata.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from batches.models import Batch, Team
+
+
+def new_file_id() -> str:
+    return f"file-{uuid.uuid4().hex}"
+
+
+def new_batch_id() -> str:
+    return f"batch_{uuid.uuid4().hex}"
+
+
+class FilePurpose(models.TextChoices):
+    BATCH = "batch"  # uploaded input files
+    BATCH_OUTPUT = "batch_output"  # output and error files the gateway writes
+
+
+class File(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, default=new_file_id, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="openai_files")
+    purpose = models.CharField(max_length=32, choices=FilePurpose.choices)
+    filename = models.CharField(max_length=255)
+    bytes = models.PositiveBigIntegerField()
+    storage_name = models.CharField(max_length=255, help_text="Name of the blob in the openai_files storage.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["team", "-created_at"], name="openai_file_team_created")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class OpenAIBatch(models.Model):
+    """An OpenAI batch object. `batch` is the native batch that runs it; None when the input file was
+    invalid (OpenAI status `failed`, `errors` set, nothing runs)."""
+
+    id = models.CharField(primary_key=True, max_length=64, default=new_batch_id, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="openai_batches")
+    batch = models.OneToOneField(
+        Batch, on_delete=models.CASCADE, null=True, blank=True, related_name="openai_batch"
+    )
+    endpoint = models.CharField(max_length=64)
+    input_file = models.ForeignKey(File, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # kept after the input file is deleted (OpenAI keeps showing the id)
+    input_file_ref = models.CharField(max_length=64)
+    completion_window = models.CharField(max_length=16)
+    metadata = models.JSONField(null=True, blank=True)
+    # {"object": "list", "data": [{"code", "message", "param", "line"}]} when the input file was invalid
+    errors = models.JSONField(null=True, blank=True)
+    output_file = models.ForeignKey(File, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    error_file = models.ForeignKey(File, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    in_progress_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    cancelling_at = models.DateTimeField(null=True, blank=True)
+    # the output and error files were written (after the native batch ended)
+    files_written_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "OpenAI batch"
+        indexes = [models.Index(fields=["team", "-created_at", "-id"], name="openai_batch_team_created")]
+
+    def __str__(self) -> str:
+        return self.id

@@ -1,0 +1,302 @@
+"""Write side of the OpenAI-compatible surface: store and delete files, create and cancel batches, write
+a finished batch's output and error files. The native batch machinery does the work:
+`batches.submission` validates and stores, `batches.execution.cancel_batch` cancels,
+`batches.selectors.iter_results` reads the results the files are made of."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File as DjangoFile
+from django.core.files.storage import Storage, storages
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from batches import selectors as batch_selectors
+from batches.execution import cancel_batch as cancel_native_batch
+from batches.models import ApiKey, Batch, BatchStatus, Team
+from batches.submission import (
+    Limits,
+    SubmissionError,
+    batch_options,
+    paused_gc,
+    submit_batch,
+    validate_items,
+)
+from providers.models import Provider
+from providers.selectors import known_route_names
+
+from .conversion import (
+    ENDPOINTS,
+    InputFileError,
+    LineError,
+    ParsedFile,
+    line_error_from_native,
+    read_input,
+    split_results,
+)
+from .models import File, FilePurpose, OpenAIBatch
+
+log = logging.getLogger(__name__)
+
+UPLOAD_PURPOSES = (FilePurpose.BATCH.value,)
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY = 64
+MAX_METADATA_VALUE = 512
+COPY_CHUNK = 1024 * 1024
+
+
+class OpenAIError(Exception):
+    """An error answered in OpenAI's shape {"error": {"message", "type", "param", "code"}}."""
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+    ):
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.param = param
+        self.code = code
+        self.type = type
+
+
+def file_storage() -> Storage:
+    return storages["openai_files"]
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def upload_file(*, team: Team, upload: UploadedFile, purpose: str) -> File:
+    """Store an uploaded file (already streamed to memory or a temp file by Django's upload handlers)
+    in the files storage, in chunks."""
+    if purpose not in UPLOAD_PURPOSES:
+        raise OpenAIError(400, f"purpose must be one of {', '.join(UPLOAD_PURPOSES)}", param="purpose")
+    cap = settings.GATEWAY_OPENAI_MAX_FILE_BYTES
+    if upload.size > cap:
+        raise OpenAIError(413, f"file is {upload.size} bytes; at most {cap} bytes", param="file")
+    if upload.size == 0:
+        raise OpenAIError(400, "file is empty", param="file")
+    filename = (upload.name or "upload.jsonl").rsplit("/", 1)[-1][:255]
+    row = File(team=team, purpose=purpose, filename=filename, bytes=upload.size)
+    row.storage_name = file_storage().save(f"{team.pk}/{row.id}", upload)
+    try:
+        row.save(force_insert=True)
+    except Exception:
+        file_storage().delete(row.storage_name)
+        raise
+    return row
+
+
+def delete_file(file: File) -> None:
+    name = file.storage_name
+    with transaction.atomic():
+        file.delete()
+        transaction.on_commit(lambda: file_storage().delete(name))
+
+
+# --- batches --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    input_file: File
+    endpoint: str
+    completion_window: Any
+    metadata: Any = None
+    priority: Any = None
+
+
+def _check_metadata(metadata: Any) -> dict[str, str] | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise OpenAIError(400, "metadata must be an object of string keys and values", param="metadata")
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise OpenAIError(400, f"metadata has more than {MAX_METADATA_PAIRS} pairs", param="metadata")
+    for key, value in metadata.items():
+        if len(key) > MAX_METADATA_KEY:
+            raise OpenAIError(
+                400, f"metadata keys are at most {MAX_METADATA_KEY} characters", param="metadata"
+            )
+        if not isinstance(value, str) or len(value) > MAX_METADATA_VALUE:
+            raise OpenAIError(
+                400,
+                f"metadata values are strings of at most {MAX_METADATA_VALUE} characters",
+                param="metadata",
+            )
+    return metadata
+
+
+def create_batch(*, team: Team, api_key: ApiKey | None, request: BatchRequest) -> OpenAIBatch:
+    """Validate the input file and submit it as a native batch (status in_progress); an invalid file makes
+    a `failed` batch with `errors` naming each bad line, and nothing runs. Bad request fields raise
+    OpenAIError(400) and store nothing."""
+    if request.endpoint not in ENDPOINTS:
+        raise OpenAIError(
+            400, f"endpoint must be one of {', '.join(ENDPOINTS)}", param="endpoint", code="invalid_value"
+        )
+    if request.input_file.purpose != FilePurpose.BATCH:
+        raise OpenAIError(
+            400, "input_file_id must name a file uploaded with purpose 'batch'", param="input_file_id"
+        )
+    if request.completion_window in (None, ""):
+        raise OpenAIError(
+            400, "completion_window is required (e.g. '24h', '1h', '15m')", param="completion_window"
+        )
+    metadata = _check_metadata(request.metadata)
+    try:
+        options = batch_options(request.priority, request.completion_window)
+    except SubmissionError as exc:
+        first = exc.errors[0]
+        raise OpenAIError(
+            400, f"{first.field}: {first.message}", param=first.field, code="invalid_value"
+        ) from None
+    common = dict(
+        team=team,
+        endpoint=request.endpoint,
+        input_file=request.input_file,
+        input_file_ref=request.input_file.id,
+        completion_window=request.completion_window,
+        metadata=metadata,
+    )
+    try:
+        with paused_gc():
+            parsed = _read_input_file(request.input_file, request.endpoint)
+        if parsed.errors:
+            raise InputFileError(parsed.errors + _native_errors(parsed))
+        with transaction.atomic():
+            batch = submit_batch(
+                team=team,
+                items=parsed.items,
+                metadata=metadata or {},
+                api_key=api_key,
+                item_sizes=parsed.sizes,
+                options=options,
+            )
+            return OpenAIBatch.objects.create(
+                id=f"batch_{batch.id.hex}", batch=batch, in_progress_at=batch.created_at, **common
+            )
+    except InputFileError as exc:
+        errors = exc.errors
+    except SubmissionError as exc:
+        errors = [line_error_from_native(e.index, e.field, e.message, parsed.lines) for e in exc.errors]
+    errors.sort(key=lambda e: (e.line is None, e.line or 0))
+    return OpenAIBatch.objects.create(
+        errors={"object": "list", "data": [e.as_dict() for e in errors]}, failed_at=timezone.now(), **common
+    )
+
+
+def _native_errors(parsed: ParsedFile) -> list[LineError]:
+    """What the native validator finds in the lines that passed the line checks (so that one answer
+    lists every problem)."""
+    items, sizes, lines = parsed.good()
+    if not items:
+        return []
+    try:
+        with paused_gc():
+            validate_items(items, sizes)
+    except SubmissionError as exc:
+        return [line_error_from_native(e.index, e.field, e.message, lines) for e in exc.errors]
+    return []
+
+
+def _read_input_file(file: File, endpoint: str):
+    limits = Limits.from_settings()
+    with file_storage().open(file.storage_name, "rb") as stream:
+        return read_input(
+            stream,
+            endpoint=endpoint,
+            max_items=limits.max_items,
+            max_item_bytes=limits.max_item_bytes,
+            routes=known_route_names(),
+            providers=Provider.objects.values_list("name", flat=True),
+        )
+
+
+CANCELLABLE = (BatchStatus.QUEUED, BatchStatus.RUNNING, BatchStatus.CANCELLED)
+
+
+def cancel_batch(ob: OpenAIBatch) -> OpenAIBatch:
+    """OpenAI cancel: `cancelling` until in-flight items finish, then `cancelled`. Items not sent yet are
+    cancelled (each gets an error-file line). A batch that already ended is a 409."""
+    batch = ob.batch
+    if batch is None or batch.status not in CANCELLABLE:
+        status = "failed" if batch is None else batch.status
+        raise OpenAIError(
+            409, f"cannot cancel a batch whose status is {status}", code="batch_not_cancellable"
+        )
+    OpenAIBatch.objects.filter(pk=ob.pk, cancelling_at__isnull=True).update(cancelling_at=timezone.now())
+    cancel_native_batch(str(batch.id))
+    ob.refresh_from_db()
+    return refresh_batch(ob)
+
+
+# --- output and error files -------------------------------------------------------------------------
+
+
+def refresh_batch(ob: OpenAIBatch) -> OpenAIBatch:
+    """Write the output and error files once the native batch has ended (first read after the end)."""
+    batch = ob.batch
+    if batch is None or ob.files_written_at is not None:
+        return ob
+    batch.refresh_from_db()
+    if batch.completed_at is None:
+        return ob
+    write_result_files(ob.pk)
+    fresh = OpenAIBatch.objects.select_related("batch", "output_file", "error_file").get(pk=ob.pk)
+    return fresh
+
+
+def write_result_files(ob_id: str) -> None:
+    """Stream the native RESULTs into an output file (succeeded) and an error file (everything else);
+    exactly once per batch (row lock), each file only if it has lines."""
+    with transaction.atomic():
+        ob = OpenAIBatch.objects.select_for_update().get(pk=ob_id)
+        if ob.files_written_at is not None:
+            return
+        batch: Batch = ob.batch
+        storage = file_storage()
+        saved: list[str] = []
+        try:
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+                sizes = {True: 0, False: 0}
+                for ok, line in split_results(batch_selectors.iter_results(batch), ob.id):
+                    (out if ok else err).write(line)
+                    sizes[ok] += len(line)
+                files = {}
+                for ok, tmp, suffix in ((True, out, "output"), (False, err, "error")):
+                    if not sizes[ok]:
+                        continue
+                    tmp.seek(0)
+                    row = File(
+                        team_id=ob.team_id,
+                        purpose=FilePurpose.BATCH_OUTPUT,
+                        filename=f"{ob.id}_{suffix}.jsonl",
+                        bytes=sizes[ok],
+                    )
+                    row.storage_name = storage.save(
+                        f"{ob.team_id}/{row.id}", DjangoFile(tmp, name=row.filename)
+                    )
+                    saved.append(row.storage_name)
+                    row.save(force_insert=True)
+                    files[ok] = row
+            ob.output_file = files.get(True)
+            ob.error_file = files.get(False)
+            ob.files_written_at = timezone.now()
+            ob.save(update_fields=["output_file", "error_file", "files_written_at"])
+        except BaseException:
+            for name in saved:
+                storage.delete(name)
+            raise
