@@ -155,3 +155,13 @@ def test_docs_quote_the_real_cancel_message(team, make_provider, make_route):
     cancel_batch(str(batch.id))
     message = BatchItem.objects.get(batch=batch).error_message
     assert message and f'"message": "{message}"' in (ROOT / "docs" / "api.md").read_text()
+
+
+def test_providers_page_shows_bucket_levels_unrounded(staff, redis_sync):
+    # rpm 90 with a 5 s burst: an RPM bucket of 7.5 tokens (it was shown as "7.5 / 8")
+    Provider.objects.create(
+        name="half", base_url="http://127.0.0.1:1/v1", model="m", rpm=90, tpm=100_000, max_concurrency=2
+    )
+    html = staff.get(reverse("dashboard:providers")).content.decode()
+    assert "7.5 / 7.5" in html and "7.5 / 8" not in html
+    assert "8,333 / 8,333" in html  # TPM 100,000 × 5 s / 60, with thousands separators
