@@ -6,15 +6,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gateway
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
-# this machine's pip config names local mirrors that may not exist; pip warns once per package
-PIP_NOISE := is neither a file nor a directory
+# this machine's pip config names local mirrors that may not exist; pip warns once per package. And
+# setuptools prints a multi-line "Editable installation" banner for `pip install -e`: both dropped.
+PIP_QUIET := awk '/BuildBackendWarning: Editable installation/ {skip = 1} \
+	!skip && !/is neither a file nor a directory/ {print} /with strategy, WheelFile/ {skip = 0}'
 
 .PHONY: demo test up down lint venv services migrate clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }; test $${PIPESTATUS[0]} -eq 0
-	$(PY) -m pip install --quiet -e '.[dev,bench]' 2>&1 | { grep -v "$(PIP_NOISE)" || true; }; test $${PIPESTATUS[0]} -eq 0
+	@echo "==> installing into $(VENV) (pyproject.toml changed)"
+	@$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(PIP_QUIET); test $${PIPESTATUS[0]} -eq 0
+	@$(PY) -m pip install --quiet -e '.[dev,bench]' 2>&1 | $(PIP_QUIET); test $${PIPESTATUS[0]} -eq 0
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

@@ -1,11 +1,19 @@
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
+
+from gateway_site.admin_tools import BoundedNumbersMixin
 
 from .keys import generate_raw_key, hash_key, visible_prefix
 from .models import ApiKey, Batch, BatchItem, Team, TeamUsageDaily
 from .services import revoke_api_key
+
+
+def short_datetime(value) -> str:
+    """'2026-11-30 12:05' (UTC) instead of 'Nov. 30, 2026, 12:05 p.m.': narrow columns fit at 1280 px."""
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M") if value else "-"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -29,7 +37,7 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     inlines = [ApiKeyInline]
@@ -37,7 +45,7 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "team", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "name", "team", "created", "last_used", "revoked"]
     list_filter = ["team", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["prefix", "name", "team__name"]
     list_select_related = ["team"]
@@ -83,6 +91,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
         response["Cache-Control"] = "no-store"
         return response
 
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: ApiKey) -> str:
+        return short_datetime(obj.created_at)
+
+    @admin.display(description="last used", ordering="last_used_at")
+    def last_used(self, obj: ApiKey) -> str:
+        return short_datetime(obj.last_used_at)
+
+    @admin.display(description="revoked at", ordering="revoked_at")
+    def revoked(self, obj: ApiKey) -> str:
+        return short_datetime(obj.revoked_at)
+
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset):
         keys = list(queryset.filter(revoked_at__isnull=True))
@@ -94,17 +114,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(Batch)
 class BatchAdmin(ReadOnlyAdmin):
-    list_display = [
-        "id",
-        "team",
-        "status",
-        "total_count",
-        "completed_count",
-        "failed_count",
-        "created_at",
-        "completed_at",
-        "items_link",
-    ]
+    # Fits 1280 px: a short id (full id on hover and on the change page), counts in one column.
+    list_display = ["short_id", "team", "status", "counts", "created", "completed", "items_link"]
     list_filter = ["status", "team"]
     search_fields = ["id"]
     date_hierarchy = "created_at"
@@ -112,10 +123,29 @@ class BatchAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     exclude = ["api_key"]
 
+    @admin.display(description="batch", ordering="id")
+    def short_id(self, obj: Batch):
+        return format_html('<span title="{}">{}…</span>', obj.pk, str(obj.pk)[:8])
+
+    @admin.display(description="succeeded / failed / total")
+    def counts(self, obj: Batch) -> str:
+        return f"{obj.completed_count:,} / {obj.failed_count:,} / {obj.total_count:,}"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Batch) -> str:
+        return short_datetime(obj.created_at)
+
+    @admin.display(description="finished", ordering="completed_at")
+    def completed(self, obj: Batch) -> str:
+        return short_datetime(obj.completed_at)
+
     @admin.display(description="items")
     def items_link(self, obj: Batch):
         url = reverse("admin:batches_batchitem_changelist") + f"?batch__id__exact={obj.pk}"
-        return format_html('<a href="{}">{} items</a>', url, obj.total_count)
+        dashboard = reverse("dashboard:batch_detail", args=[obj.pk])
+        return format_html(
+            '<a href="{}">{} items</a> · <a href="{}">dashboard</a>', url, obj.total_count, dashboard
+        )
 
 
 @admin.register(BatchItem)
@@ -129,17 +159,23 @@ class BatchItemAdmin(ReadOnlyAdmin):
 
 @admin.register(TeamUsageDaily)
 class TeamUsageDailyAdmin(ReadOnlyAdmin):
-    list_display = [
-        "day",
-        "team",
-        "provider",
-        "requests",
-        "prompt_tokens",
-        "completion_tokens",
-        "wasted_tokens",
-        "items_succeeded",
-        "items_failed",
-    ]
+    list_display = ["day", "team", "provider", "requests", "prompt", "completion", "wasted", "items"]
     list_filter = ["team", "provider"]
     date_hierarchy = "day"
     list_select_related = ["team"]
+
+    @admin.display(description="prompt tok.", ordering="prompt_tokens")
+    def prompt(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.prompt_tokens:,}"
+
+    @admin.display(description="completion tok.", ordering="completion_tokens")
+    def completion(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.completion_tokens:,}"
+
+    @admin.display(description="wasted tok.", ordering="wasted_tokens")
+    def wasted(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.wasted_tokens:,}"
+
+    @admin.display(description="items ok / failed")
+    def items(self, obj: TeamUsageDaily) -> str:
+        return f"{obj.items_succeeded:,} / {obj.items_failed:,}"

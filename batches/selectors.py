@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
@@ -122,16 +122,22 @@ def result_from_row(row: tuple) -> dict[str, Any]:
     }
 
 
-def _result_rows(batch: Batch) -> QuerySet:
-    return BatchItem.objects.filter(batch=batch).order_by("seq").values_list(*RESULT_COLUMNS)
+def _result_rows(batch: Batch, statuses: Sequence[str] | None = None) -> QuerySet:
+    qs = BatchItem.objects.filter(batch=batch)
+    if statuses:
+        qs = qs.filter(status__in=statuses)
+    return qs.order_by("seq").values_list(*RESULT_COLUMNS)
 
 
-def result_page(batch: Batch, *, after: int | None = None, limit: int = 100) -> tuple[list[dict], int | None]:
-    """Up to `limit` RESULTs with seq > `after`, in submission order (keyset pagination on seq).
+def result_page(
+    batch: Batch, *, after: int | None = None, limit: int = 100, statuses: Sequence[str] | None = None
+) -> tuple[list[dict], int | None]:
+    """Up to `limit` RESULTs with seq > `after`, in submission order (keyset pagination on seq),
+    optionally only items whose status is in `statuses`.
 
     Returns (results, next_after): next_after is the seq to pass as `after` for the next page, or None.
     """
-    qs = _result_rows(batch)
+    qs = _result_rows(batch, statuses)
     if after is not None:
         qs = qs.filter(seq__gt=after)
     rows = list(qs[: limit + 1])
@@ -141,9 +147,11 @@ def result_page(batch: Batch, *, after: int | None = None, limit: int = 100) -> 
     return [result_from_row(row) for row in rows], next_after
 
 
-def iter_results(batch: Batch, *, chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
-    """Every RESULT in submission order, read with a server-side cursor (never all in memory)."""
-    for row in _result_rows(batch).iterator(chunk_size=chunk_size):
+def iter_results(
+    batch: Batch, *, chunk_size: int = 2000, statuses: Sequence[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every RESULT (optionally of some statuses) in submission order, read with a server-side cursor."""
+    for row in _result_rows(batch, statuses).iterator(chunk_size=chunk_size):
         yield result_from_row(row)
 
 

@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-FONT = "font-family='system-ui, sans-serif' font-size='11'"
+# 13 user units: a chart is drawn at most at its viewBox width, so labels are never below ~12 px on screen
+# in the layouts used (full width, or half of a 1280 px page with width=600).
+FONT = "font-family='system-ui, sans-serif' font-size='13'"
+CHAR_WIDTH = 7.5  # average width of a 13-unit label character
+LABEL_ROW = 16
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,30 @@ class Series:
     name: str
     color: str
     values: Sequence[float]
+
+
+@dataclass(frozen=True)
+class _Box:
+    left: int
+    right: int
+    top: int
+    plot_w: float
+    plot_h: float
+    every: int  # label every n-th bar
+    two_rows: bool  # labels alternate between two rows
+
+
+def _plot_box(labels: Sequence[str], width: int, height: int, label_every: int | None) -> _Box:
+    left, right, top, bottom = 60, 12, 30, 48
+    n = len(labels)
+    plot_w = width - left - right
+    every = label_every or max(1, -(-n * 64 // plot_w))  # at least ~64 units between x labels
+    # labels wider than their slot alternate between two rows instead of overlapping
+    widest = max((len(label) for label in labels), default=0) * CHAR_WIDTH
+    two_rows = widest > plot_w / max(n, 1) * every
+    if two_rows:
+        bottom += LABEL_ROW
+    return _Box(left, right, top, plot_w, height - top - bottom, every, two_rows)
 
 
 def _nice_max(value: float) -> float:
@@ -52,8 +80,9 @@ def stacked_bar_chart(
     label_every: int | None = None,
 ) -> SafeString:
     """Vertical bars, one per label, each split into the given series (stacked bottom-up)."""
-    left, right, top, bottom = 56, 12, 28, 44
-    plot_w, plot_h = width - left - right, height - top - bottom
+    box = _plot_box(labels, width, height, label_every)
+    left, right, top = box.left, box.right, box.top
+    plot_w, plot_h, every, two_rows = box.plot_w, box.plot_h, box.every, box.two_rows
     n = len(labels)
     totals = [sum(s.values[i] for s in series) for i in range(n)]
     y_max = _nice_max(max(totals, default=0))
@@ -78,7 +107,6 @@ def stacked_bar_chart(
         )
     slot = plot_w / max(n, 1)
     bar_w = max(2.0, slot * 0.7)
-    every = label_every or max(1, (n + 13) // 14)
     for i, label in enumerate(labels):
         x = left + slot * i + (slot - bar_w) / 2
         y = top + plot_h
@@ -93,16 +121,17 @@ def stacked_bar_chart(
                 f"<title>{escape(label)} · {escape(s.name)}: {v:,.0f}</title></rect>"
             )
         if i % every == 0:
+            row = (i // every) % 2 if two_rows else 0
             parts.append(
-                f"<text x='{x + bar_w / 2:.1f}' y='{top + plot_h + 14}' {FONT} text-anchor='middle' "
+                f"<text x='{x + bar_w / 2:.1f}' y='{top + plot_h + 16 + row * LABEL_ROW}' {FONT} text-anchor='middle' "
                 f"fill='#333'>{escape(label)}</text>"
             )
     # legend
     lx = left
     for s in series:
-        parts.append(f"<rect x='{lx}' y='{height - 14}' width='10' height='10' fill='{s.color}'/>")
-        parts.append(f"<text x='{lx + 14}' y='{height - 5}' {FONT}>{escape(s.name)}</text>")
-        lx += 24 + 7 * len(s.name)
+        parts.append(f"<rect x='{lx}' y='{height - 15}' width='11' height='11' fill='{s.color}'/>")
+        parts.append(f"<text x='{lx + 15}' y='{height - 5}' {FONT}>{escape(s.name)}</text>")
+        lx += 28 + 8 * len(s.name)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every dynamic piece above is escaped
 
@@ -121,8 +150,8 @@ def bar_chart(
         labels, [Series("items", color, values)], title=title, width=width, height=height, label_every=1
     )
     # annotate each bar with its count (cheap second pass over the same geometry)
-    left, right, top, bottom = 56, 12, 28, 44
-    plot_w, plot_h = width - left - right, height - top - bottom
+    box = _plot_box(labels, width, height, 1)
+    left, top, plot_w, plot_h = box.left, box.top, box.plot_w, box.plot_h
     n = len(labels)
     y_max = _nice_max(max(values, default=0))
     slot = plot_w / max(n, 1)

@@ -106,17 +106,26 @@ class BatchSummary:
     succeeded: int
     failed: int
     cancelled: int
-    finished: int
-    progress_pct: float
+    expired: int
+    finished: int  # in a terminal state (succeeded, failed, cancelled, expired)
+    progress_pct: float  # finished / total
+    succeeded_pct: float  # the progress bar's segments, each a share of total
+    failed_pct: float
+    skipped_pct: float  # cancelled or expired: never sent
     success_rate: float | None  # succeeded / (succeeded + failed); None before anything finished
     duration: dt.timedelta | None
     providers: list[str]
 
 
+def _share(part: int, total: int) -> float:
+    return min(100.0, 100.0 * part / total) if total else 0.0
+
+
 def summarize_batch(batch: Batch, now: dt.datetime | None = None) -> BatchSummary:
     total = batch.total_count
     succeeded, failed, cancelled = batch.completed_count, batch.failed_count, batch.cancelled_count
-    finished = succeeded + failed + cancelled
+    expired = batch.expired_count
+    finished = succeeded + failed + cancelled + expired
     decided = succeeded + failed
     stats = batch.stats or {}
     duration = None
@@ -131,8 +140,12 @@ def summarize_batch(batch: Batch, now: dt.datetime | None = None) -> BatchSummar
         succeeded=succeeded,
         failed=failed,
         cancelled=cancelled,
+        expired=expired,
         finished=finished,
-        progress_pct=(100.0 * finished / total) if total else 0.0,
+        progress_pct=_share(finished, total),
+        succeeded_pct=_share(succeeded, total),
+        failed_pct=_share(failed, total),
+        skipped_pct=_share(cancelled + expired, total),
         success_rate=(100.0 * succeeded / decided) if decided else None,
         duration=duration,
         providers=sorted((stats.get("providers") or {}).keys()),
@@ -376,11 +389,15 @@ LIST_ITEM_FIELDS = (
 
 
 def failed_items(batch: Batch) -> QuerySet[BatchItem]:
-    return (
-        BatchItem.objects.filter(batch=batch, status=ItemStatus.FAILED)
-        .only(*LIST_ITEM_FIELDS)
-        .order_by("seq")
-    )
+    return batch_items(batch, ItemStatus.FAILED)
+
+
+def batch_items(batch: Batch, status: str | None = None) -> QuerySet[BatchItem]:
+    """The batch's items in submission order, optionally of one status (the batch page's item list)."""
+    qs = BatchItem.objects.filter(batch=batch)
+    if status:
+        qs = qs.filter(status=status)
+    return qs.only(*LIST_ITEM_FIELDS).order_by("seq")
 
 
 def item_detail(item_id: int) -> BatchItem:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import csv
 import json
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
-from batches.models import Batch, BatchItem
+from batches.models import Batch, BatchItem, ItemStatus
+from batches.retry import RetryRefused, retry_failed
+from batches.submission import SubmissionError
 from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
 from providers.quota.types import ProviderLimits
 
@@ -22,6 +26,8 @@ PAGE_SIZE = 50
 RUNNING_REFRESH_SECONDS = 5
 PROVIDERS_REFRESH_SECONDS = 10
 MAX_JSON_CHARS = 100_000
+FULL_CHART_WIDTH = 1200  # a chart across the page (the usage page)
+HALF_CHART_WIDTH = 600  # the batch page's two side-by-side charts (drawn at ~1:1 in a 1280 px window)
 
 
 def _page(request, qs, per_page: int = PAGE_SIZE):
@@ -65,7 +71,8 @@ def batch_detail(request, batch_id):
     chart = charts.bar_chart(
         [label for label, _ in histogram],
         [n for _, n in histogram],
-        title="Latency distribution of finished items (last attempt)",
+        title="Latency of finished items (last attempt)",
+        width=HALF_CHART_WIDTH,
     )
     unit, progress = selectors.progress_over_time(batch)
     fmt = {"minute": "%H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[unit]
@@ -77,8 +84,11 @@ def batch_detail(request, batch_id):
         ],
         title=f"Items finished per {unit} (UTC)",
         height=220,
+        width=HALF_CHART_WIDTH,
     )
-    page = _page(request, selectors.failed_items(batch))
+    status_counts = selectors.item_status_counts(batch)
+    item_status = _item_status_choice(request.GET.get("items"), status_counts)
+    page = _page(request, selectors.batch_items(batch, item_status or None))
     return render(
         request,
         "dashboard/batch_detail.html",
@@ -87,7 +97,10 @@ def batch_detail(request, batch_id):
             "batch": batch,
             "metadata_json": json.dumps(batch.metadata, ensure_ascii=False) if batch.metadata else "",
             "summary": summary,
-            "status_counts": selectors.item_status_counts(batch),
+            "status_counts": status_counts,
+            "item_status": item_status,
+            "item_filters": [(s, status_counts.get(s, 0)) for s in ITEM_FILTERS if s],
+            "can_retry": batch.is_terminal and batch.completed_at is not None and status_counts["failed"] > 0,
             "providers": selectors.provider_breakdown(batch),
             "error_classes": selectors.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},
@@ -98,6 +111,36 @@ def batch_detail(request, batch_id):
             "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
         },
     )
+
+
+# The batch page lists its items: failed ones first when there are any, else all (every item reachable).
+ITEM_FILTERS = ("", *ItemStatus.values)
+
+
+def _item_status_choice(value: str | None, status_counts: dict[str, int]) -> str:
+    if value is None:
+        return ItemStatus.FAILED if status_counts.get(ItemStatus.FAILED) else ""
+    return value if value in ITEM_FILTERS else ""
+
+
+@require_POST
+@staff_required
+def batch_retry_failed(request, batch_id):
+    """The batch page's "Retry failed items" button: the same service as POST …/retry_failed."""
+    batch = get_object_or_404(Batch, pk=batch_id)
+    try:
+        new_batch = retry_failed(batch)
+    except RetryRefused as exc:
+        messages.warning(request, f"Not retried: {exc.message}")
+        return redirect("dashboard:batch_detail", (exc.existing or batch).pk)
+    except SubmissionError as exc:
+        problems = "; ".join(f"{e.field}: {e.message}" for e in exc.errors[:5])
+        messages.error(request, f"Not retried, nothing was stored ({exc.error_count} problem(s)): {problems}")
+        return redirect("dashboard:batch_detail", batch.pk)
+    messages.success(
+        request, f"Re-submitted {new_batch.total_count} failed item(s) of batch {batch.pk} as this batch."
+    )
+    return redirect("dashboard:batch_detail", new_batch.pk)
 
 
 def _pretty(value) -> str:
@@ -228,7 +271,7 @@ def _pct(part, whole) -> float | None:
 
 @staff_required
 def usage(request):
-    form = UsageFilterForm(request.GET)
+    form = UsageFilterForm(_with_usage_defaults(request.GET))
     context = {"nav": "usage", "form": form}
     if form.is_valid():
         start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
@@ -251,10 +294,22 @@ def usage(request):
                     charts.Series("wasted (retries)", "#e15759", [d["wasted"] for d in per_day]),
                 ],
                 title="Tokens per day",
+                width=FULL_CHART_WIDTH,
             ),
             csv_query=request.GET.urlencode(),
         )
     return render(request, "dashboard/usage.html", context)
+
+
+def _with_usage_defaults(query):
+    """Show the date range actually applied: empty date fields get the form's defaults."""
+    data = query.copy()
+    if not data.get("date_from") or not data.get("date_to"):
+        probe = UsageFilterForm(query)
+        if probe.is_valid():
+            data["date_from"] = probe.cleaned_data["date_from"].isoformat()
+            data["date_to"] = probe.cleaned_data["date_to"].isoformat()
+    return data
 
 
 def _csv_safe(value: str) -> str:

@@ -1,5 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html
+
+from gateway_site.admin_tools import BoundedNumbersMixin
 
 from .models import Provider, RoutingRule
 
@@ -11,8 +14,10 @@ class ProviderForm(forms.ModelForm):
         label="API key",
         required=False,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        # the admin renders help texts as HTML: <NAME> must be escaped or it vanishes as an unknown tag
         help_text="Write-only. Leave blank to keep the current key. "
-        "GATEWAY_PROVIDER_SECRET_<NAME> in the environment takes precedence.",
+        "GATEWAY_PROVIDER_SECRET_&lt;NAME&gt; in the environment takes precedence "
+        "(name upper-cased, other characters → _).",
     )
     clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
 
@@ -49,7 +54,7 @@ class ProviderForm(forms.ModelForm):
         return cleaned
 
 
-class RoutingRuleInline(admin.TabularInline):
+class RoutingRuleInline(BoundedNumbersMixin, admin.TabularInline):
     model = RoutingRule
     extra = 1
     fields = ["route", "priority", "weight", "enabled"]
@@ -57,18 +62,15 @@ class RoutingRuleInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     form = ProviderForm
+    # Fits 1280 px: burst, timeout and retries are on the change page (and on /dashboard/providers/).
     list_display = [
         "name",
-        "model",
-        "base_url",
+        "model_and_url",
         "rpm",
         "tpm",
         "max_concurrency",
-        "burst_seconds",
-        "timeout_seconds",
-        "max_retries",
         "enabled",
         "key_configured",
         "origin_ok",
@@ -87,6 +89,10 @@ class ProviderAdmin(admin.ModelAdmin):
         ("Prices", {"fields": ["price_prompt_per_million", "price_completion_per_million"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
+
+    @admin.display(description="model / base URL", ordering="model")
+    def model_and_url(self, obj: Provider):
+        return format_html('{}<br><span class="url">{}</span>', obj.model, obj.base_url)
 
     @admin.display(boolean=True, description="key")
     def key_configured(self, obj: Provider) -> bool:
@@ -163,7 +169,7 @@ class ProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(RoutingRule)
-class RoutingRuleAdmin(admin.ModelAdmin):
+class RoutingRuleAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     list_display = ["route", "provider", "priority", "weight", "enabled"]
     list_editable = ["priority", "weight", "enabled"]
     list_filter = ["route", "enabled", "provider"]

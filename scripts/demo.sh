@@ -81,6 +81,11 @@ KEY=$("$PY" manage.py create_api_key --team demo --name demo | tail -n 1)
 [ -n "$KEY" ] || { echo "no API key printed" >&2; exit 1; }
 echo "API key for team demo: ${KEY:0:12}… (full key in $LOGS/api_key)"
 umask 077 && printf '%s\n' "$KEY" >"$LOGS/api_key" && umask 022
+# a staff login for the admin and dashboards (this demo database only; a new password every run)
+ADMIN_USER=demo
+ADMIN_PASSWORD=$("$PY" -c 'import secrets; print(secrets.token_urlsafe(12))')
+DJANGO_SUPERUSER_PASSWORD="$ADMIN_PASSWORD" "$PY" manage.py createsuperuser --noinput \
+  --username "$ADMIN_USER" --email demo@example.invalid >"$LOGS/superuser.log"
 
 echo "==> web server on $WEB_URL (single process, eager Celery)"
 "$PY" manage.py runserver "127.0.0.1:$WEB_PORT" --noreload >"$LOGS/web.log" 2>&1 &
@@ -96,18 +101,23 @@ status=0
 
 cat <<EOF
 
-Where to look (while the web server runs):
+Where to look:
   admin      $WEB_URL/admin/
   dashboard  $WEB_URL/dashboard/
   API docs   $WEB_URL/api/docs/
-Create a superuser for the admin and dashboard:
-  DATABASE_URL=$DATABASE_URL DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE $PY manage.py createsuperuser
-Run the demo again and keep the servers up:   DEMO_KEEP=1 make demo
+  login      user $ADMIN_USER  password $ADMIN_PASSWORD   (staff; this demo database only)
 Logs: $LOGS/
 EOF
 
 if [ "${DEMO_KEEP:-0}" = "1" ]; then
-  echo "DEMO_KEEP=1: web server and simulator keep running; press Ctrl-C to stop them."
+  echo "DEMO_KEEP=1: the web server and simulator keep running; press Ctrl-C to stop them."
+  # Ctrl-C is the documented way to end a kept demo: not an error (make would print "Error 130")
+  trap 'echo; echo "stopped."; exit "$status"' INT TERM
   wait "$WEB_PID" || true
+else
+  cat <<EOF
+The servers have stopped. To browse the demo's data, keep them running:  DEMO_KEEP=1 make demo
+  (or serve this database yourself: DATABASE_URL=$DATABASE_URL $PY manage.py runserver $WEB_PORT)
+EOF
 fi
 exit "$status"

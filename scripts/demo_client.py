@@ -2,6 +2,8 @@
 
 Usage: demo_client.py --web URL --key KEY --file batch.jsonl [--sim URL] [--timeout S]
 Exit 0 only if the batch completed and success_count equals the number of items.
+Progress: on a terminal one line redrawn in place; otherwise (a log, CI, `| tee`) a plain line at most
+every PROGRESS_EVERY seconds and whenever the status changes, so the log stays readable.
 """
 
 from __future__ import annotations
@@ -16,7 +18,39 @@ import time
 
 import httpx
 
-TERMINAL = {"completed", "failed", "cancelled"}
+TERMINAL = {"completed", "failed", "cancelled", "expired"}
+PROGRESS_EVERY = 3.0  # seconds between progress lines when stdout is not a terminal
+
+
+class Progress:
+    """Redraws one line on a TTY; prints a new line every few seconds (or on a status change) otherwise."""
+
+    def __init__(self, interactive: bool, every: float = PROGRESS_EVERY):
+        self.interactive = interactive
+        self.every = every
+        self.last_text = ""
+        self.last_status = ""
+        self.last_print = float("-inf")
+        self.open_line = False
+
+    def show(self, text: str, status: str, now: float) -> None:
+        if text == self.last_text:
+            return
+        if self.interactive:
+            print("\r" + text, end="", flush=True)
+            self.open_line = True
+        elif status != self.last_status or now - self.last_print >= self.every:
+            print(text, flush=True)
+            self.last_print = now
+        self.last_text, self.last_status = text, status
+
+    def finish(self, final_text: str | None = None) -> None:
+        if self.interactive:
+            if self.open_line:
+                print()
+        elif final_text and final_text != self.last_text:
+            print(final_text, flush=True)
+        self.open_line = False
 
 
 def bar(done: int, total: int, width: int = 30) -> str:
@@ -61,11 +95,13 @@ def main() -> int:
     sender.start()
 
     batch_id = None
-    last_line = ""
+    progress = Progress(interactive=sys.stdout.isatty())
+    line = None
     batch = None
     while time.monotonic() < deadline:
         if "error" in box:
-            print(f"\nsubmission failed: {box['error']}", file=sys.stderr)
+            progress.finish()
+            print(f"submission failed: {box['error']}", file=sys.stderr)
             return 1
         resp = box.get("response")
         if resp is not None and batch_id is None:
@@ -74,7 +110,8 @@ def main() -> int:
                 if "html" in resp.headers.get("content-type", ""):  # Django's debug page: show the title
                     m = re.search(r"<title>(.*?)</title>", text, re.S)
                     text = html.unescape(m.group(1).strip()) if m else text[:300]
-                print(f"\nsubmission refused: HTTP {resp.status_code}: {text[:2000]}", file=sys.stderr)
+                progress.finish()
+                print(f"submission refused: HTTP {resp.status_code}: {text[:2000]}", file=sys.stderr)
                 return 1
             batch_id = resp.json()["id"]
         try:
@@ -97,16 +134,14 @@ def main() -> int:
             done = (counts.get("completed") or 0) + (counts.get("failed") or 0)
             total = counts.get("total") or n_items
             line = (
-                f"\r{bar(done, total)} {done}/{total}  status={batch['status']:<9} "
+                f"{bar(done, total)} {done}/{total}  status={batch['status']:<9} "
                 f"ok={counts.get('completed', 0)} failed={counts.get('failed', 0)}  {time.monotonic() - t0:5.1f}s"
             )
-            if line != last_line:
-                print(line, end="", flush=True)
-                last_line = line
+            progress.show(line, batch["status"], time.monotonic())
             if batch_id and batch["status"] in TERMINAL:
                 break
         time.sleep(0.5)
-    print()
+    progress.finish(line)
     if batch is None or batch.get("status") not in TERMINAL:
         print(f"batch did not finish within {args.timeout:.0f} s", file=sys.stderr)
         return 1

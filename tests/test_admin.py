@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -125,6 +127,13 @@ def test_admin_creates_api_key_and_shows_it_once(staff_client, team):
     assert "no-store" in response["Cache-Control"]
     raw = response.context["raw_key"]
     assert raw in response.content.decode()
+    # the copy button's target
+    assert (
+        re.search(
+            r'<code data-copy="[^"]*" id="new-api-key-text">([^<]+)</code>', response.content.decode()
+        ).group(1)
+        == raw
+    )
     # never in a cookie (the messages cookie carried it before)
     assert all(raw not in morsel.value for morsel in response.cookies.values())
     assert not [str(m) for m in response.context["messages"]]

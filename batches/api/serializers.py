@@ -39,6 +39,28 @@ class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="Why the request was refused (401, 404, 429).")
 
 
+class RetryConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="Why the batch's failed items were not re-run.")
+    retry_batch_id = serializers.UUIDField(
+        allow_null=True, help_text="The batch that already re-ran them, when that is the reason."
+    )
+
+
+class ItemStatusListField(serializers.CharField):
+    """`status=failed` or a comma-separated list (`failed,cancelled`) of item states."""
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        statuses = [part.strip() for part in text.split(",") if part.strip()]
+        unknown = sorted(set(statuses) - set(ItemStatus.values))
+        if not statuses or unknown:
+            raise serializers.ValidationError(
+                f"must be one or more of {', '.join(ItemStatus.values)}, comma-separated"
+                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            )
+        return list(dict.fromkeys(statuses))
+
+
 # --- submission (documentation of the body; validation lives in batches.submission) -------------
 
 
@@ -298,6 +320,12 @@ class ResultsQuerySerializer(serializers.Serializer):
         help_text="Return items after this seq (from `next`).",
     )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=100)
+    status = ItemStatusListField(
+        required=False,
+        help_text="Only items in these states: one of "
+        + ", ".join(ItemStatus.values)
+        + ", or a comma-separated list (e.g. `failed,expired`).",
+    )
 
 
 class UsageQuerySerializer(serializers.Serializer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
@@ -21,6 +22,7 @@ from rest_framework.views import APIView
 from batches import selectors
 from batches.execution import cancel_batch
 from batches.models import Batch
+from batches.retry import RetryRefused, retry_failed
 from batches.submission import (
     IdempotencyConflict,
     SubmissionError,
@@ -40,6 +42,7 @@ from .serializers import (
     ErrorsSerializer,
     ResultPageSerializer,
     ResultsQuerySerializer,
+    RetryConflictSerializer,
     UsageQuerySerializer,
     UsageSerializer,
 )
@@ -56,6 +59,7 @@ AUTH_ERRORS = {
         DetailSerializer, description="Redis or the database is unavailable; retry after Retry-After."
     ),
 }
+BATCH_ID = OpenApiParameter("batch_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The batch id.")
 NOT_FOUND = {404: OpenApiResponse(DetailSerializer, description="No such batch for the caller's team.")}
 BAD_QUERY = {400: OpenApiResponse(ErrorsSerializer, description="Invalid query parameter (field names it).")}
 
@@ -95,10 +99,10 @@ class TeamAPIView(APIView):
     def team(self):
         return self.request.user.team
 
-    def get_batch(self, batch_id) -> Batch:
+    def get_batch(self, batch_id: str) -> Batch:
         try:
-            return selectors.get_batch_for_team(self.team, batch_id)
-        except Batch.DoesNotExist:
+            return selectors.get_batch_for_team(self.team, uuid.UUID(batch_id))
+        except (ValueError, Batch.DoesNotExist):  # a malformed id is as unknown as another team's
             raise NotFound("batch not found") from None
 
 
@@ -239,6 +243,7 @@ class BatchDetailView(TeamAPIView):
     @extend_schema(
         operation_id="batches_retrieve",
         summary="The batch object",
+        parameters=[BATCH_ID],
         responses={200: BatchSerializer, **NOT_FOUND, **AUTH_ERRORS},
     )
     def get(self, request, batch_id):
@@ -258,9 +263,10 @@ class BatchResultsView(TeamAPIView):
         description=(
             "Paginated JSON (`next` is null on the last page), or with `?format=jsonl` every RESULT "
             "streamed as one JSON object per line. Items without an answer yet have ok=false and an "
-            "error whose type is 'pending', 'running' or 'cancelled'."
+            "error whose type is 'pending', 'running', 'cancelled' or 'expired'. `?status=failed` (or a "
+            "comma-separated list such as `failed,cancelled`) returns only items in those states."
         ),
-        parameters=[ResultsQuerySerializer],
+        parameters=[BATCH_ID, ResultsQuerySerializer],
         responses={
             (200, "application/json"): ResultPageSerializer,
             (200, "application/jsonl"): OpenApiResponse(
@@ -278,12 +284,15 @@ class BatchResultsView(TeamAPIView):
         batch = self.get_batch(batch_id)
         params = query.validated_data
         if params["format"] == "jsonl" or request.accepted_renderer.format == "jsonl":
-            response = StreamingHttpResponse(_jsonl_lines(batch), content_type="application/jsonl")
+            lines = _jsonl_lines(batch, params.get("status"))
+            response = StreamingHttpResponse(lines, content_type="application/jsonl")
             response["Content-Disposition"] = f'inline; filename="batch-{batch.id}-results.jsonl"'
             return response
         request.accepted_renderer = JSONRenderer()
         request.accepted_media_type = JSONRenderer.media_type
-        results, next_after = selectors.result_page(batch, after=params.get("after"), limit=params["limit"])
+        results, next_after = selectors.result_page(
+            batch, after=params.get("after"), limit=params["limit"], statuses=params.get("status")
+        )
         next_url = None
         if next_after is not None:
             url = remove_query_param(request.build_absolute_uri(), "format")
@@ -291,9 +300,9 @@ class BatchResultsView(TeamAPIView):
         return Response({"results": results, "next": next_url})
 
 
-def _jsonl_lines(batch: Batch) -> Iterator[bytes]:
+def _jsonl_lines(batch: Batch, statuses: list[str] | None = None) -> Iterator[bytes]:
     lines: list[str] = []
-    for result in selectors.iter_results(batch):
+    for result in selectors.iter_results(batch, statuses=statuses):
         lines.append(json.dumps(result, ensure_ascii=False, separators=(",", ":")))
         if len(lines) >= STREAM_CHUNK_LINES:
             yield ("\n".join(lines) + "\n").encode("utf-8", "backslashreplace")
@@ -310,12 +319,51 @@ class BatchCancelView(TeamAPIView):
             "Items not yet sent are cancelled; in-flight ones finish. Returns the batch object. "
             "Cancelling a finished batch changes nothing."
         ),
+        parameters=[BATCH_ID],
         request=None,
         responses={200: BatchSerializer, **NOT_FOUND, **AUTH_ERRORS},
     )
     def post(self, request, batch_id):
         batch = cancel_batch(str(self.get_batch(batch_id).id))  # the engine's service
         return Response(BatchSerializer(batch).data)
+
+
+class BatchRetryFailedView(TeamAPIView):
+    @extend_schema(
+        operation_id="batches_retry_failed",
+        summary="Re-run the failed items as a new batch",
+        description=(
+            "Submits the finished batch's failed items (same custom_ids, route or provider, messages, "
+            "params, priority and completion window) as a new batch and returns it (`201`). Its "
+            'metadata is the original\'s plus `"retry_of": "<this batch id>"`. `409` while the batch '
+            "is still running, when it has no failed items, or when it was already retried (the "
+            "answer's `retry_batch_id` names that batch; retry it to go again). `400` (errors shape, "
+            "nothing stored) when an item no longer validates, e.g. its route was removed."
+        ),
+        parameters=[BATCH_ID],
+        request=None,
+        responses={
+            201: BatchSerializer,
+            400: OpenApiResponse(
+                ErrorsSerializer, description="An item no longer validates; nothing stored."
+            ),
+            409: OpenApiResponse(
+                RetryConflictSerializer, description="Not finished, nothing failed, or already retried."
+            ),
+            **NOT_FOUND,
+            **AUTH_ERRORS,
+        },
+    )
+    def post(self, request, batch_id):
+        batch = self.get_batch(batch_id)
+        try:
+            new_batch = retry_failed(batch, api_key=request.auth)
+        except RetryRefused as exc:
+            body = {"detail": exc.message, "retry_batch_id": str(exc.existing.id) if exc.existing else None}
+            return Response(body, status=exc.status_code)
+        except SubmissionError as exc:
+            return Response(exc.as_dict(), status=exc.status_code)
+        return Response(BatchSerializer(new_batch).data, status=status.HTTP_201_CREATED)
 
 
 class UsageView(TeamAPIView):

@@ -60,7 +60,10 @@ GATEWAY_QUOTA_BACKEND = "redis" if REDIS_URL else "local"
 GATEWAY_REDIS_PREFIX = env_str("GATEWAY_REDIS_PREFIX", "bgw:")
 
 CELERY_BROKER_URL = env_url(
-    "CELERY_BROKER_URL", REDIS_URL or "memory://", schemes=("redis", "rediss", "unix", "memory", "amqp")
+    # memory://localhost/: no broker is used (eager); a bare memory:// makes kombu warn "No hostname"
+    "CELERY_BROKER_URL",
+    REDIS_URL or "memory://localhost/",
+    schemes=("redis", "rediss", "unix", "memory", "amqp"),
 )
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", REDIS_URL is None)
 CELERY_TASK_EAGER_PROPAGATES = True

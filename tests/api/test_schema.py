@@ -28,6 +28,7 @@ OPERATIONS = {
     ("/api/v1/batches/{batch_id}", "get"),
     ("/api/v1/batches/{batch_id}/results", "get"),
     ("/api/v1/batches/{batch_id}/cancel", "post"),
+    ("/api/v1/batches/{batch_id}/retry_failed", "post"),
     ("/api/v1/usage", "get"),
 }
 

@@ -57,11 +57,12 @@ def test_wait_shows_progress_until_done(jsonl_file, team, routes, monkeypatch, c
             Batch.objects.filter(pk=batch.pk).update(status="completed", completed_count=2, failed_count=1)
 
     monkeypatch.setattr(command_module.time, "sleep", fake_sleep)
-    out, _ = run(path, "--team", team.name, "--wait", "--poll", "0.01")
+    out, err = run(path, "--team", team.name, "--wait", "--poll", "0.01")
     data = json.loads(out)
     assert data["status"] == "completed"
     assert data["request_counts"] == {"total": 3, "completed": 2, "failed": 1, "cancelled": 0, "expired": 0}
-    progress = capsys.readouterr().err  # tqdm writes to the real stderr
+    # a terminal gets a tqdm bar on the real stderr; elsewhere (here) plain lines on the command's stderr
+    progress = capsys.readouterr().err + err
     assert "succeeded=2" in progress and "failed=1" in progress and "pending=0" in progress
 
 

@@ -211,3 +211,77 @@ def seed(n_completed: int = 50, n_running: int = 40) -> Seeded:
     return Seeded(
         teams=teams, providers=providers, completed=completed, running=running, failed_item=failed_item
     )
+
+
+# --- edge cases for the 1280 px browser test -------------------------------------------------------
+
+LONG_NAME = ("provider-with-a-very-long-name-" * 4)[:64]  # Provider.name's maximum
+LONG_CUSTOM_ID = ("customer-1234567890-request-with-a-long-custom-id-" * 3)[:100]
+
+
+@dataclass
+class EdgeCases:
+    wide_provider: Provider
+    cancelled: Batch
+    all_succeeded: Batch
+    long_item: BatchItem
+    long_team: Team
+
+
+def add_edge_cases(seeded: Seeded) -> EdgeCases:
+    """What breaks layouts: 64-character (the maximum) provider and 100-character team names and
+    custom_ids, TPM 10,000,000, long request
+    lines, a cancelled batch (some items never sent) and an all-succeeded batch."""
+    now = timezone.now()
+    wide = _provider(
+        LONG_NAME,
+        rpm=10_000,
+        tpm=10_000_000,
+        max_concurrency=1000,
+        base_url="https://llm-gateway.internal.example.com/openai/deployments/a-very-long-deployment-name/v1",
+        model="a-rather-long-model-name-2025-01-01-preview-with-extras",
+    )
+    RoutingRule.objects.create(route="a-long-route-name-for-the-layout-test", provider=wide, priority=3)
+    long_team = Team.objects.create(name=("team-with-a-long-name-" * 5)[:100])
+
+    cancelled = Batch.objects.create(
+        team=seeded.teams["acme"],
+        status=BatchStatus.CANCELLED,
+        total_count=20,
+        completed_count=6,
+        failed_count=1,
+        cancelled_count=13,
+        started_at=now - dt.timedelta(minutes=3),
+        completed_at=now - dt.timedelta(minutes=2),
+        metadata={"job": "cancelled-by-ops", "note": "x" * 400},
+    )
+    items = make_items(cancelled, 20, now=now, failures=FAILURES[:1])
+    BatchItem.objects.filter(batch=cancelled, seq__gte=7).update(
+        status=ItemStatus.CANCELLED, provider="", attempts=0, latency_ms=None, response=None, finished_at=None
+    )
+    del items
+
+    all_ok = Batch.objects.create(
+        team=long_team,
+        status=BatchStatus.COMPLETED,
+        total_count=12,
+        completed_count=12,
+        started_at=now - dt.timedelta(minutes=5),
+        completed_at=now - dt.timedelta(minutes=4),
+    )
+    make_items(all_ok, 12, now=now, failures=[])
+    long_text = "word " * 300 + "x" * 600  # a long request line with and without spaces
+    BatchItem.objects.filter(batch=all_ok, seq=0).update(
+        custom_id=LONG_CUSTOM_ID,
+        provider=LONG_NAME,
+        payload={"messages": [{"role": "user", "content": long_text}], "params": {"max_tokens": 64}},
+        response={"choices": [{"message": {"role": "assistant", "content": "y" * 900}}]},
+    )
+    long_item = BatchItem.objects.get(batch=all_ok, seq=0)
+    return EdgeCases(
+        wide_provider=wide,
+        cancelled=cancelled,
+        all_succeeded=all_ok,
+        long_item=long_item,
+        long_team=long_team,
+    )

@@ -1,15 +1,16 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from batches.models import Team
 from batches.services import create_api_key
+from gateway_site.commands import DatabaseCommand
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Create an API key for a team. The raw key is the LAST line printed and is not stored."
 
     def add_arguments(self, parser):
         parser.add_argument("--team", required=True)
-        parser.add_argument("--name", default="", help="A label for the key.")
+        parser.add_argument("--name", default="", help="The key's name (the admin's \"name\" column).")
 
     def handle(self, *args, **options):
         try:

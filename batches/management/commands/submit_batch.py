@@ -10,13 +10,14 @@ import json
 import sys
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from batches.api.serializers import BatchSerializer
 from batches.models import Batch, BatchStatus, ItemStatus, Team
 from batches.selectors import item_status_counts
 from batches.submission import SubmissionError, parse_jsonl, submit_batch
+from gateway_site.commands import DatabaseCommand
 
 STATUS_ORDER = (
     ItemStatus.PENDING,
@@ -26,9 +27,10 @@ STATUS_ORDER = (
     ItemStatus.CANCELLED,
 )
 DONE = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED)
+PLAIN_PROGRESS_EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Submit a JSONL file (one ITEM per line) as a batch for a team; --wait shows progress until done."
 
     def add_arguments(self, parser):
@@ -97,14 +99,12 @@ class Command(BaseCommand):
 
     def _wait(self, batch: Batch, poll: float, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
-        with tqdm(total=batch.total_count, unit="item", file=sys.stderr, dynamic_ncols=True) as bar:
+        progress = _BarProgress(batch.total_count) if sys.stderr.isatty() else _LineProgress(self.stderr)
+        with progress:
             while True:
                 batch.refresh_from_db()
                 counts = item_status_counts(batch)
-                bar.n = sum(counts[s] for s in DONE)
-                bar.set_postfix_str(" ".join(f"{s}={counts[s]}" for s in STATUS_ORDER), refresh=False)
-                bar.set_description(batch.status, refresh=False)
-                bar.refresh()
+                progress.update(batch.status, sum(counts[s] for s in DONE), batch.total_count, counts)
                 if batch.is_terminal:
                     return batch
                 if deadline is not None and time.monotonic() >= deadline:
@@ -112,3 +112,48 @@ class Command(BaseCommand):
                         f"--timeout: batch {batch.id} is still {batch.status}; it keeps running"
                     )
                 time.sleep(poll)
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return " ".join(f"{s}={counts[s]}" for s in STATUS_ORDER)
+
+
+class _BarProgress:
+    """On a terminal: a tqdm bar redrawn in place."""
+
+    def __init__(self, total: int):
+        self.bar = tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.close()
+
+    def update(self, status: str, done: int, total: int, counts: dict[str, int]) -> None:
+        self.bar.n = done
+        self.bar.set_postfix_str(_counts_text(counts), refresh=False)
+        self.bar.set_description(status, refresh=False)
+        self.bar.refresh()
+
+
+class _LineProgress:
+    """Not a terminal (a log, CI): a plain line every PLAIN_PROGRESS_EVERY seconds and on status changes."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.last_at = float("-inf")
+        self.last_status = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def update(self, status: str, done: int, total: int, counts: dict[str, int]) -> None:
+        now = time.monotonic()
+        if status == self.last_status and now - self.last_at < PLAIN_PROGRESS_EVERY:
+            return
+        self.stream.write(f"{status}: {done}/{total} items finished ({_counts_text(counts)})")
+        self.last_at, self.last_status = now, status

@@ -1,12 +1,13 @@
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from gateway_site.commands import DatabaseCommand
 from providers.services import ProviderConfigError, load_provider_config
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Idempotent upsert of providers and routing rules from a JSON file; prints what changed."
 
     def add_arguments(self, parser):

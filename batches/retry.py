@@ -1,0 +1,92 @@
+"""Re-run a finished batch's failed items as a new batch (API `retry_failed`, dashboard button).
+
+The new batch goes through `batches.submission.submit_batch` like any other submission: every item is
+validated again (a route deleted since fails with a 400 naming it, and nothing is stored), and it keeps
+the original's custom_ids, route or provider, messages and params, priority and completion window.
+Its metadata is the original's plus ``"retry_of": "<original batch id>"``; a batch is retried at most
+once (retry the retry batch to go again), so a double click does not send the items twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from .models import TERMINAL_BATCH_STATUSES, ApiKey, Batch, BatchItem, ItemStatus
+from .submission import BatchOptions, batch_options, submit_batch
+
+RETRY_OF_KEY = "retry_of"
+
+
+class RetryRefused(Exception):
+    """The batch cannot be retried now; `status_code` is the HTTP status to answer (409)."""
+
+    def __init__(self, message: str, status_code: int = 409, existing: Batch | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.existing = existing
+
+
+def existing_retry(batch: Batch) -> Batch | None:
+    """The batch that already re-ran `batch`'s failed items, if any."""
+    return (
+        Batch.objects.filter(team_id=batch.team_id, **{f"metadata__{RETRY_OF_KEY}": str(batch.id)})
+        .order_by("created_at")
+        .first()
+    )
+
+
+def failed_items_as_submission(batch: Batch) -> list[dict[str, Any]]:
+    """The failed items of `batch` as submission ITEMs, in their original order."""
+    rows = (
+        BatchItem.objects.filter(batch=batch, status=ItemStatus.FAILED)
+        .order_by("seq")
+        .values_list("custom_id", "route", "requested_provider", "payload")
+    )
+    items = []
+    for custom_id, route, requested_provider, payload in rows:
+        item: dict[str, Any] = {"custom_id": custom_id, "messages": payload["messages"]}
+        if route:
+            item["route"] = route
+        else:
+            item["provider"] = requested_provider
+        if payload.get("params"):
+            item["params"] = payload["params"]
+        items.append(item)
+    return items
+
+
+def _options_of(batch: Batch) -> BatchOptions:
+    return batch_options(batch.priority, batch.completion_window or None)
+
+
+@transaction.atomic
+def retry_failed(batch: Batch, *, api_key: ApiKey | None = None) -> Batch:
+    """Submit `batch`'s failed items as a new queued batch and return it.
+
+    Raises RetryRefused (409) while the batch is still running, when it has no failed items, or when
+    it was already retried; SubmissionError (400) when an item no longer validates (nothing stored).
+    """
+    batch = Batch.objects.select_for_update().get(pk=batch.pk)  # two clicks: the second waits, then sees
+    if batch.status not in TERMINAL_BATCH_STATUSES or batch.completed_at is None:
+        state = batch.status if batch.status not in TERMINAL_BATCH_STATUSES else f"{batch.status} (finishing)"
+        raise RetryRefused(f"batch is {state}: its failed items can be retried once it has finished")
+    previous = existing_retry(batch)
+    if previous is not None:
+        raise RetryRefused(
+            f"already retried as batch {previous.id} (retry that batch to run its failures again)",
+            existing=previous,
+        )
+    items = failed_items_as_submission(batch)
+    if not items:
+        raise RetryRefused("batch has no failed items to retry")
+    metadata = {**batch.metadata, RETRY_OF_KEY: str(batch.id)}
+    return submit_batch(
+        team=batch.team,
+        items=items,
+        metadata=metadata,
+        api_key=api_key,
+        options=_options_of(batch),
+    )
