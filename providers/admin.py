@@ -98,7 +98,7 @@ class ProviderAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     def key_configured(self, obj: Provider) -> bool:
         return obj.has_api_key
 
-    @admin.display(boolean=True, description="origin confirmed")
+    @admin.display(boolean=True, description="origin ok")
     def origin_ok(self, obj: Provider) -> bool:
         return obj.origin_confirmed
 
