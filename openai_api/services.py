@@ -5,6 +5,8 @@ a finished batch's output and error files. The native batch machinery does the w
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -21,11 +23,14 @@ from batches import selectors as batch_selectors
 from batches.execution import cancel_batch as cancel_native_batch
 from batches.models import ApiKey, Batch, BatchStatus, Team
 from batches.submission import (
+    Idempotency,
+    IdempotencyConflict,
     Limits,
     SubmissionError,
     batch_options,
     paused_gc,
     submit_batch,
+    submit_idempotent,
     validate_items,
 )
 from providers.models import Provider
@@ -139,7 +144,45 @@ def _check_metadata(metadata: Any) -> dict[str, str] | None:
     return metadata
 
 
-def create_batch(*, team: Team, api_key: ApiKey | None, request: BatchRequest) -> OpenAIBatch:
+def create_batch_idempotent(
+    *, team: Team, api_key: ApiKey | None, request: BatchRequest, key: str | None, body: Any
+) -> OpenAIBatch:
+    """create_batch at most once per (team, Idempotency-Key): the same key and body return the first batch,
+    another body with the same key is a 409 (the native API's rule, ``submit_idempotent``). A file that
+    turns out invalid makes a `failed` batch with no native batch: nothing ran, so it is not remembered."""
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    made: list[OpenAIBatch] = []
+
+    def submit(idempotency: Idempotency | None) -> Batch:
+        ob = create_batch(team=team, api_key=api_key, request=request, idempotency=idempotency)
+        made.append(ob)
+        if ob.batch is None:
+            raise _NothingSubmitted(ob)
+        return ob.batch
+
+    try:
+        batch, _ = submit_idempotent(team=team, key=key, request_hash=digest, submit=submit)
+    except _NothingSubmitted as failed:
+        return failed.ob
+    except IdempotencyConflict:
+        raise OpenAIError(
+            409, "Idempotency-Key was already used with a different request body", code="idempotency_conflict"
+        ) from None
+    except SubmissionError as exc:  # a malformed key
+        first = exc.errors[0]
+        raise OpenAIError(400, f"{first.field}: {first.message}", param=first.field) from None
+    return made[0] if made else OpenAIBatch.objects.get(batch=batch)
+
+
+class _NothingSubmitted(Exception):
+    def __init__(self, ob: OpenAIBatch):
+        super().__init__(ob.id)
+        self.ob = ob
+
+
+def create_batch(
+    *, team: Team, api_key: ApiKey | None, request: BatchRequest, idempotency: Idempotency | None = None
+) -> OpenAIBatch:
     """Validate the input file and submit it as a native batch (status in_progress); an invalid file makes
     a `failed` batch with `errors` naming each bad line, and nothing runs. Bad request fields raise
     OpenAIError(400) and store nothing."""
@@ -184,6 +227,7 @@ def create_batch(*, team: Team, api_key: ApiKey | None, request: BatchRequest) -
                 api_key=api_key,
                 item_sizes=parsed.sizes,
                 options=options,
+                idempotency=idempotency,
             )
             return OpenAIBatch.objects.create(
                 id=f"batch_{batch.id.hex}", batch=batch, in_progress_at=batch.created_at, **common

@@ -287,9 +287,11 @@ class BatchesView(OpenAIView):
                 param="input_file_id",
                 code="not_found",
             ) from None
-        ob = services.create_batch(
+        ob = services.create_batch_idempotent(
             team=self.team,
             api_key=request.auth,
+            key=request.headers.get("Idempotency-Key"),
+            body=request.data,
             request=services.BatchRequest(
                 input_file=input_file,
                 endpoint=params["endpoint"],

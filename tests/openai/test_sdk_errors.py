@@ -185,3 +185,22 @@ def test_other_teams_file_and_batch_are_not_found(client_for, team, other_team, 
     # cancelling a finished batch is a conflict, as on OpenAI
     with pytest.raises(openai.ConflictError):
         mine.batches.cancel(batch.id)
+
+
+def test_idempotency_key_returns_the_first_batch_and_refuses_another_body(client_for, team, fast):
+    client = client_for(team)
+    file = client.files.create(file=jsonl([request_line("a", "chat")]), purpose="batch")
+    headers = {"Idempotency-Key": "nightly-2026-11-30"}
+    kwargs = dict(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+    first = client.batches.create(**kwargs, extra_headers=headers)
+    again = client.batches.create(**kwargs, extra_headers=headers)
+    assert again.id == first.id
+    assert Batch.objects.count() == 1 and OpenAIBatch.objects.count() == 1
+    with pytest.raises(openai.ConflictError) as caught:
+        client.batches.create(**{**kwargs, "completion_window": "1h"}, extra_headers=headers)
+    assert caught.value.body["code"] == "idempotency_conflict"
+    with pytest.raises(openai.BadRequestError):
+        client.batches.create(**kwargs, extra_headers={"Idempotency-Key": "has spaces"})
+    # without a key every create is a new batch
+    assert client.batches.create(**kwargs).id != first.id
+    assert Batch.objects.count() == 2
