@@ -14,13 +14,23 @@ import collections
 import logging
 import random
 import threading
+import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .types import (
+    BudgetExceeded,
+    BudgetReservation,
+    Decision,
+    ProviderLimits,
+    ProviderQuotaState,
+    QuotaImpossible,
+    Reservation,
+    TeamLimits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,10 @@ CLUSTER_LEASE_NAME = "*cluster*"  # not a valid provider slug, so it never colli
 def jitter_seconds(wait_ms: int) -> float:
     """A little randomness so waiters woken by the same refill don't all hit the store in the same ms."""
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
+
+
+# seed(team, period ("day" | "month"), key suffix) -> tokens already used in that period
+BudgetSeed = Callable[[str, str, str], int]
 
 
 class Wakeups:
@@ -174,6 +188,24 @@ class BaseQuotaStore:
         """The shared provider-config version (see providers.live_config)."""
         raise NotImplementedError
 
+    def _budget_key(self, team: str, suffix: str) -> str:
+        raise NotImplementedError
+
+    async def _budget_try(self, keys: list[str], tokens: int, limits: list[int]) -> tuple[int, int, int]:
+        """Atomically: (0, 0, 0) every key += tokens; (2, i, 0) key i missing; (1, i, used) no room."""
+        raise NotImplementedError
+
+    async def _budget_adjust(self, keys: list[str], delta: int) -> None:
+        """Every existing key += delta (not below 0); missing keys stay missing."""
+        raise NotImplementedError
+
+    async def _budget_get(self, keys: list[str]) -> list[int | None]:
+        raise NotImplementedError
+
+    async def _budget_seed(self, key: str, used: int, ttl_seconds: int) -> None:
+        """Set the key to `used` unless it exists (another worker seeded it first)."""
+        raise NotImplementedError
+
     async def aclose(self) -> None:
         """Release resources bound to the running event loop (call at the end of an asyncio.run)."""
 
@@ -267,6 +299,67 @@ class BaseQuotaStore:
         delta = int(actual_tokens) - int(reservation.tokens)
         if delta:
             await self._reconcile_delta(limits, delta)
+        if reservation.budget is not None:
+            await self.settle_budget(reservation.budget, actual_tokens)
+
+    # ---- team token budgets (the ledger) --------------------------------------------------------------
+    async def reserve_budget(
+        self, team: TeamLimits, tokens: int, seed: BudgetSeed | None = None, *, now_s: float | None = None
+    ) -> BudgetReservation:
+        """Reserve `tokens` against the team's UTC day and month ledgers, atomically: both or neither.
+
+        Raises BudgetExceeded (nothing taken) if a period with a budget has no room. A ledger key
+        that is missing (first use of the period, or Redis lost it) is seeded with
+        ``seed(team, period, key_suffix)`` (sync, run in a thread; the Django side reads the database)
+        and the reservation is tried again. Periods without a budget are counted too, so a budget
+        set later starts from the right number."""
+        tokens = max(0, int(tokens))
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        keys = [self._budget_key(team.name, suffix) for _, suffix, _, _ in periods]
+        caps = [-1 if limit is None else int(limit) for _, _, limit, _ in periods]
+        for _ in range(len(keys) + 2):
+            status, index, used = await self._budget_try(keys, tokens, caps)
+            if status == 0:
+                return BudgetReservation(team.name, tuple(keys), tokens)
+            period, suffix, limit, ttl = periods[index]
+            if status == 1:
+                raise BudgetExceeded(team.name, period, int(limit), int(used), tokens)
+            await self._budget_seed(keys[index], await self._seed_value(team, period, suffix, seed), ttl)
+        raise RuntimeError(f"team {team.name}: budget ledger keys keep disappearing")
+
+    async def budget_usage(
+        self, team: TeamLimits, seed: BudgetSeed | None = None, *, now_s: float | None = None
+    ) -> list[tuple[str, int | None, int]]:
+        """[(period, limit or None, used)] for the UTC day and month (seeding missing ledgers)."""
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        keys = [self._budget_key(team.name, suffix) for _, suffix, _, _ in periods]
+        values = await self._budget_get(keys)
+        out = []
+        for key, value, (period, suffix, limit, ttl) in zip(keys, values, periods, strict=True):
+            if value is None:
+                await self._budget_seed(key, await self._seed_value(team, period, suffix, seed), ttl)
+                value = (await self._budget_get([key]))[0] or 0
+            out.append((period, limit, int(value)))
+        return out
+
+    @staticmethod
+    async def _seed_value(team: TeamLimits, period: str, suffix: str, seed: BudgetSeed | None) -> int:
+        if seed is None:
+            return 0
+        return max(0, int(await asyncio.to_thread(seed, team.name, period, suffix)))
+
+    async def settle_budget(self, budget: BudgetReservation, actual_tokens: int) -> None:
+        """Replace the reserved estimate by the provider's reported usage (refund or add). Once."""
+        if budget.settled:
+            return
+        budget.settled = True
+        delta = int(actual_tokens) - budget.tokens
+        if delta:
+            await self._budget_adjust(list(budget.keys), delta)
+
+    async def give_back_budget(self, budget: BudgetReservation) -> None:
+        """Nothing was used (not sent, or no usage reported): the reservation is refunded. Once."""
+        await self.settle_budget(budget, 0)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.
