@@ -8,5 +8,6 @@ from .models import Provider, RoutingRule
 
 @receiver([post_save, post_delete], sender=Provider)
 @receiver([post_save, post_delete], sender=RoutingRule)
+@receiver([post_save, post_delete], sender="batches.Team")  # budgets and share caps are live too
 def _config_changed(**kwargs) -> None:
     transaction.on_commit(bump_config_version)

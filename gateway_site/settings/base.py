@@ -199,3 +199,12 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
+
+# Team limits and live config (docs/quota.md)
+# Seconds of refill taken off every bucket's burst capacity (never off the rate), so requests that reach
+# a provider with up to this much jitter still fit a provider bucket configured exactly like ours.
+GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = env_float(
+    "GATEWAY_QUOTA_JITTER_MARGIN_SECONDS", 0.25, minimum=0.0, maximum=10.0
+)
+# Workers subscribe to config change events (Redis pub/sub) and reload at once; the poll stays as fallback.
+GATEWAY_CONFIG_PUBSUB = env_bool("GATEWAY_CONFIG_PUBSUB", True)

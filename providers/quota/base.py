@@ -220,13 +220,20 @@ class BaseQuotaStore:
         return tokens
 
     async def acquire(
-        self, limits: ProviderLimits, tokens: int = 0, *, max_wait_seconds: float | None = None
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        *,
+        max_wait_seconds: float | None = None,
+        current: Callable[[], ProviderLimits] | None = None,
     ) -> Reservation:
         """Wait until BOTH buckets grant (1 request, `tokens` tokens), then return the reservation.
 
         Sleeps exactly the wait the store computed (plus a little jitter); never busy-polls.
         Raises QuotaImpossible at once if `tokens` can never fit, QuotaStoreUnavailable if the shared
         store is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
+        ``current()``, if given, returns the live limits: a waiter asks with them on every retry, so a
+        limit changed while it waits applies to it at once (not the rates it started waiting with).
         """
         tokens = self._check_tokens(limits, tokens)
         loop = asyncio.get_running_loop()
@@ -260,6 +267,9 @@ class BaseQuotaStore:
                 decision = None  # our turn: ask at once
             while True:
                 if decision is None:
+                    if current is not None:
+                        limits = current()
+                        tokens = self._check_tokens(limits, tokens)
                     decision = await self.try_acquire(limits, tokens)
                     if decision.granted:
                         return Reservation(limits.name, tokens)
