@@ -76,8 +76,9 @@ def load_team_limits_from_db() -> dict[str, TeamLimits]:
 
 def seed_budget_from_db(team: str, period: str, suffix: str) -> int:
     """Sync: tokens a team already used in a UTC period (re-seeds a missing ledger). Worker thread."""
-    from batches.budget import used_tokens_from_db
     from django.db import connections
+
+    from batches.budget import used_tokens_from_db
 
     try:
         return used_tokens_from_db(team, period, suffix)
