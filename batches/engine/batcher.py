@@ -321,7 +321,7 @@ class _Run:
                 await held.aclose()
                 raise
             if not blocked:
-                return reservation, held, slot
+                return replace(reservation, current=live), held, slot
             await held.aclose()
             await store.release(limits, reservation)  # no idle token holders
             if blocked == "lane":

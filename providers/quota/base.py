@@ -306,6 +306,8 @@ class BaseQuotaStore:
     async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
         """Settle a reservation with the provider's reported usage: refund the unused part, or take the
         overage as debt (the TPM bucket may go negative, delaying the next callers)."""
+        if reservation.current is not None:
+            limits = reservation.current()
         delta = int(actual_tokens) - int(reservation.tokens)
         if delta:
             await self._reconcile_delta(limits, delta)
@@ -377,6 +379,8 @@ class BaseQuotaStore:
         For a caller that got its bucket grant but cannot send right away (no concurrency slot free):
         it must not sit on the token while it waits, or the tokens granted meanwhile go out later
         all at once and the provider sees more than the bucket allows in a window."""
+        if reservation.current is not None:
+            limits = reservation.current()
         await self._release(limits, int(reservation.tokens))
 
     # ---- concurrency leases -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ Contract between the quota engine (providers/quota/*) and its callers:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 
@@ -143,6 +144,9 @@ class Reservation:
     tokens: int
     # the team's budget reservation for the same tokens (None: no team); reconcile settles it
     budget: BudgetReservation | None = field(default=None, compare=False)
+    # the live limits (a LimitsSource lookup): reconcile and release use them rather than the limits the
+    # caller holds, so a settle after a limit change never refills the bucket at the old rate
+    current: Callable[[], ProviderLimits] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
