@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 
 from batches.engine.batcher import estimate_tokens
 from providers.quota import BudgetExceeded, TeamLimits, get_quota_store
+from providers.quota.config import seed_budget_from_db  # closes its thread's connection
 
 from .models import Batch, BatchItem, Team, TeamUsageDaily
 
@@ -46,11 +47,16 @@ def budget_refusal(team: Team, tokens: int) -> BudgetExceeded | None:
     if team.daily_token_budget is None and team.monthly_token_budget is None:
         return None
     limits = team_limits(team)
-    usage = _run(get_quota_store().budget_usage, limits, used_tokens_from_db)
+    usage = _run(get_quota_store().budget_usage, limits, seed_budget_from_db)
     for period, limit, used in usage:
         if limit is not None and used + tokens > limit:
             return BudgetExceeded(team.name, period, int(limit), int(used), int(tokens))
     return None
+
+
+def budget_usage(team: Team) -> list[tuple[str, int | None, int]]:
+    """[(period, limit or None, used)] for today and this month, from the shared ledger."""
+    return _run(get_quota_store().budget_usage, team_limits(team), seed_budget_from_db)
 
 
 def used_tokens_from_db(team: str, period: str, suffix: str) -> int:

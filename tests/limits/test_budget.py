@@ -103,3 +103,37 @@ def test_submission_over_the_budget_is_refused_before_anything_runs(setup, team,
     assert response.json()["budget"]["period"] == "month"
     response = client.post("/api/v1/batches", {"items": items("d", 3)}, format="json")  # 759
     assert response.status_code == 201
+
+
+def test_team_admin_edits_limits_and_shows_usage(setup, team, admin_client):
+    from django.urls import reverse
+
+    url = reverse("admin:batches_team_change", args=[team.pk])
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    assert "day: 0 of 10,000 tokens" in page.content.decode()
+    response = admin_client.post(
+        url,
+        {
+            "name": team.name, "weight": "3", "daily_token_budget": "2000", "monthly_token_budget": "",
+            "max_provider_share": "0.5",
+            "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "0",
+            "api_keys-MIN_NUM_FORMS": "0", "api_keys-MAX_NUM_FORMS": "1000",
+        },
+    )  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:2000]
+    team.refresh_from_db()
+    assert (team.weight, team.daily_token_budget, team.monthly_token_budget) == (3, 2000, None)
+    assert team.max_provider_share == 0.5
+    bad = admin_client.post(
+        url,
+        {
+            "name": team.name, "weight": "1", "daily_token_budget": "", "monthly_token_budget": "",
+            "max_provider_share": "1.5",
+            "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "0",
+            "api_keys-MIN_NUM_FORMS": "0", "api_keys-MAX_NUM_FORMS": "1000",
+        },
+    )  # fmt: skip
+    assert bad.status_code == 200 and "less than or equal to 1.0" in bad.content.decode()
+    team.refresh_from_db()
+    assert team.max_provider_share == 0.5
