@@ -95,8 +95,15 @@ def batch_detail(request, batch_id):
             "progress_chart": progress_chart,
             "page": page,
             "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
+            **_place_context(batch),
         },
     )
+
+
+def _place_context(batch) -> dict:
+    place = selectors.batch_place(batch)
+    etas = [p.eta_seconds for p in place if p.eta_seconds is not None]
+    return {"place": place, "place_eta": max(etas) if etas else None}
 
 
 def _pretty(value) -> str:
@@ -214,6 +221,7 @@ def providers(request):
             "recent_minutes": int(selectors.RECENT_WINDOW.total_seconds() // 60),
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,
             "now": timezone.now(),
+            "queues": selectors.queued_items_by_provider(),
         },
     )
 
