@@ -59,6 +59,14 @@ def budget_usage(team: Team) -> list[tuple[str, int | None, int]]:
     return _run(get_quota_store().budget_usage, team_limits(team), seed_budget_from_db)
 
 
+def forget_ledger_if_unbudgeted(team: Team) -> None:
+    """On commit of a team save: a team without budgets is not counted, so its ledger is dropped (a
+    budget set again later starts from the database, not from a stale count)."""
+    if team.daily_token_budget is not None or team.monthly_token_budget is not None:
+        return
+    _run(get_quota_store().forget_budget, team_limits(team))
+
+
 def used_tokens_from_db(team: str, period: str, suffix: str) -> int:
     """Tokens the team used in the UTC day (``d:YYYY-MM-DD``) or month (``m:YYYY-MM``), from the
     database: TeamUsageDaily rows of finished batches in that period, plus the tokens of finished items

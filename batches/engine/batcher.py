@@ -258,8 +258,9 @@ class _Run:
         budget = None
         if team_limits is not None:
             limits = limits.for_team(team_limits.name, team_limits.max_provider_share)
-            seed = getattr(self.b.limits_source, "budget_seed", None)
-            budget = await store.reserve_budget(team_limits, est, seed)  # BudgetExceeded: not sent
+            if team_limits.has_budget:
+                seed = getattr(self.b.limits_source, "budget_seed", None)
+                budget = await store.reserve_budget(team_limits, est, seed)  # BudgetExceeded: not sent
         try:
             admitted = await self._admit_provider(limits, est, check_cancel)
         except BaseException:

@@ -206,6 +206,9 @@ class BaseQuotaStore:
         """Set the key to `used` unless it exists (another worker seeded it first)."""
         raise NotImplementedError
 
+    async def _budget_delete(self, keys: list[str]) -> None:
+        raise NotImplementedError
+
     async def aclose(self) -> None:
         """Release resources bound to the running event loop (call at the end of an asyncio.run)."""
 
@@ -324,7 +327,8 @@ class BaseQuotaStore:
         that is missing (first use of the period, or Redis lost it) is seeded with
         ``seed(team, period, key_suffix)`` (sync, run in a thread; the Django side reads the database)
         and the reservation is tried again. Periods without a budget are counted too, so a budget
-        set later starts from the right number."""
+        set later starts from the right number (the engine only calls this for teams with a budget; the
+        ledger of a team whose budgets are removed is dropped, see forget_budget)."""
         tokens = max(0, int(tokens))
         periods = team.budgets(time.time() if now_s is None else now_s)
         keys = [self._budget_key(team.name, suffix) for _, suffix, _, _ in periods]
@@ -353,6 +357,12 @@ class BaseQuotaStore:
                 value = (await self._budget_get([key]))[0] or 0
             out.append((period, limit, int(value)))
         return out
+
+    async def forget_budget(self, team: TeamLimits, *, now_s: float | None = None) -> None:
+        """Drop the team's ledger for today and this month (its budgets were removed: the ledger stops
+        counting, and must be re-seeded from the database if a budget is set again)."""
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        await self._budget_delete([self._budget_key(team.name, suffix) for _, suffix, _, _ in periods])
 
     @staticmethod
     async def _seed_value(team: TeamLimits, period: str, suffix: str, seed: BudgetSeed | None) -> int:

@@ -249,8 +249,7 @@ class LocalQuotaStore(BaseQuotaStore):
         with self._lock:
             self._ledger.setdefault(key, int(used))
 
-    def forget_budget(self, team: str) -> None:
-        """Drop a team's ledger (tests: what a Redis restart does to the shared store)."""
+    async def _budget_delete(self, keys: list[str]) -> None:
         with self._lock:
-            for key in [k for k in self._ledger if k.startswith(team + ":")]:
-                del self._ledger[key]
+            for key in keys:
+                self._ledger.pop(key, None)

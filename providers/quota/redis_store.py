@@ -146,6 +146,9 @@ class RedisQuotaStore(BaseQuotaStore):
         values = await self._command("MGET", *keys)
         return [None if v is None else int(v) for v in values]
 
+    async def _budget_delete(self, keys: list[str]) -> None:
+        await self._command("DEL", *keys)
+
     async def _budget_seed(self, key: str, used: int, ttl_seconds: int) -> None:
         await self._command("SET", key, int(used), "NX", "EX", max(1, int(ttl_seconds)))
 

@@ -186,6 +186,10 @@ class TeamLimits:
     max_provider_share: float | None = None
     weight: int = 1
 
+    @property
+    def has_budget(self) -> bool:
+        return self.daily_token_budget is not None or self.monthly_token_budget is not None
+
     def budgets(self, now_epoch_s: float) -> list[tuple[str, str, int | None, int]]:
         """[(period, ledger key suffix, limit or None, key ttl seconds)] for the UTC day and month of
         now: the ledger keeps both periods for every team (a budget set later starts right)."""

@@ -137,3 +137,25 @@ def test_team_admin_edits_limits_and_shows_usage(setup, team, admin_client):
     assert bad.status_code == 200 and "less than or equal to 1.0" in bad.content.decode()
     team.refresh_from_db()
     assert team.max_provider_share == 0.5
+
+
+def test_removing_the_budget_drops_the_ledger_and_a_new_budget_starts_from_the_database(
+    setup, team, client, redis_sync, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        submit_batch(team=team, items=items("e", 10))  # 2,530 tokens, counted in the ledger
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}budget:"
+    assert len(list(redis_sync.scan_iter(match=prefix + "*"))) == 2
+    team.daily_token_budget = team.monthly_token_budget = None
+    with django_capture_on_commit_callbacks(execute=True):
+        team.save()
+    assert list(redis_sync.scan_iter(match=prefix + "*")) == []  # not counted while unbudgeted
+    with django_capture_on_commit_callbacks(execute=True):
+        submit_batch(team=team, items=items("f", 2))  # 506 tokens, not in any ledger
+    assert list(redis_sync.scan_iter(match=prefix + "*")) == []
+    team.daily_token_budget = 3_000
+    with django_capture_on_commit_callbacks(execute=True):
+        team.save()
+    response = client.post("/api/v1/batches", {"items": items("g", 1)}, format="json")
+    assert response.status_code == 429  # 2,530 + 506 used (from TeamUsageDaily) + 253 > 3,000
+    assert response.json()["budget"] == {"period": "day", "limit": 3_000, "used": 3_036, "remaining": 0}
