@@ -226,12 +226,19 @@ class _Run:
             return None
         return await source.team(team)
 
-    def live_limits(self, limits: ProviderLimits) -> Callable[[], ProviderLimits]:
-        """The provider's current cached limits with the same team cap (for waiters re-asking the bucket)."""
+    def live_limits(self, limits: ProviderLimits, team: str) -> Callable[[], ProviderLimits]:
+        """The provider's current cached limits with the team's current share cap (for waiters that
+        re-ask the bucket, and for settling: a change applies to items already waiting)."""
         source = self.b.limits_source
         if source is None or not hasattr(source, "peek"):
             return lambda: limits
-        return lambda: source.peek(limits.name, limits).for_team(limits.team, limits.team_share)
+
+        def current() -> ProviderLimits:
+            team_limits = source.peek_team(team) if team else None
+            share = team_limits.max_provider_share if team_limits is not None else None
+            return source.peek(limits.name, limits).for_team(team, share)
+
+        return current
 
     async def admit(
         self, limits: ProviderLimits, est: int, *, check_cancel: bool, team: str = ""
@@ -262,7 +269,7 @@ class _Run:
                 seed = getattr(self.b.limits_source, "budget_seed", None)
                 budget = await store.reserve_budget(team_limits, est, seed)  # BudgetExceeded: not sent
         try:
-            admitted = await self._admit_provider(limits, est, check_cancel)
+            admitted = await self._admit_provider(limits, est, check_cancel, team)
         except BaseException:
             if budget is not None:
                 await store.give_back_budget(budget)
@@ -276,11 +283,11 @@ class _Run:
         return replace(reservation, budget=budget), held, slot
 
     async def _admit_provider(
-        self, limits: ProviderLimits, est: int, check_cancel: bool
+        self, limits: ProviderLimits, est: int, check_cancel: bool, team: str
     ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
         """Bucket token, lane, lease, in-flight slot (see admit)."""
         store, long_item = self.b.store, est > self.b.options.long_item_tokens
-        live = self.live_limits(limits)
+        live = self.live_limits(limits, team)
         gate = self.gate(limits)
         while True:
             limits = live()

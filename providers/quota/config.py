@@ -271,6 +271,10 @@ class LimitsSource:
         """The cached limits now (no refresh, no await): for callers that wait and re-ask the bucket."""
         return self._limits.get(name, default)
 
+    def peek_team(self, name: str) -> TeamLimits | None:
+        """The cached team limits now (no refresh, no await)."""
+        return self._teams.get(name)
+
     async def team(self, name: str) -> TeamLimits | None:
         """The team's live limits; None if no such team (e.g. an engine run outside the gateway)."""
         if not name:
