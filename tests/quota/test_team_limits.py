@@ -164,3 +164,25 @@ def test_budget_periods_are_utc_day_and_month():
         ("month", "m:2026-01", 7),
     ]
     assert 3600 <= periods[0][3] <= 3630  # 30 s left in the day, plus an hour of slack
+
+
+def test_margin_comes_from_settings_and_is_at_most_half_the_burst(settings):
+    from types import SimpleNamespace
+
+    from providers.quota import ProviderLimits
+
+    row = SimpleNamespace(
+        name="p", rpm=600, tpm=6000, burst_seconds=2.0, max_concurrency=1, timeout_seconds=5
+    )
+    settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.25
+    limits = ProviderLimits.from_provider(row)
+    assert limits.margin_seconds == 0.25 and limits.rpm_capacity == 17.5 and limits.tpm_capacity == 175
+    settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 5.0
+    assert ProviderLimits.from_provider(row).margin_seconds == 1.0  # half the burst
+    settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.0
+    assert ProviderLimits.from_provider(row).rpm_capacity == 20
+    # a team capped at 0.1 of 600 rpm: 1/s, burst (2 − 0.25) s → 1.75; never below one request
+    capped = ProviderLimits.from_provider(row, margin_seconds=0.25).for_team("t", 0.1)
+    assert capped.team_rpm_per_ms == pytest.approx(1 / 1000) and capped.team_rpm_capacity == 1.75
+    assert ProviderLimits.from_provider(row).for_team("t", 0.01).team_rpm_capacity == 1.0
+    assert capped.for_team("t", None).team_capped is False
