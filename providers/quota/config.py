@@ -188,7 +188,7 @@ class LimitsSource:
                 pubsub.subscribe(config_channel())
                 delay = 0.1
                 if resubscribe:  # a change may have been announced while we were disconnected
-                    self._reload_now(None)
+                    self.invalidate()
                 resubscribe = True
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=0.5)
@@ -197,7 +197,11 @@ class LimitsSource:
                     version = _int_or_none(message.get("data"))
                     while (more := pubsub.get_message(timeout=0.0)) is not None:  # coalesce a burst
                         version = _int_or_none(more.get("data")) or version
-                    self._reload_now(version, event=True)
+                    try:
+                        self._reload_now(version, event=True)
+                    except Exception as exc:  # noqa: BLE001 - keep the subscription; the next get() retries
+                        log.warning("config change listener: reload failed (%s); the next call reloads", exc)
+                        self.invalidate()
             except Exception as exc:  # noqa: BLE001 - keep listening; the poll is the fallback meanwhile
                 if self._stop.is_set():
                     break
