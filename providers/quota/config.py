@@ -7,13 +7,14 @@ pub/sub channel that `providers.live_config.bump_config_version()` publishes to 
 the rows in that thread as soon as a change is announced (several announcements that arrive together
 cause one reload). In single-process mode the bump invalidates the source directly, and the next
 `get()` reloads. The poll below stays as the fallback: at most every
-settings.GATEWAY_CONFIG_REFRESH_SECONDS (≤ 5 s) it reads the shared config version (one Redis GET, or a
-module counter in single-process mode); when the version moved — an admin save or `load_providers`
-bumped it — it reloads the Provider rows in a worker thread, so the event loop never runs ORM code.
-A full reload also happens every MAX_AGE_SECONDS in case a version bump was lost.
+settings.GATEWAY_CONFIG_REFRESH_SECONDS (default 2 s) it reads the shared config version (one Redis GET,
+or a module counter in single-process mode); when the version moved it reloads the Provider and Team
+rows in a worker thread, so the event loop never runs ORM code. A full reload also happens every
+MAX_AGE_SECONDS in case both an announcement and a version bump were lost.
 
 Lowered limits take effect at once in the buckets: every store call passes the current rates and
-capacities, and the bucket is clamped to the new capacity on that call.
+capacities, the bucket is clamped to the new capacity on that call, and callers that are already
+waiting re-ask with `peek()`/`peek_team()` (the cached limits, no await) on every retry.
 """
 
 from __future__ import annotations
