@@ -38,9 +38,47 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
-    list_display = ["name", "created_at"]
+    """Team limits are live: a save (here or in the list) reaches every worker on commit (docs/quota.md)."""
+
+    list_display = [
+        "name", "weight", "daily_token_budget", "monthly_token_budget", "max_provider_share", "created_at",
+    ]  # fmt: skip
+    list_editable = ["weight", "daily_token_budget", "monthly_token_budget", "max_provider_share"]
     search_fields = ["name"]
+    readonly_fields = ["budget_usage", "created_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "created_at"]}),
+        (
+            "Limits (live: applied by every worker within about a second of saving)",
+            {
+                "fields": [
+                    "weight",
+                    "daily_token_budget",
+                    "monthly_token_budget",
+                    "max_provider_share",
+                    "budget_usage",
+                ]  # fmt: skip
+            },
+        ),
+    ]
     inlines = [ApiKeyInline]
+
+    @admin.display(description="budget used (UTC day / month)")
+    def budget_usage(self, obj):
+        if obj is None or obj.pk is None:
+            return "–"
+        from providers.quota import QuotaError
+
+        from .budget import budget_usage
+
+        try:
+            usage = budget_usage(obj)
+        except QuotaError as exc:
+            return f"unavailable ({exc})"
+        return "; ".join(
+            f"{period}: {used:,} of {'unlimited' if limit is None else f'{limit:,}'} tokens"
+            for period, limit, used in usage
+        )
 
 
 @admin.register(ApiKey)

@@ -210,7 +210,7 @@ def build_batcher(batch_id: str, table: RoutingTable | None = None) -> CrossProv
     )
 
 
-def work_item(item: BatchItem) -> WorkItem:
+def work_item(item: BatchItem, team: str = "") -> WorkItem:
     payload = item.payload or {}
     return WorkItem(
         custom_id=item.custom_id,
@@ -219,6 +219,7 @@ def work_item(item: BatchItem) -> WorkItem:
         route=item.route,
         provider=item.requested_provider,
         key=item.custom_id,
+        team=team,
     )
 
 
@@ -409,7 +410,8 @@ def run_claimed(
         return report
     owner = worker_id()
     batcher = batcher or build_batcher(batch_id)
-    work = [work_item(i) for i in items]
+    team = Batch.objects.filter(id=batch_id).values_list("team__name", flat=True).first() or ""
+    work = [work_item(i, team) for i in items]
     inbox: queue.Queue = queue.Queue()
     cancel = threading.Event()
     outcome: dict = {}

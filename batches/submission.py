@@ -116,6 +116,19 @@ class SubmissionError(Exception):
         return {"errors": [e.as_dict() for e in self.errors], "error_count": self.error_count}
 
 
+class BudgetRefused(SubmissionError):
+    """429: the batch's estimated tokens exceed what is left of the team's daily or monthly budget."""
+
+    def __init__(self, exceeded):
+        self.exceeded = exceeded
+        super().__init__(429, [FieldError(None, "budget", str(exceeded))])
+
+    def as_dict(self) -> dict[str, Any]:
+        e = self.exceeded
+        budget = {"period": e.period, "limit": e.limit, "used": e.used, "remaining": e.remaining}
+        return {**super().as_dict(), "budget": budget}
+
+
 @dataclass
 class ParsedBody:
     items: list[Any]
@@ -695,6 +708,7 @@ def submit_batch(
         raise SubmissionError(400, metadata_errors)
     options = options or BatchOptions()
     valid = validate_items(items, item_sizes)
+    check_budget(team, valid)
     with transaction.atomic():
         now = timezone.now()
         batch = Batch.objects.create(
@@ -713,6 +727,18 @@ def submit_batch(
         batch_id = str(batch.id)
         transaction.on_commit(lambda: enqueue_start(batch_id))
     return batch
+
+
+def check_budget(team: Team, valid: Sequence[ValidItem]) -> None:
+    """Raise BudgetRefused (429, nothing stored) if the batch's estimated tokens exceed the team's
+    remaining daily or monthly budget."""
+    if team.daily_token_budget is None and team.monthly_token_budget is None:
+        return
+    from batches import budget
+
+    refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(v.payload for v in valid))
+    if refusal is not None:
+        raise BudgetRefused(refusal)
 
 
 def submit_body(

@@ -724,3 +724,106 @@ def add_usage_costs(by_team_provider: list[dict]) -> dict:
         row.update(sum_usage_costs([part]))
         parts.append(part)
     return sum_usage_costs(parts)
+
+
+# --- queues and a batch's place (issue #10, docs/quota.md "Queue visibility") ---------------------
+
+UNASSIGNED_QUEUE = "(no provider queue yet)"
+
+
+def _queue_key() -> Case:
+    """An item's provider queue: queue_provider (set by the scheduler), else the provider it asked for
+    by name, else "" (routed at send time)."""
+    return Case(
+        When(~Q(queue_provider=""), then="queue_provider"),
+        When(~Q(requested_provider=""), then="requested_provider"),
+        default=Value(""),
+    )
+
+
+@dataclass
+class QueueRow:
+    provider: str
+    team: str
+    priority: str
+    pending: int
+
+
+def queued_items_by_provider() -> list[QueueRow]:
+    """Pending items per provider queue, team and lane (batch priority): one GROUP BY."""
+    rows = (
+        BatchItem.objects.filter(status=ItemStatus.PENDING)
+        .annotate(queue=_queue_key())
+        .values("queue", "batch__team__name", "batch__priority")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    rank = {"high": 0, "normal": 1, "low": 2}
+    out = [
+        QueueRow(r["queue"] or UNASSIGNED_QUEUE, r["batch__team__name"], r["batch__priority"], r["n"])
+        for r in rows
+    ]
+    out.sort(key=lambda r: (r.provider, rank.get(r.priority, 9), r.team))
+    return out
+
+
+@dataclass
+class BatchPlace:
+    provider: str
+    pending: int  # this batch's pending items in that provider's queue
+    ahead_same_team: int
+    ahead_other_teams: int
+    rpm: int | None  # the provider's configured rate (None: queue not tied to one provider yet)
+    eta_seconds: float | None
+
+    @property
+    def ahead(self) -> int:
+        return self.ahead_same_team + self.ahead_other_teams
+
+
+def batch_place(batch: Batch) -> list[BatchPlace]:
+    """Where the batch stands in each provider queue it has pending items in, and when it should be done.
+
+    Approximation of the fair order (see docs/quota.md): ahead of this batch are (1) pending items of
+    the same team's batches in a higher lane, or in the same lane and older, and (2) of every other
+    team with pending items in that queue, the share the weighted fair order serves while this team
+    works through its own items: min(their pending, (same-team ahead + ours) × their weight / ours).
+    ETA = (ahead + ours) / the provider's configured RPM. In-flight items and retries are ignored."""
+    if batch.is_terminal:
+        return []
+    rows = list(
+        BatchItem.objects.filter(status=ItemStatus.PENDING)
+        .annotate(queue=_queue_key())
+        .values("queue", "batch_id", "batch__team_id", "batch__priority", "batch__created_at")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    mine = {r["queue"]: r["n"] for r in rows if r["batch_id"] == batch.pk}
+    if not mine:
+        return []
+    from batches.models import PRIORITY_RANK
+
+    weights = dict(Team.objects.values_list("id", "weight"))
+    my_weight = max(1, weights.get(batch.team_id, 1))
+    my_rank = PRIORITY_RANK.get(batch.priority, 1)
+    rpms = dict(Provider.objects.filter(name__in=list(mine)).values_list("name", "rpm"))
+    out = []
+    for queue, n in sorted(mine.items()):
+        same = 0
+        others: dict[int, int] = defaultdict(int)
+        for r in rows:
+            if r["queue"] != queue or r["batch_id"] == batch.pk:
+                continue
+            if r["batch__team_id"] == batch.team_id:
+                rank = PRIORITY_RANK.get(r["batch__priority"], 1)
+                if rank > my_rank or (rank == my_rank and r["batch__created_at"] < batch.created_at):
+                    same += r["n"]
+            else:
+                others[r["batch__team_id"]] += r["n"]
+        other = sum(
+            min(p, int((same + n) * max(1, weights.get(team, 1)) / my_weight)) for team, p in others.items()
+        )
+        rpm = rpms.get(queue)
+        eta = (same + other + n) / (rpm / 60.0) if rpm else None
+        out.append(BatchPlace(queue or UNASSIGNED_QUEUE, n, same, other, rpm, eta))
+    return out

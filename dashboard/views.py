@@ -109,6 +109,7 @@ def batch_detail(request, batch_id):
             "progress_chart": progress_chart,
             "page": page,
             "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
+            **_place_context(batch),
         },
     )
 
@@ -141,6 +142,12 @@ def batch_retry_failed(request, batch_id):
         request, f"Re-submitted {new_batch.total_count} failed item(s) of batch {batch.pk} as this batch."
     )
     return redirect("dashboard:batch_detail", new_batch.pk)
+
+
+def _place_context(batch) -> dict:
+    place = selectors.batch_place(batch)
+    etas = [p.eta_seconds for p in place if p.eta_seconds is not None]
+    return {"place": place, "place_eta": max(etas) if etas else None}
 
 
 def _pretty(value) -> str:
@@ -259,6 +266,7 @@ def providers(request):
             "advice": selectors.capacity_advice(rows),
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,
             "now": timezone.now(),
+            "queues": selectors.queued_items_by_provider(),
         },
     )
 

@@ -1,13 +1,18 @@
-"""Config version: bumped whenever a provider or routing rule changes, so running workers reload.
+"""Config version and change events: bumped whenever a provider, routing rule or team changes, so running
+workers reload their limits.
 
-In Redis mode the version is a shared counter that every worker polls cheaply (one GET at most every
-GATEWAY_CONFIG_REFRESH_SECONDS); in single-process mode it is a module-level counter.
+In Redis mode a change (on commit) INCRs a shared counter AND publishes the new version on a pub/sub
+channel: every worker's LimitsSource listens on it and reloads at once (within milliseconds of the
+commit); the cheap counter poll (one GET at most every GATEWAY_CONFIG_REFRESH_SECONDS) stays as the
+fallback for a lost message. In single-process mode the counter is a module variable and the change
+invalidates this process's LimitsSources directly.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
 
 from django.conf import settings
 
@@ -15,10 +20,18 @@ log = logging.getLogger(__name__)
 
 _local_version = 0
 _lock = threading.Lock()
+# LimitsSources of this process, told about a change at once (single-process mode, and the process
+# that made the change in Redis mode).
+_listeners: weakref.WeakSet = weakref.WeakSet()
 
 
 def config_version_key() -> str:
     return f"{settings.GATEWAY_REDIS_PREFIX}config:version"
+
+
+def config_channel() -> str:
+    """The pub/sub channel a change is announced on (message: the new version)."""
+    return f"{settings.GATEWAY_REDIS_PREFIX}config:changed"
 
 
 def _sync_redis():
@@ -27,23 +40,41 @@ def _sync_redis():
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
+def register_listener(source) -> None:
+    """`source.invalidate()` is called after every change made in this process."""
+    _listeners.add(source)
+
+
+def _notify_local() -> None:
+    for source in list(_listeners):
+        try:
+            source.invalidate()
+        except Exception:  # noqa: BLE001 - one broken listener must not stop the others
+            log.exception("config listener %r failed", source)
+
+
 def bump_config_version() -> int:
-    """Announce a config change. Returns the new version."""
+    """Announce a config change (call on commit). Returns the new version."""
     global _local_version
     with _lock:
         _local_version += 1
         local = _local_version
-    if settings.GATEWAY_QUOTA_BACKEND != "redis":
-        return local
     try:
-        client = _sync_redis()
+        if settings.GATEWAY_QUOTA_BACKEND != "redis":
+            return local
         try:
-            return int(client.incr(config_version_key()))
-        finally:
-            client.close()
-    except Exception:  # the change is saved; workers still pick it up on their periodic refresh
-        log.exception("could not publish the provider config version to Redis")
-        return local
+            client = _sync_redis()
+            try:
+                version = int(client.incr(config_version_key()))
+                client.publish(config_channel(), str(version))
+                return version
+            finally:
+                client.close()
+        except Exception:  # the change is saved; workers still pick it up on their periodic refresh
+            log.exception("could not publish the provider config version to Redis")
+            return local
+    finally:
+        _notify_local()
 
 
 def current_config_version_local() -> int:

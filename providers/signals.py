@@ -1,3 +1,5 @@
+import logging
+
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -5,8 +7,24 @@ from django.dispatch import receiver
 from .live_config import bump_config_version
 from .models import Provider, RoutingRule
 
+log = logging.getLogger(__name__)
+
 
 @receiver([post_save, post_delete], sender=Provider)
 @receiver([post_save, post_delete], sender=RoutingRule)
+@receiver([post_save, post_delete], sender="batches.Team")  # budgets and share caps are live too
 def _config_changed(**kwargs) -> None:
     transaction.on_commit(bump_config_version)
+
+
+@receiver(post_save, sender="batches.Team")
+def _team_saved(instance, **kwargs) -> None:
+    def forget() -> None:
+        from batches.budget import forget_ledger_if_unbudgeted
+
+        try:
+            forget_ledger_if_unbudgeted(instance)
+        except Exception:  # noqa: BLE001 - the save stands; a stale ledger is re-seeded when it expires
+            log.exception("could not drop the budget ledger of team %s", instance.name)
+
+    transaction.on_commit(forget)

@@ -35,6 +35,17 @@ class ErrorsSerializer(serializers.Serializer):
     error_count = serializers.IntegerField(help_text="Total number of problems found.")
 
 
+class BudgetSerializer(serializers.Serializer):
+    period = serializers.ChoiceField(choices=["day", "month"], help_text="UTC day or month.")
+    limit = serializers.IntegerField()
+    used = serializers.IntegerField()
+    remaining = serializers.IntegerField()
+
+
+class BudgetErrorsSerializer(ErrorsSerializer):
+    budget = BudgetSerializer(help_text="The team budget the batch does not fit in (field `budget`).")
+
+
 class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="Why the request was refused (401, 404, 429).")
 

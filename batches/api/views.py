@@ -38,6 +38,7 @@ from .serializers import (
     BatchListQuerySerializer,
     BatchPageSerializer,
     BatchSerializer,
+    BudgetErrorsSerializer,
     DetailSerializer,
     ErrorsSerializer,
     ResultPageSerializer,
@@ -180,6 +181,11 @@ class BatchListCreateView(TeamAPIView):
             411: OpenApiResponse(ErrorsSerializer, description="Chunked body without Content-Length."),
             415: OpenApiResponse(ErrorsSerializer, description="Content-Type is not JSON or JSONL."),
             **AUTH_ERRORS,
+            429: OpenApiResponse(
+                BudgetErrorsSerializer,
+                description="Over the team's daily or monthly token budget; nothing stored. (A throttled key "
+                'gets `{"detail": …}` instead.)',
+            ),
         },
         examples=[
             OpenApiExample(

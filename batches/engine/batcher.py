@@ -33,12 +33,12 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from providers.breaker import LocalBreaker
-from providers.quota.types import ProviderLimits, QuotaImpossible, Reservation
+from providers.quota.types import BudgetExceeded, ProviderLimits, QuotaImpossible, Reservation, TeamLimits
 from providers.routing import (
     ProviderConfig,
     RoutingError,
@@ -74,6 +74,7 @@ class WorkItem:
     route: str = ""
     provider: str = ""
     key: str = ""  # stable identity for the weighted route draw and the X-Request-ID header
+    team: str = ""  # the submitting team's name: its budgets and share cap apply (empty: none)
 
     @classmethod
     def coerce(cls, item: Any, index: int = 0) -> WorkItem:
@@ -222,27 +223,85 @@ class _Run:
         except LookupError:  # provider deleted mid-run: keep the limits the run started with
             return config.limits
 
-    async def admit(
-        self, limits: ProviderLimits, est: int, *, check_cancel: bool
-    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
-        """Bucket token, then — without waiting — long lane, provider lease and in-flight slot.
+    async def team_limits(self, team: str) -> TeamLimits | None:
+        """The item's team's live limits (budgets, share cap); None without a team or limits source."""
+        source = self.b.limits_source
+        if not team or source is None or not hasattr(source, "team"):
+            return None
+        return await source.team(team)
 
-        If any of those is busy, everything is given back, the bucket token too (``store.release``),
-        and we wait until that one looks free, then start again at the bucket. So nobody sits on a
-        token they cannot use at once, and a send follows its grant immediately: the provider never
-        sees more than the bucket allows (capacity + rate × window). Returns (reservation, held, slot):
-        ``held`` (lane + lease) is closed after the send, ``slot`` (in-flight) after the result is
-        stored. None when the batch was cancelled (and check_cancel is set) before anything was sent.
+    def live_limits(self, limits: ProviderLimits, team: str) -> Callable[[], ProviderLimits]:
+        """The provider's current cached limits with the team's current share cap (for waiters that
+        re-ask the bucket, and for settling: a change applies to items already waiting)."""
+        source = self.b.limits_source
+        if source is None or not hasattr(source, "peek"):
+            return lambda: limits
+
+        def current() -> ProviderLimits:
+            team_limits = source.peek_team(team) if team else None
+            share = team_limits.max_provider_share if team_limits is not None else None
+            return source.peek(limits.name, limits).for_team(team, share)
+
+        return current
+
+    async def admit(
+        self, limits: ProviderLimits, est: int, *, check_cancel: bool, team: str = ""
+    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+        """Team budget, then bucket token, then — without waiting — long lane, provider lease and
+        in-flight slot.
+
+        The item's estimated tokens are first reserved against its team's day and month budgets
+        (BudgetExceeded if there is no room: the item is not retried); the reservation rides on the
+        returned Reservation, ``store.reconcile`` settles it to the provider's usage, and closing
+        ``slot`` refunds it if nothing was settled (not sent, or no usage reported). A team with a
+        share cap takes a token of its per-(provider, team) bucket together with the provider's.
+
+        If any of lane, lease or slot is busy, everything is given back, the bucket token too
+        (``store.release``), and we wait until that one looks free, then start again at the bucket. So
+        nobody sits on a token they cannot use at once, and a send follows its grant immediately: the
+        provider never sees more than the bucket allows (capacity + rate × window). Returns
+        (reservation, held, slot): ``held`` (lane + lease) is closed after the send, ``slot``
+        (in-flight) after the result is stored. None when the batch was cancelled (and check_cancel is
+        set) before anything was sent.
         """
+        store = self.b.store
+        team_limits = await self.team_limits(team)
+        budget = None
+        if team_limits is not None:
+            limits = limits.for_team(team_limits.name, team_limits.max_provider_share)
+            if team_limits.has_budget:
+                seed = getattr(self.b.limits_source, "budget_seed", None)
+                budget = await store.reserve_budget(team_limits, est, seed)  # BudgetExceeded: not sent
+        try:
+            admitted = await self._admit_provider(limits, est, check_cancel, team)
+        except BaseException:
+            if budget is not None:
+                await store.give_back_budget(budget)
+            raise
+        if admitted is None or budget is None:
+            if admitted is None and budget is not None:
+                await store.give_back_budget(budget)
+            return admitted
+        reservation, held, slot = admitted
+        slot.push_async_callback(store.give_back_budget, budget)  # no-op once reconcile settled it
+        return replace(reservation, budget=budget), held, slot
+
+    async def _admit_provider(
+        self, limits: ProviderLimits, est: int, check_cancel: bool, team: str
+    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+        """Bucket token, lane, lease, in-flight slot (see admit)."""
         store, long_item = self.b.store, est > self.b.options.long_item_tokens
+        live = self.live_limits(limits, team)
         gate = self.gate(limits)
         while True:
+            limits = live()
             await gate.acquire()
             try:
-                reservation = await store.acquire(limits, est)
+                reservation = await store.acquire(limits, est, current=live)
             except BaseException:
                 gate.release()
                 raise
+            limits = live()
             if check_cancel and self.should_cancel():
                 gate.release()
                 await store.release(limits, reservation)
@@ -274,7 +333,7 @@ class _Run:
                 await held.aclose()
                 raise
             if not blocked:
-                return reservation, held, slot
+                return replace(reservation, current=live), held, slot
             await held.aclose()
             await store.release(limits, reservation)  # no idle token holders
             if blocked == "lane":
@@ -336,7 +395,11 @@ class _Run:
             limits = await self.limits(choice)
             waited_from = time.monotonic()
             try:
-                admitted = await self.admit(limits, est, check_cancel=not result.attempts)
+                admitted = await self.admit(limits, est, check_cancel=not result.attempts, team=item.team)
+            except BudgetExceeded as exc:  # the team's budget is used up: not retried, nothing was sent
+                result.error_type, result.error_message = ErrorType.BUDGET_EXCEEDED, str(exc)
+                result.error_status_code = None
+                return result, None
             except QuotaImpossible as exc:
                 impossible.add(choice.name)
                 if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:

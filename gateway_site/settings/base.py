@@ -104,7 +104,7 @@ GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 256, minimum=
 GATEWAY_CLAIM_LEASE_SECONDS = env_float("GATEWAY_CLAIM_LEASE_SECONDS", 60.0, minimum=2.0, maximum=3600.0)
 GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimum=0.001, maximum=60.0)
 GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
-GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=5.0)
+GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=600.0)
 GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
 # Hardening (issue #13): a provider answer larger than this (decompressed) is invalid_response; a
 # Retry-After / x-ratelimit-reset-* longer than this is ignored as malformed; an item waits at most
@@ -246,3 +246,12 @@ GATEWAY_METRICS_ENABLED = env_bool("GATEWAY_METRICS_ENABLED", True)
 # Retention (manage.py purge_old_data): prompts, responses and uploaded files of batches finished more
 # than this many days ago are deleted; batch stats and usage are kept. 0 = keep forever.
 GATEWAY_RETENTION_DAYS = env_int("GATEWAY_RETENTION_DAYS", 0, minimum=0)
+
+# Team limits and live config (docs/quota.md)
+# Seconds of refill taken off every bucket's burst capacity (never off the rate), so requests that reach
+# a provider with up to this much jitter still fit a provider bucket configured exactly like ours.
+GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = env_float(
+    "GATEWAY_QUOTA_JITTER_MARGIN_SECONDS", 0.25, minimum=0.0, maximum=10.0
+)
+# Workers subscribe to config change events (Redis pub/sub) and reload at once; the poll stays as fallback.
+GATEWAY_CONFIG_PUBSUB = env_bool("GATEWAY_CONFIG_PUBSUB", True)

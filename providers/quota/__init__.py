@@ -22,6 +22,8 @@ from .config import LimitsSource, UnknownProvider
 from .factory import get_quota_store, reset_quota_store, snapshot_all_sync
 from .local import LocalQuotaStore
 from .types import (
+    BudgetExceeded,
+    BudgetReservation,
     Decision,
     ProviderLimits,
     ProviderQuotaState,
@@ -29,10 +31,14 @@ from .types import (
     QuotaImpossible,
     QuotaStoreUnavailable,
     Reservation,
+    TeamLimits,
 )
 
 __all__ = [
     "BaseQuotaStore",
+    "BudgetExceeded",
+    "BudgetReservation",
+    "TeamLimits",
     "Decision",
     "Lease",
     "LimitsSource",

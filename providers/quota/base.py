@@ -14,13 +14,23 @@ import collections
 import logging
 import random
 import threading
+import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .types import (
+    BudgetExceeded,
+    BudgetReservation,
+    Decision,
+    ProviderLimits,
+    ProviderQuotaState,
+    QuotaImpossible,
+    Reservation,
+    TeamLimits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,10 @@ def log_pause(provider: str, retry_after_seconds: float) -> None:
 def jitter_seconds(wait_ms: int) -> float:
     """A little randomness so waiters woken by the same refill don't all hit the store in the same ms."""
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
+
+
+# seed(team, period ("day" | "month"), key suffix) -> tokens already used in that period
+BudgetSeed = Callable[[str, str, str], int]
 
 
 class Wakeups:
@@ -189,6 +203,27 @@ class BaseQuotaStore:
         """The shared provider-config version (see providers.live_config)."""
         raise NotImplementedError
 
+    def _budget_key(self, team: str, suffix: str) -> str:
+        raise NotImplementedError
+
+    async def _budget_try(self, keys: list[str], tokens: int, limits: list[int]) -> tuple[int, int, int]:
+        """Atomically: (0, 0, 0) every key += tokens; (2, i, 0) key i missing; (1, i, used) no room."""
+        raise NotImplementedError
+
+    async def _budget_adjust(self, keys: list[str], delta: int) -> None:
+        """Every existing key += delta (not below 0); missing keys stay missing."""
+        raise NotImplementedError
+
+    async def _budget_get(self, keys: list[str]) -> list[int | None]:
+        raise NotImplementedError
+
+    async def _budget_seed(self, key: str, used: int, ttl_seconds: int) -> None:
+        """Set the key to `used` unless it exists (another worker seeded it first)."""
+        raise NotImplementedError
+
+    async def _budget_delete(self, keys: list[str]) -> None:
+        raise NotImplementedError
+
     async def aclose(self) -> None:
         """Release resources bound to the running event loop (call at the end of an asyncio.run)."""
 
@@ -203,13 +238,20 @@ class BaseQuotaStore:
         return tokens
 
     async def acquire(
-        self, limits: ProviderLimits, tokens: int = 0, *, max_wait_seconds: float | None = None
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        *,
+        max_wait_seconds: float | None = None,
+        current: Callable[[], ProviderLimits] | None = None,
     ) -> Reservation:
         """Wait until BOTH buckets grant (1 request, `tokens` tokens), then return the reservation.
 
         Sleeps exactly the wait the store computed (plus a little jitter); never busy-polls.
         Raises QuotaImpossible at once if `tokens` can never fit, QuotaStoreUnavailable if the shared
         store is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
+        ``current()``, if given, returns the live limits: a waiter asks with them on every retry, so a
+        limit changed while it waits applies to it at once (not the rates it started waiting with).
         """
         tokens = self._check_tokens(limits, tokens)
         loop = asyncio.get_running_loop()
@@ -243,6 +285,9 @@ class BaseQuotaStore:
                 decision = None  # our turn: ask at once
             while True:
                 if decision is None:
+                    if current is not None:
+                        limits = current()
+                        tokens = self._check_tokens(limits, tokens)
                     decision = await self.try_acquire(limits, tokens)
                     if decision.granted:
                         return Reservation(limits.name, tokens)
@@ -281,9 +326,79 @@ class BaseQuotaStore:
         overage as debt (the TPM bucket may go negative, delaying the next callers). The debt is
         clamped to one bucket's capacity: an absurd ``usage`` (10^12 tokens) delays the provider by
         at most one bucket refill, never for good."""
+        if reservation.current is not None:
+            limits = reservation.current()
         delta = min(int(actual_tokens) - int(reservation.tokens), int(limits.tpm_capacity))
         if delta:
             await self._reconcile_delta(limits, delta)
+        if reservation.budget is not None:
+            await self.settle_budget(reservation.budget, actual_tokens)
+
+    # ---- team token budgets (the ledger) --------------------------------------------------------------
+    async def reserve_budget(
+        self, team: TeamLimits, tokens: int, seed: BudgetSeed | None = None, *, now_s: float | None = None
+    ) -> BudgetReservation:
+        """Reserve `tokens` against the team's UTC day and month ledgers, atomically: both or neither.
+
+        Raises BudgetExceeded (nothing taken) if a period with a budget has no room. A ledger key
+        that is missing (first use of the period, or Redis lost it) is seeded with
+        ``seed(team, period, key_suffix)`` (sync, run in a thread; the Django side reads the database)
+        and the reservation is tried again. Periods without a budget are counted too, so a budget
+        set later starts from the right number (the engine only calls this for teams with a budget; the
+        ledger of a team whose budgets are removed is dropped, see forget_budget)."""
+        tokens = max(0, int(tokens))
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        keys = [self._budget_key(team.name, suffix) for _, suffix, _, _ in periods]
+        caps = [-1 if limit is None else int(limit) for _, _, limit, _ in periods]
+        for _ in range(len(keys) + 2):
+            status, index, used = await self._budget_try(keys, tokens, caps)
+            if status == 0:
+                return BudgetReservation(team.name, tuple(keys), tokens)
+            period, suffix, limit, ttl = periods[index]
+            if status == 1:
+                raise BudgetExceeded(team.name, period, int(limit), int(used), tokens)
+            await self._budget_seed(keys[index], await self._seed_value(team, period, suffix, seed), ttl)
+        raise RuntimeError(f"team {team.name}: budget ledger keys keep disappearing")
+
+    async def budget_usage(
+        self, team: TeamLimits, seed: BudgetSeed | None = None, *, now_s: float | None = None
+    ) -> list[tuple[str, int | None, int]]:
+        """[(period, limit or None, used)] for the UTC day and month (seeding missing ledgers)."""
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        keys = [self._budget_key(team.name, suffix) for _, suffix, _, _ in periods]
+        values = await self._budget_get(keys)
+        out = []
+        for key, value, (period, suffix, limit, ttl) in zip(keys, values, periods, strict=True):
+            if value is None:
+                await self._budget_seed(key, await self._seed_value(team, period, suffix, seed), ttl)
+                value = (await self._budget_get([key]))[0] or 0
+            out.append((period, limit, int(value)))
+        return out
+
+    async def forget_budget(self, team: TeamLimits, *, now_s: float | None = None) -> None:
+        """Drop the team's ledger for today and this month (its budgets were removed: the ledger stops
+        counting, and must be re-seeded from the database if a budget is set again)."""
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        await self._budget_delete([self._budget_key(team.name, suffix) for _, suffix, _, _ in periods])
+
+    @staticmethod
+    async def _seed_value(team: TeamLimits, period: str, suffix: str, seed: BudgetSeed | None) -> int:
+        if seed is None:
+            return 0
+        return max(0, int(await asyncio.to_thread(seed, team.name, period, suffix)))
+
+    async def settle_budget(self, budget: BudgetReservation, actual_tokens: int) -> None:
+        """Replace the reserved estimate by the provider's reported usage (refund or add). Once."""
+        if budget.settled:
+            return
+        budget.settled = True
+        delta = int(actual_tokens) - budget.tokens
+        if delta:
+            await self._budget_adjust(list(budget.keys), delta)
+
+    async def give_back_budget(self, budget: BudgetReservation) -> None:
+        """Nothing was used (not sent, or no usage reported): the reservation is refunded. Once."""
+        await self.settle_budget(budget, 0)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.
@@ -291,6 +406,8 @@ class BaseQuotaStore:
         For a caller that got its bucket grant but cannot send right away (no concurrency slot free):
         it must not sit on the token while it waits, or the tokens granted meanwhile go out later
         all at once and the provider sees more than the bucket allows in a window."""
+        if reservation.current is not None:
+            limits = reservation.current()
         await self._release(limits, int(reservation.tokens))
 
     # ---- concurrency leases -------------------------------------------------------------------------

@@ -1,13 +1,20 @@
-"""Live provider limits for the async engine.
+"""Live provider and team limits for the async engine.
 
-`LimitsSource` caches ProviderLimits for every provider. At most every
-settings.GATEWAY_CONFIG_REFRESH_SECONDS (≤ 5 s) it reads the shared config version (one Redis GET, or a
-module counter in single-process mode); when the version moved — an admin save or `load_providers`
-bumped it — it reloads the Provider rows in a worker thread, so the event loop never runs ORM code.
-A full reload also happens every MAX_AGE_SECONDS in case a version bump was lost.
+`LimitsSource` caches ProviderLimits for every provider and TeamLimits for every team.
+
+Change events: in Redis mode every source listens (one daemon thread per source) on the config
+pub/sub channel that `providers.live_config.bump_config_version()` publishes to on commit, and reloads
+the rows in that thread as soon as a change is announced (several announcements that arrive together
+cause one reload). In single-process mode the bump invalidates the source directly, and the next
+`get()` reloads. The poll below stays as the fallback: at most every
+settings.GATEWAY_CONFIG_REFRESH_SECONDS (default 2 s) it reads the shared config version (one Redis GET,
+or a module counter in single-process mode); when the version moved it reloads the Provider and Team
+rows in a worker thread, so the event loop never runs ORM code. A full reload also happens every
+MAX_AGE_SECONDS in case both an announcement and a version bump were lost.
 
 Lowered limits take effect at once in the buckets: every store call passes the current rates and
-capacities, and the bucket is clamped to the new capacity on that call.
+capacities, the bucket is clamped to the new capacity on that call, and callers that are already
+waiting re-ask with `peek()`/`peek_team()` (the cached limits, no await) on every retry.
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ from collections.abc import Callable, Iterable
 
 from django.conf import settings
 
-from .types import ProviderLimits
+from .types import ProviderLimits, TeamLimits
 
 log = logging.getLogger(__name__)
 
 MAX_AGE_SECONDS = 60.0
+LISTEN_RETRY_MAX_SECONDS = 5.0
 
 
 class UnknownProvider(LookupError):
@@ -46,8 +54,42 @@ def load_limits_from_db() -> dict[str, ProviderLimits]:
         connections.close_all()  # this thread's connections only; reloads are rare
 
 
+def load_team_limits_from_db() -> dict[str, TeamLimits]:
+    """Sync: every Team row as TeamLimits. Runs in a worker thread."""
+    from django.db import connections
+
+    from batches.models import Team
+
+    try:
+        return {
+            t.name: TeamLimits(
+                name=t.name,
+                daily_token_budget=t.daily_token_budget,
+                monthly_token_budget=t.monthly_token_budget,
+                max_provider_share=t.max_provider_share,
+                weight=t.weight,
+            )
+            for t in Team.objects.all()
+        }
+    finally:
+        connections.close_all()
+
+
+def seed_budget_from_db(team: str, period: str, suffix: str) -> int:
+    """Sync: tokens a team already used in a UTC period (re-seeds a missing ledger). Worker thread."""
+    from django.db import connections
+
+    from batches.budget import used_tokens_from_db
+
+    try:
+        return used_tokens_from_db(team, period, suffix)
+    finally:
+        connections.close_all()
+
+
 class LimitsSource:
-    """`limits = await source.get("alpha")`; `await source.get_many()` -> {name: ProviderLimits}."""
+    """`limits = await source.get("alpha")`; `await source.get_many()` -> {name: ProviderLimits};
+    `await source.team("acme")` -> TeamLimits or None; `source.peek("alpha")` (sync, cached only)."""
 
     _shared: LimitsSource | None = None
     _shared_lock = threading.Lock()
@@ -57,6 +99,9 @@ class LimitsSource:
         store=None,
         refresh_seconds: float | None = None,
         loader: Callable[[], dict[str, ProviderLimits]] = load_limits_from_db,
+        team_loader: Callable[[], dict[str, TeamLimits]] | None = load_team_limits_from_db,
+        listen: bool | None = None,
+        budget_seed: Callable[[str, str, str], int] | None = seed_budget_from_db,
     ):
         self._store = store
         self.refresh_seconds = (
@@ -65,14 +110,30 @@ class LimitsSource:
             else float(refresh_seconds)
         )
         self._loader = loader
+        self._team_loader = team_loader
+        self.budget_seed = budget_seed
         self._limits: dict[str, ProviderLimits] = {}
+        self._teams: dict[str, TeamLimits] = {}
         self._version: int | None = None
+        self._dirty = False
         self._loaded_at = 0.0
         self._next_check = 0.0
         self._lock = threading.Lock()
         self._refreshing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = (
             weakref.WeakKeyDictionary()
         )
+        self.reloads = 0  # how many times the rows were loaded (tests, dashboards)
+        self.last_event_reload: float | None = None  # monotonic time of the last reload on an event
+        if listen is None:
+            listen = settings.GATEWAY_QUOTA_BACKEND == "redis" and bool(
+                getattr(settings, "GATEWAY_CONFIG_PUBSUB", True)
+            )
+        self._listen = listen
+        self._listener: threading.Thread | None = None
+        self._stop = threading.Event()
+        from providers.live_config import register_listener
+
+        register_listener(self)
 
     @classmethod
     def shared(cls) -> LimitsSource:
@@ -87,7 +148,91 @@ class LimitsSource:
     def reset_shared(cls) -> None:
         """Forget the process-wide source (tests; reset_quota_store() calls this too)."""
         with cls._shared_lock:
+            if cls._shared is not None:
+                cls._shared.close()
             cls._shared = None
+
+    # ---- change events -------------------------------------------------------------------------------
+    def invalidate(self) -> None:
+        """A change was made in this process: the next get() reloads."""
+        with self._lock:
+            self._next_check = 0.0
+            self._dirty = True
+
+    def close(self) -> None:
+        """Stop the listener thread (it is a daemon; tests and reset_shared call this)."""
+        self._stop.set()
+
+    def _start_listener(self) -> None:
+        if not self._listen or self._listener is not None:
+            return
+        with self._lock:
+            if self._listener is not None:
+                return
+            self._listener = threading.Thread(target=self._listen_loop, name="limits-listener", daemon=True)
+        self._listener.start()
+
+    def _listen_loop(self) -> None:
+        """Subscribe to the config channel; reload on every announcement. Reconnects with backoff."""
+        import redis
+
+        from providers.live_config import config_channel
+
+        delay, resubscribe = 0.1, False
+        while not self._stop.is_set():
+            client = pubsub = None
+            try:
+                client = redis.Redis.from_url(
+                    settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=None
+                )
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(config_channel())
+                delay = 0.1
+                if resubscribe:  # a change may have been announced while we were disconnected
+                    self.invalidate()
+                resubscribe = True
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is None:
+                        continue
+                    version = _int_or_none(message.get("data"))
+                    while (more := pubsub.get_message(timeout=0.0)) is not None:  # coalesce a burst
+                        version = _int_or_none(more.get("data")) or version
+                    try:
+                        self._reload_now(version, event=True)
+                    except Exception as exc:  # noqa: BLE001 - keep the subscription; the next get() retries
+                        log.warning("config change listener: reload failed (%s); the next call reloads", exc)
+                        self.invalidate()
+            except Exception as exc:  # noqa: BLE001 - keep listening; the poll is the fallback meanwhile
+                if self._stop.is_set():
+                    break
+                log.warning("config change listener: %s; retrying in %.1f s (polling meanwhile)", exc, delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, LISTEN_RETRY_MAX_SECONDS)
+            finally:
+                for closeable in (pubsub, client):
+                    try:
+                        if closeable is not None:
+                            closeable.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+
+    def _reload_now(self, version: int | None, event: bool = False) -> None:
+        limits = self._loader()
+        teams = self._team_loader() if self._team_loader is not None else {}
+        if self._version is not None and version is not None and version != self._version:
+            log.info(
+                "provider config reloaded",
+                extra={"event": "config_reloaded", "version": version, "on_event": event},
+            )
+        with self._lock:
+            self._limits, self._teams = limits, teams
+            if version is not None:
+                self._version = version
+            self._loaded_at = time.monotonic()
+            self.reloads += 1
+            if event:
+                self.last_event_reload = self._loaded_at
 
     @property
     def store(self):
@@ -103,19 +248,15 @@ class LimitsSource:
 
     async def refresh(self, force: bool = False) -> None:
         """Check the config version now (and reload if it moved, or if force)."""
+        self._start_listener()
         now = time.monotonic()
         with self._lock:
             self._next_check = now + self.refresh_seconds
+            dirty, self._dirty = self._dirty, False
         version = await self.store.config_version()
         stale = now - self._loaded_at >= MAX_AGE_SECONDS
-        if force or stale or version != self._version or not self._loaded_at:
-            limits = await asyncio.to_thread(self._loader)
-            if self._version is not None and version != self._version:
-                log.info("provider config reloaded", extra={"event": "config_reloaded", "version": version})
-            with self._lock:
-                self._limits = limits
-                self._version = version
-                self._loaded_at = now
+        if force or dirty or stale or version != self._version or not self._loaded_at:
+            await asyncio.to_thread(self._reload_now, version)
 
     async def _maybe_refresh(self) -> None:
         if not self._loaded_at or time.monotonic() >= self._next_check:
@@ -136,6 +277,21 @@ class LimitsSource:
             raise UnknownProvider(name)
         return limits
 
+    def peek(self, name: str, default: ProviderLimits) -> ProviderLimits:
+        """The cached limits now (no refresh, no await): for callers that wait and re-ask the bucket."""
+        return self._limits.get(name, default)
+
+    def peek_team(self, name: str) -> TeamLimits | None:
+        """The cached team limits now (no refresh, no await)."""
+        return self._teams.get(name)
+
+    async def team(self, name: str) -> TeamLimits | None:
+        """The team's live limits; None if no such team (e.g. an engine run outside the gateway)."""
+        if not name:
+            return None
+        await self._maybe_refresh()
+        return self._teams.get(name)
+
     async def get_many(self, names: Iterable[str] | None = None) -> dict[str, ProviderLimits]:
         await self._maybe_refresh()
         if names is None:
@@ -146,3 +302,10 @@ class LimitsSource:
                 raise UnknownProvider(name)
             out[name] = self._limits[name]
         return out
+
+
+def _int_or_none(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -62,6 +62,8 @@ class LocalQuotaStore(BaseQuotaStore):
         self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[str, _Bucket] = {}
+        self._team_buckets: dict[tuple[str, str], tuple[float, float]] = {}  # (provider, team) -> (r, ts)
+        self._ledger: dict[str, int] = {}
 
     def now_ms(self) -> float:
         return self._clock() * 1000.0
@@ -92,14 +94,30 @@ class LocalQuotaStore(BaseQuotaStore):
             b = self._bucket(limits.name)
             rpm, tpm = refill(b, limits, now)
             wait = wait_ms_for(limits, rpm, tpm, b.paused_until, now, n)
+            team = self._team_level(limits, now)
+            if team is not None and team < 1 - EPS:
+                wait = max(wait, (1 - team) / limits.team_rpm_per_ms)
             if wait > 0:
                 return Decision(False, max(1, math.ceil(wait)), now)
             b.rpm, b.tpm, b.ts = rpm - 1, tpm - n, now
+            if team is not None:
+                self._team_buckets[(limits.name, limits.team)] = (team - 1, now)
             self._observe(b, now, 1, n)
             return Decision(True, 0, now)
 
     async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
         return self.try_acquire_sync(limits, tokens)
+
+    def _team_level(self, limits: ProviderLimits, now: float) -> float | None:
+        """The team share bucket's tokens now (None: no share cap). Caller holds the lock."""
+        if not limits.team_capped:
+            return None
+        cap = limits.team_rpm_capacity
+        held = self._team_buckets.get((limits.name, limits.team))
+        if held is None:
+            return cap
+        level, ts = held
+        return min(cap, level + max(0.0, now - ts) * limits.team_rpm_per_ms)
 
     async def _reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
         with self._lock:
@@ -118,6 +136,12 @@ class LocalQuotaStore(BaseQuotaStore):
             b.rpm = min(limits.rpm_capacity, rpm + 1)
             b.tpm = min(limits.tpm_capacity, tpm + n)
             b.ts = now
+            team = self._team_level(limits, now)
+            if team is not None:
+                self._team_buckets[(limits.name, limits.team)] = (
+                    min(limits.team_rpm_capacity, team + 1),
+                    now,
+                )
             self._observe(b, now, -1, -n)
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
@@ -199,3 +223,38 @@ class LocalQuotaStore(BaseQuotaStore):
         from providers import live_config
 
         return live_config.current_config_version_local()
+
+    # ---- budget ledger -------------------------------------------------------------------------------
+    def _budget_key(self, team: str, suffix: str) -> str:
+        return f"{team}:{suffix}"
+
+    async def _budget_try(self, keys: list[str], tokens: int, limits: list[int]) -> tuple[int, int, int]:
+        with self._lock:
+            for i, key in enumerate(keys):
+                if key not in self._ledger:
+                    return 2, i, 0
+            for i, (key, limit) in enumerate(zip(keys, limits, strict=True)):
+                if limit >= 0 and self._ledger[key] + tokens > limit:
+                    return 1, i, self._ledger[key]
+            for key in keys:
+                self._ledger[key] += tokens
+            return 0, 0, 0
+
+    async def _budget_adjust(self, keys: list[str], delta: int) -> None:
+        with self._lock:
+            for key in keys:
+                if key in self._ledger:
+                    self._ledger[key] = max(0, self._ledger[key] + delta)
+
+    async def _budget_get(self, keys: list[str]) -> list[int | None]:
+        with self._lock:
+            return [self._ledger.get(key) for key in keys]
+
+    async def _budget_seed(self, key: str, used: int, ttl_seconds: int) -> None:
+        with self._lock:
+            self._ledger.setdefault(key, int(used))
+
+    async def _budget_delete(self, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._ledger.pop(key, None)

@@ -5,6 +5,9 @@ Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
   {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
 
+  {prefix}q:{<name>}:tm:<team>   hash: r, ts — a team's share of the provider's RPM (share cap)
+  {prefix}budget:{<team>}:d:<YYYY-MM-DD> / :m:<YYYY-MM>   string: tokens used in that UTC day / month
+
 Bucket ARGV on every call: rpm rate per ms, rpm capacity, tpm rate per ms, tpm capacity — so a changed
 limit applies (and a lowered capacity clamps) on the very next call. Times come from Redis TIME.
 A missing bucket key means "full"; the key expires once it would have refilled completely.
@@ -47,6 +50,21 @@ local function store(key, now, r, tk, p, rr, rc, tr, tc)
   redis.call('PEXPIRE', key, math.ceil(ttl) + 1000)
 end
 
+-- the team share bucket (RPM only): tokens refilled to now, clamped to its capacity
+local function team_load(key, now, rr, rc)
+  local h = redis.call('HMGET', key, 'r', 'ts')
+  local r = tonumber(h[1])
+  if r == nil then return rc end
+  local el = now - (tonumber(h[2]) or now)
+  if el < 0 then el = 0 end
+  return math.min(rc, r + el * rr)
+end
+
+local function team_store(key, now, r, rr, rc)
+  redis.call('HSET', key, 'r', fmt(r), 'ts', fmt(now))
+  redis.call('PEXPIRE', key, math.ceil(math.max((rc - r) / rr, 0)) + 1000)
+end
+
 local function observe(key, now, dr, dt)
   local sec = math.floor(now / 1000)
   local slot = sec % 60
@@ -61,8 +79,9 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, n.
+# KEYS: bucket, obs [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc].
 # -> {status, wait_ms, now}: status 0 granted, 1 wait, 2 impossible (n > tpm capacity)
+# With a team bucket, all three buckets grant or none does.
 ACQUIRE = (
     _PRELUDE
     + """
@@ -71,8 +90,16 @@ local now = now_ms()
 if n > tc then return {2, 0, fmt(now)} end
 local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
 local w = wait_for(now, r, tk, p, n, rr, tr)
+local team = #KEYS >= 3
+local mr, mrr, mrc
+if team then
+  mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
+  mr = team_load(KEYS[3], now, mrr, mrc)
+  if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
+end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
 store(KEYS[1], now, r - 1, tk - n, p, rr, rc, tr, tc)
+if team then team_store(KEYS[3], now, mr - 1, mrr, mrc) end
 observe(KEYS[2], now, 1, n)
 return {0, 0, fmt(now)}
 """
@@ -91,8 +118,9 @@ return 1
 """
 )
 
-# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, n. Gives back an unused grant (1 request, n tokens), each
-# clamped to its capacity; the observed counters are decremented too.
+# KEYS: bucket, obs [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc]. Gives back an unused
+# grant (1 request, n tokens; 1 team token), each clamped to its capacity; the observed counters are
+# decremented too.
 RELEASE = (
     _PRELUDE
     + """
@@ -100,6 +128,10 @@ local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]
 local now = now_ms()
 local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
 store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, tk + n), p, rr, rc, tr, tc)
+if #KEYS >= 3 then
+  local mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
+  team_store(KEYS[3], now, math.min(mrc, team_load(KEYS[3], now, mrr, mrc) + 1), mrr, mrc)
+end
 observe(KEYS[2], now, -1, -n)
 return 1
 """
@@ -191,5 +223,40 @@ if exp == nil or exp <= now then
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ttl + 1000 then redis.call('PEXPIRE', KEYS[1], ttl + 1000) end
+return 1
+"""
+
+
+# KEYS: a team's ledger keys (day, month). ARGV: n, then per key its limit (-1 = no limit).
+# -> {0} reserved (every key += n); {2, i} key i is missing (seed it, then ask again);
+#    {1, i, used} key i has no room (nothing taken).
+BUDGET_RESERVE = """
+local n = tonumber(ARGV[1])
+local used = {}
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v == false then return {2, i} end
+  used[i] = tonumber(v)
+end
+for i = 1, #KEYS do
+  local limit = tonumber(ARGV[i + 1])
+  if limit >= 0 and used[i] + n > limit then return {1, i, used[i]} end
+end
+for i = 1, #KEYS do redis.call('INCRBY', KEYS[i], n) end
+return {0}
+"""
+
+# KEYS: ledger keys. ARGV: delta (settle: actual - reserved; give back: -reserved). Keys that are gone
+# stay gone (they are re-seeded from the database); a key never goes below 0.
+BUDGET_ADJUST = """
+local d = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v ~= false then
+    local nv = tonumber(v) + d
+    if nv < 0 then nv = 0 end
+    redis.call('SET', KEYS[i], nv, 'KEEPTTL')
+  end
+end
 return 1
 """

@@ -61,6 +61,8 @@ class RedisQuotaStore(BaseQuotaStore):
                 "LEASE_ACQUIRE",
                 "LEASE_PEEK",
                 "LEASE_REFRESH",
+                "BUDGET_RESERVE",
+                "BUDGET_ADJUST",
             )
         }
 
@@ -121,10 +123,39 @@ class RedisQuotaStore(BaseQuotaStore):
             repr(float(limits.tpm_capacity)),
         ]
 
+    def _bucket_call(self, limits: ProviderLimits, tokens: int) -> tuple[list[str], list]:
+        """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, plus the team share bucket."""
+        bucket, obs, _ = self._keys(limits.name)
+        keys, args = [bucket, obs], [*self._rates(limits), int(tokens)]
+        if limits.team_capped:
+            keys.append(f"{self.prefix}q:{{{limits.name}}}:tm:{limits.team}")
+            args += [repr(limits.team_rpm_per_ms), repr(float(limits.team_rpm_capacity))]
+        return keys, args
+
+    def _budget_key(self, team: str, suffix: str) -> str:
+        return f"{self.prefix}budget:{{{team}}}:{suffix}"
+
+    async def _budget_try(self, keys: list[str], tokens: int, limits: list[int]) -> tuple[int, int, int]:
+        reply = await self._run("BUDGET_RESERVE", keys, [int(tokens), *limits])
+        status = int(reply[0])
+        return status, (int(reply[1]) - 1 if status else 0), (int(reply[2]) if status == 1 else 0)
+
+    async def _budget_adjust(self, keys: list[str], delta: int) -> None:
+        await self._run("BUDGET_ADJUST", keys, [int(delta)])
+
+    async def _budget_get(self, keys: list[str]) -> list[int | None]:
+        values = await self._command("MGET", *keys)
+        return [None if v is None else int(v) for v in values]
+
+    async def _budget_delete(self, keys: list[str]) -> None:
+        await self._command("DEL", *keys)
+
+    async def _budget_seed(self, key: str, used: int, ttl_seconds: int) -> None:
+        await self._command("SET", key, int(used), "NX", "EX", max(1, int(ttl_seconds)))
+
     # ---- primitives --------------------------------------------------------------------------------
     async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        bucket, obs, _ = self._keys(limits.name)
-        status, wait_ms, now = await self._run("ACQUIRE", [bucket, obs], [*self._rates(limits), int(tokens)])
+        status, wait_ms, now = await self._run("ACQUIRE", *self._bucket_call(limits, tokens))
         status = int(status)
         return Decision(status == 0, int(wait_ms), float(now), impossible=status == 2)
 
@@ -133,8 +164,7 @@ class RedisQuotaStore(BaseQuotaStore):
         await self._run("RECONCILE", [bucket, obs], [*self._rates(limits), int(delta_tokens)])
 
     async def _release(self, limits: ProviderLimits, tokens: int) -> None:
-        bucket, obs, _ = self._keys(limits.name)
-        await self._run("RELEASE", [bucket, obs], [*self._rates(limits), int(tokens)])
+        await self._run("RELEASE", *self._bucket_call(limits, tokens))
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         bucket, _, _ = self._keys(limits.name)

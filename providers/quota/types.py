@@ -20,7 +20,8 @@ Contract between the quota engine (providers/quota/*) and its callers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 
 class QuotaError(Exception):
@@ -52,6 +53,15 @@ class ProviderLimits:
     timeout_seconds: float
     # Extra lifetime of a concurrency lease beyond the provider's timeout (tests shorten it).
     lease_grace_seconds: float = 10.0
+    # Conformance margin: seconds of refill taken off each bucket's burst capacity, so requests that
+    # reach the provider with up to this much jitter still fit a provider bucket configured exactly
+    # like ours (settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS). The refill rate is never reduced.
+    margin_seconds: float = 0.0
+    # Team share cap: when team is set and team_share < 1, every grant also takes one token from the
+    # per-(provider, team) RPM bucket of rate rpm × team_share (same burst and margin), atomically
+    # with the provider's buckets.
+    team: str = ""
+    team_share: float = 1.0
 
     def __post_init__(self) -> None:
         for field_name in ("rpm", "tpm", "max_concurrency"):
@@ -60,6 +70,10 @@ class ProviderLimits:
         for field_name in ("burst_seconds", "timeout_seconds"):
             if not getattr(self, field_name) > 0:
                 raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be > 0")
+        if self.margin_seconds < 0:
+            raise ValueError(f"ProviderLimits({self.name!r}).margin_seconds must be >= 0")
+        if not 0 < self.team_share <= 1:
+            raise ValueError(f"ProviderLimits({self.name!r}).team_share must be in (0, 1]")
 
     @property
     def rpm_per_ms(self) -> float:
@@ -69,13 +83,35 @@ class ProviderLimits:
     def tpm_per_ms(self) -> float:
         return self.tpm / 60_000.0
 
+    def _capacity(self, per_minute: float) -> float:
+        """rate × burst_seconds, minus rate × margin_seconds (the jitter allowance), at least 1."""
+        return max(1.0, per_minute / 60.0 * (self.burst_seconds - self.margin_seconds))
+
     @property
     def rpm_capacity(self) -> float:
-        return max(1.0, self.rpm / 60.0 * self.burst_seconds)
+        return self._capacity(self.rpm)
 
     @property
     def tpm_capacity(self) -> float:
-        return max(1.0, self.tpm / 60.0 * self.burst_seconds)
+        return self._capacity(self.tpm)
+
+    @property
+    def team_capped(self) -> bool:
+        return bool(self.team) and self.team_share < 1.0
+
+    @property
+    def team_rpm_per_ms(self) -> float:
+        return self.rpm * self.team_share / 60_000.0
+
+    @property
+    def team_rpm_capacity(self) -> float:
+        return self._capacity(self.rpm * self.team_share)
+
+    def for_team(self, team: str, share: float | None) -> ProviderLimits:
+        """These limits with the team's share cap (share None or >= 1: no cap)."""
+        if not team or share is None or share >= 1.0:
+            return self if not self.team else replace(self, team="", team_share=1.0)
+        return replace(self, team=team, team_share=float(share))
 
     @property
     def lease_ttl_seconds(self) -> float:
@@ -83,14 +119,22 @@ class ProviderLimits:
         return self.timeout_seconds + self.lease_grace_seconds
 
     @classmethod
-    def from_provider(cls, provider) -> ProviderLimits:
+    def from_provider(cls, provider, margin_seconds: float | None = None) -> ProviderLimits:
+        """From a Provider row; the margin defaults to settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS
+        (never more than half the provider's burst)."""
+        burst = float(provider.burst_seconds)
+        if margin_seconds is None:
+            from django.conf import settings
+
+            margin_seconds = float(getattr(settings, "GATEWAY_QUOTA_JITTER_MARGIN_SECONDS", 0.0))
         return cls(
             name=provider.name,
             rpm=provider.rpm,
             tpm=provider.tpm,
-            burst_seconds=float(provider.burst_seconds),
+            burst_seconds=burst,
             max_concurrency=provider.max_concurrency,
             timeout_seconds=float(provider.timeout_seconds),
+            margin_seconds=min(float(margin_seconds), burst / 2.0),
         )
 
 
@@ -98,6 +142,11 @@ class ProviderLimits:
 class Reservation:
     provider: str
     tokens: int
+    # the team's budget reservation for the same tokens (None: no team); reconcile settles it
+    budget: BudgetReservation | None = field(default=None, compare=False)
+    # the live limits (a LimitsSource lookup): reconcile and release use them rather than the limits the
+    # caller holds, so a settle after a limit change never refills the bucket at the old rate
+    current: Callable[[], ProviderLimits] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -125,3 +174,60 @@ class ProviderQuotaState:
     configured_tpm: int
     observed_rpm: int  # grants in the last 60 s
     observed_tpm: int  # tokens granted in the last 60 s
+
+
+@dataclass(frozen=True)
+class TeamLimits:
+    """A team's live limits (batches.Team), loaded by LimitsSource like the providers' limits."""
+
+    name: str
+    daily_token_budget: int | None = None
+    monthly_token_budget: int | None = None
+    max_provider_share: float | None = None
+    weight: int = 1
+
+    @property
+    def has_budget(self) -> bool:
+        return self.daily_token_budget is not None or self.monthly_token_budget is not None
+
+    def budgets(self, now_epoch_s: float) -> list[tuple[str, str, int | None, int]]:
+        """[(period, ledger key suffix, limit or None, key ttl seconds)] for the UTC day and month of
+        now: the ledger keeps both periods for every team (a budget set later starts right)."""
+        from datetime import UTC, datetime, timedelta
+
+        now = datetime.fromtimestamp(now_epoch_s, UTC)
+        day_end = datetime(now.year, now.month, now.day, tzinfo=UTC) + timedelta(days=1)
+        month_end = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
+        slack = 3600  # keys outlive their period a little (late settles land in a key that still exists)
+        return [
+            ("day", f"d:{now:%Y-%m-%d}", self.daily_token_budget,
+             int((day_end - now).total_seconds()) + slack),
+            ("month", f"m:{now:%Y-%m}", self.monthly_token_budget,
+             int((month_end - now).total_seconds()) + slack),
+        ]  # fmt: skip
+
+
+class BudgetExceeded(QuotaError):
+    """A team's token budget for the UTC day or month has no room for this request."""
+
+    def __init__(self, team: str, period: str, limit: int, used: int, tokens: int):
+        self.team, self.period, self.limit, self.used, self.tokens = team, period, limit, used, tokens
+        adjective = "daily" if period == "day" else "monthly"
+        super().__init__(
+            f"team {team}: the {adjective} token budget of {limit} tokens has {max(0, limit - used)} left "
+            f"({used} used); this request needs ~{tokens}"
+        )
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+
+@dataclass
+class BudgetReservation:
+    """Tokens reserved against a team's ledger keys; settled once (reconcile) or given back."""
+
+    team: str
+    keys: tuple[str, ...]
+    tokens: int
+    settled: bool = field(default=False, compare=False)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from providers.live_config import bump_config_version
+from providers.live_config import bump_config_version, config_version_key
 from providers.models import Provider
 from providers.quota import LimitsSource, ProviderLimits, UnknownProvider, get_quota_store, reset_quota_store
 
@@ -22,7 +22,7 @@ def shared_store(redis_sync):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_source_reloads_when_the_version_moves(make_provider, shared_store):
+def test_source_reloads_when_the_version_moves(make_provider, shared_store, redis_sync):
     make_provider("alpha", rpm=60)
     loads = []
 
@@ -32,7 +32,8 @@ def test_source_reloads_when_the_version_moves(make_provider, shared_store):
         loads.append(1)
         return load_limits_from_db()
 
-    source = LimitsSource(store=shared_store, refresh_seconds=0.2, loader=loader)
+    # the poll alone (the fallback): change events are tested in tests/limits/test_reload.py
+    source = LimitsSource(store=shared_store, refresh_seconds=0.2, loader=loader, listen=False)
 
     async def body():
         limits = await source.get("alpha")
@@ -45,12 +46,21 @@ def test_source_reloads_when_the_version_moves(make_provider, shared_store):
         assert len(loads) == 1  # version unchanged: no DB query
 
         def edit():
-            p = Provider.objects.get(name="alpha")
-            p.rpm = 30
-            p.save()  # post_save → on_commit → bump_config_version()
-            Provider.objects.create(
-                name="beta", base_url="http://127.0.0.1:1/v1", model="m", rpm=5, tpm=50, max_concurrency=1
+            # as another process would: rows changed (no signal in this process), version bumped
+            Provider.objects.filter(name="alpha").update(rpm=30)
+            Provider.objects.bulk_create(
+                [
+                    Provider(
+                        name="beta",
+                        base_url="http://127.0.0.1:1/v1",
+                        model="m",
+                        rpm=5,
+                        tpm=50,
+                        max_concurrency=1,
+                    )
+                ]
             )
+            redis_sync.incr(config_version_key())
 
         await asyncio.to_thread(edit)
         assert (await source.get("alpha")).rpm == 60  # cached until the next check...
