@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 from celery.exceptions import AlwaysEagerIgnored
+from django.conf import settings
 from django.test import override_settings
 
 from batches.models import Batch, BatchItem, ItemStatus
@@ -148,9 +149,13 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
     ):
         assert value(m, "gateway_leases_max", provider=name) == concurrency
         assert value(m, "gateway_leases_in_flight", provider=name) == 0  # batch done: every lease released
-        assert value(m, "gateway_quota_capacity", provider=name, bucket="rpm") == rpm / 60 * burst
+        # capacity = rate × (burst − conformance margin, at most half the burst)
+        margin = min(settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS, burst / 2)
+        assert value(m, "gateway_quota_capacity", provider=name, bucket="rpm") == pytest.approx(
+            rpm / 60 * (burst - margin)
+        )
         available = value(m, "gateway_quota_tokens_available", provider=name, bucket="rpm")
-        assert 0 <= available <= rpm / 60 * burst
+        assert 0 <= available <= rpm / 60 * (burst - margin) + 1e-6
         assert value(m, "gateway_breaker_state", provider=name) == 0
     assert value(m, "gateway_scrape_errors", source="quota") == 0
     assert value(m, "gateway_engine_runs") == 0  # livesum: nothing runs now
