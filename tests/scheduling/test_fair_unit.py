@@ -16,7 +16,9 @@ from batches.scheduling import (
 )
 
 
-def serve(state: FairState, backlog: dict[str, int], weights: dict[str, int], n: int, q: int = 1) -> list[str]:
+def serve(
+    state: FairState, backlog: dict[str, int], weights: dict[str, int], n: int, q: int = 1
+) -> list[str]:
     """Run n picks of q items each while the teams in ``backlog`` have items left; returns who got each."""
     got = []
     for _ in range(n):
