@@ -157,6 +157,20 @@ def cancel_claimable(batch_id: str) -> int:
     )
 
 
+def cancelled_with_unsent(limit: int = 100) -> list[str]:
+    """Cancelled, unfinished batches that still have pending items (e.g. claims released by a
+    dispatcher right after the cancel swept the batch)."""
+    ids = (
+        BatchItem.objects.filter(
+            status=ItemStatus.PENDING, batch__status=BatchStatus.CANCELLED, batch__completed_at__isnull=True
+        )
+        .order_by()
+        .values_list("batch_id", flat=True)
+        .distinct()[:limit]
+    )
+    return [str(i) for i in ids]
+
+
 def overdue_batches(limit: int = 100) -> list[str]:
     """Unfinished batches whose deadline has passed."""
     ids = Batch.objects.filter(

@@ -41,6 +41,8 @@ from batches.scheduling import BatchCandidate, buffer_target, order_batches, pic
 
 from .claims import (
     ACTIVE_BATCH_STATUSES,
+    cancel_claimable,
+    cancelled_with_unsent,
     claim_queued,
     expire_unsent,
     overdue_batches,
@@ -135,6 +137,7 @@ class DispatchSlice:
         self.heartbeat = heartbeat
         self.lookahead = float(settings.GATEWAY_DISPATCH_LOOKAHEAD_SECONDS)
         self.aging = float(settings.GATEWAY_PRIORITY_AGING_SECONDS)
+        self.dispatchers = 1 if settings.CELERY_TASK_ALWAYS_EAGER else int(settings.GATEWAY_DISPATCHERS)
         self.report = SliceReport()
         self.rows: list[BatchItem] = []  # engine index → claimed row
         self.queue_of: list[str] = []  # engine index → the provider queue it was claimed from
@@ -233,7 +236,9 @@ class DispatchSlice:
                 rate, target = float("inf"), int(settings.GATEWAY_CHUNK_SIZE)
             else:
                 rate = config.limits.rpm / 60.0
-                target = buffer_target(rate, config.max_concurrency, self.lookahead)
+                target = buffer_target(
+                    rate, config.max_concurrency, self.lookahead, dispatchers=self.dispatchers
+                )
             want = target - self.outstanding[provider]
             while want > 0 and teams:
                 state = self.clock.state(provider)
@@ -310,6 +315,9 @@ class DispatchSlice:
         """Expire overdue batches' pending items in bulk; finalize batches that may be done."""
         for bid in overdue_batches():
             expire_unsent(bid)
+            self.touched.add(bid)
+        for bid in cancelled_with_unsent():
+            cancel_claimable(bid)
             self.touched.add(bid)
         for bid in list(self.touched):
             snapshot_progress(bid)

@@ -19,7 +19,14 @@ from django.db.models import Exists, OuterRef
 
 from batches.models import Batch, BatchItem
 
-from .claims import ACTIVE_BATCH_STATUSES, expire_unsent, overdue_batches, requeue_expired_claims
+from .claims import (
+    ACTIVE_BATCH_STATUSES,
+    cancel_claimable,
+    cancelled_with_unsent,
+    expire_unsent,
+    overdue_batches,
+    requeue_expired_claims,
+)
 from .common import OPEN_ITEM_STATUSES, log
 from .dispatcher import work_remains
 from .finalize import finalize_batch_if_done
@@ -43,6 +50,8 @@ def reconcile(ensure: Callable[[], object]) -> dict:
     for bid in overdue_batches():
         if expire_unsent(bid):
             expired.append(bid)
+    for bid in cancelled_with_unsent():
+        cancel_claimable(bid)
     finalized = [bid for bid in finished_but_open() if finalize_batch_if_done(bid)]
     ensured = False
     if work_remains():

@@ -98,9 +98,17 @@ def quantum(rate_per_second: float, *, lo: int = 1, hi: int = 16) -> int:
 
 
 def buffer_target(
-    rate_per_second: float, max_concurrency: int, lookahead_seconds: float, *, cap: int = 500
+    rate_per_second: float,
+    max_concurrency: int,
+    lookahead_seconds: float,
+    *,
+    dispatchers: int = 1,
+    cap: int = 500,
 ) -> int:
-    """How many claimed-but-unfinished items a dispatcher keeps per provider: what the provider can
-    serve in the next ``lookahead_seconds`` (rate × lookahead), at least its concurrency, at most cap."""
-    by_rate = rate_per_second * lookahead_seconds if math.isfinite(rate_per_second) else cap
-    return max(1, min(cap, max(int(max_concurrency), int(math.ceil(by_rate)))))
+    """How many claimed-but-unfinished items one of ``dispatchers`` dispatchers keeps per provider: its
+    part of what the provider can serve in the next ``lookahead_seconds`` (rate × lookahead) and at
+    least its part of the provider's concurrency, at most cap. Small buffers keep the provider-side
+    shares close to the claim order (a newcomer waits behind at most ~lookahead of older claims)."""
+    n = max(1, dispatchers)
+    by_rate = rate_per_second * lookahead_seconds / n if math.isfinite(rate_per_second) else cap
+    return max(1, min(cap, max(math.ceil(max_concurrency / n), math.ceil(by_rate))))

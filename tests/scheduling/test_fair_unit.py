@@ -91,3 +91,5 @@ def test_sizing_follows_the_provider():
     assert buffer_target(10, 4, 2.0) == 20
     assert buffer_target(1, 6, 2.0) == 6  # at least its concurrency
     assert buffer_target(1e9, 4, 2.0) == 500
+    assert buffer_target(10, 4, 2.0, dispatchers=4) == 5  # each of 4 dispatchers holds a quarter
+    assert buffer_target(1, 6, 2.0, dispatchers=4) == 2
