@@ -175,6 +175,9 @@ class EngineOptions:
     provider_workers_min: int = 8
     provider_workers_factor: int = 2
     seed: int | None = None
+    # quota store / breaker unreachable (Redis down): items pause and retry with backoff for at most
+    # this long before the run fails (0 = fail at once)
+    store_outage_seconds: float = 0.0
 
 
 def estimate_tokens(messages: list, params: Mapping, default_max_tokens: int) -> int:
@@ -212,6 +215,7 @@ class _Run:
         self.should_cancel = should_cancel or (lambda: False)
         self.control = control
         self.wake = asyncio.Event()  # replaced by a fresh one each time it is set (see poke)
+        self.outage_logged = -1e9
         if control is not None:
             control.bind(asyncio.get_running_loop(), self.poke)
         slots = max(1, int(getattr(batcher.store, "global_max_in_flight", 64)))
@@ -303,6 +307,26 @@ class _Run:
                 await store.wait_for_global_slot()
             if check_cancel and self.should_cancel():
                 return None
+
+    async def ride(self, what: str, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """One quota-store/breaker call; while the store is unreachable, wait with backoff (0.2 s
+        doubling to 2 s, logged loudly) for at most ``store_outage_seconds``, then raise."""
+        give_up, delay = None, 0.2
+        while True:
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:
+                if not _is_store_failure(exc):
+                    raise
+                now = time.monotonic()
+                give_up = give_up or now + self.b.options.store_outage_seconds
+                if now + delay > give_up:
+                    raise
+                if now - self.outage_logged >= 1.0:
+                    self.outage_logged = now
+                    log.error("%s: quota store unavailable (%s); items paused, retrying", what, exc)
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 2)
 
     def poke(self) -> None:
         """Wake every bounded wait (a batch was cancelled or the run drains); they re-check why."""
@@ -432,7 +456,9 @@ class _Run:
             delay = 0.0
             choice, probe, wait = None, False, None
             for p in remaining:
-                permit = await b.breaker.allow(p.name, probe_ttl_seconds=p.timeout_seconds + 5.0)
+                permit = await self.ride(
+                    "breaker", b.breaker.allow, p.name, probe_ttl_seconds=p.timeout_seconds + 5.0
+                )
                 if permit.allowed:
                     choice, probe = p, permit.probe
                     break
@@ -451,9 +477,9 @@ class _Run:
                 await self.sleep(wait, item, result)
                 continue
 
-            limits = await self.limits(choice)
+            limits = await self.ride("limits", self.limits, choice)
             try:
-                admitted = await self.admit_bounded(limits, est, item, result)
+                admitted = await self.ride("quota", self.admit_bounded, limits, est, item, result)
             except QuotaImpossible as exc:
                 impossible.add(choice.name)
                 if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:
@@ -463,22 +489,27 @@ class _Run:
             if admitted is None:  # stopped before the send (nothing held, token given back)
                 return self.end(result, self.stop_reason(item, result) or "cancelled")
             reservation, held, slot = admitted
+            sent: HttpOutcome | None = None
             try:
                 async with held:  # long lane + provider lease: released as soon as the answer is in
                     started = _now_iso()
-                    outcome: HttpOutcome = await self.http.get(choice).chat(
-                        item.messages, item.params, request_id=key
-                    )
-            except BaseException:
-                await slot.aclose()
-                raise
+                    sent = await self.http.get(choice).chat(item.messages, item.params, request_id=key)
+            except BaseException as exc:
+                if sent is None or not _is_store_failure(exc):
+                    await slot.aclose()
+                    raise
+                # the answer is in; only the lease release failed (store down): it expires by itself
+                log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
+            outcome: HttpOutcome = sent
             try:
                 per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
                 result.attempts += 1
                 last_provider = choice.name
                 usage = outcome.usage
                 if usage is not None:
-                    await b.store.reconcile(limits, reservation, usage["total_tokens"])
+                    await self.ride(
+                        "reconcile", b.store.reconcile, limits, reservation, usage["total_tokens"]
+                    )
                 entry = {
                     "provider": choice.name,
                     "status_code": outcome.status_code,
@@ -494,7 +525,7 @@ class _Run:
                 result.provider, result.latency_ms = choice.name, outcome.latency_ms
 
                 if outcome.ok:
-                    await b.breaker.record(choice.name, ok=True)
+                    await self.ride("breaker", b.breaker.record, choice.name, ok=True)
                     entry["used"] = True
                     result.status, result.response = "succeeded", outcome.body
                     result.error_type, result.error_status_code, result.error_message = "", None, ""
@@ -510,11 +541,13 @@ class _Run:
                 result.error_message = outcome.message
                 retry_after = rate_limit_wait(outcome.headers) if outcome.status_code else None
                 if outcome.error_type in BREAKER_FAILURES:
-                    await b.breaker.record(choice.name, ok=False, retry_after_seconds=retry_after)
+                    await self.ride(
+                        "breaker", b.breaker.record, choice.name, ok=False, retry_after_seconds=retry_after
+                    )
                 elif probe:  # the provider answered (429 or a 4xx): it is alive
-                    await b.breaker.record(choice.name, ok=True)
+                    await self.ride("breaker", b.breaker.record, choice.name, ok=True)
                 if outcome.status_code == 429 and retry_after:
-                    await b.store.penalize(limits, retry_after)
+                    await self.ride("penalize", b.store.penalize, limits, retry_after)
                 if not is_retryable_error(outcome.error_type, outcome.status_code):
                     return result, slot
                 if not any(usable(p) for p in cands):

@@ -22,6 +22,7 @@ def engine_options() -> EngineOptions:
             base_seconds=float(settings.GATEWAY_RETRY_BASE_SECONDS),
             cap_seconds=float(settings.GATEWAY_RETRY_CAP_SECONDS),
         ),
+        store_outage_seconds=float(settings.GATEWAY_OUTAGE_RIDE_SECONDS),
     )
 
 
