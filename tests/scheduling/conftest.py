@@ -55,6 +55,7 @@ class Workers:
         self.tmp_path = tmp_path
         self.env = env
         self.procs: dict[str, subprocess.Popen] = {}
+        self.stopped = False
 
     def start(self, name: str, *pool: str) -> subprocess.Popen:
         env = dict(os.environ)
@@ -94,6 +95,9 @@ class Workers:
         )
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         for proc in self.procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -105,8 +109,11 @@ class Workers:
                 proc.wait(10)
         import redis
 
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-        client.delete(self.queue)
+        client = redis.Redis.from_url(self.env.get("CELERY_BROKER_URL", settings.CELERY_BROKER_URL))
+        try:
+            client.delete(self.queue)
+        except redis.RedisError:
+            pass
         client.close()
 
 
