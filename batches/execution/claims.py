@@ -55,12 +55,25 @@ def claim_items(
     return items
 
 
+def queue_filter(provider: str, known: Sequence[str] | None = None) -> Q:
+    """Items of one provider queue. The unrouted queue ("") also takes items queued for a provider
+    that no longer exists (``known``: every provider name), so nothing is stranded."""
+    if provider == "" and known is not None:
+        return ~Q(queue_provider__in=[k for k in known if k])
+    return Q(queue_provider=provider)
+
+
 def claim_queued(
-    provider: str, batch_ids: Sequence[str], limit: int, owner: str | None = None
+    provider: str,
+    batch_ids: Sequence[str],
+    limit: int,
+    owner: str | None = None,
+    known: Sequence[str] | None = None,
 ) -> list[BatchItem]:
     """Take up to ``limit`` pending items queued for ``provider``, from the batches in the given order
     (the scheduler's order), lowest seq first inside a batch. One short transaction per batch tried."""
     owner = owner or worker_id()
+    where = queue_filter(provider, known)
     taken: list[BatchItem] = []
     for batch_id in batch_ids:
         if len(taken) >= limit:
@@ -68,9 +81,7 @@ def claim_queued(
         now = timezone.now()
         with transaction.atomic():
             qs = (
-                BatchItem.objects.filter(
-                    batch_id=batch_id, queue_provider=provider, status=ItemStatus.PENDING
-                )
+                BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.PENDING)
                 .order_by("seq")
                 .select_for_update(skip_locked=True, of=("self",))
                 .only(*CLAIM_FIELDS)

@@ -46,6 +46,7 @@ from .claims import (
     claim_queued,
     expire_unsent,
     overdue_batches,
+    queue_filter,
     release_claims,
     renew_claims,
 )
@@ -78,7 +79,9 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
     names = list(dict.fromkeys([*providers, UNROUTED]))
     flags = {
         f"q{i}": Exists(
-            BatchItem.objects.filter(batch=OuterRef("pk"), queue_provider=name, status=ItemStatus.PENDING)
+            BatchItem.objects.filter(
+                queue_filter(name, names), batch=OuterRef("pk"), status=ItemStatus.PENDING
+            )
         )
         for i, name in enumerate(names)
     }
@@ -246,7 +249,8 @@ class DispatchSlice:
                 assert pick is not None
                 team = teams[pick.team]
                 order = [c.batch_id for c in order_batches(team.batches, now, self.aging)]
-                got = claim_queued(provider, order, min(want, quantum(rate)), self.owner)
+                known = list(self.table.providers)
+                got = claim_queued(provider, order, min(want, quantum(rate)), self.owner, known)
                 if not got:
                     del teams[pick.team]  # nothing claimable for this team here until the next refresh
                     continue

@@ -123,3 +123,15 @@ def test_cancel_wins_over_expired(make_provider, team, redis_sync):
     Batch.objects.filter(id=batch.id).update(status=BatchStatus.CANCELLED)
     assert execution.finalize_batch_if_done(str(batch.id))
     assert Batch.objects.get(id=batch.id).status == BatchStatus.CANCELLED
+
+
+def test_items_queued_for_a_deleted_provider_are_not_stranded(make_provider, team, redis_sync):
+    gone = make_provider("gone")
+    batch = queue_batch(team, [q(f"g{i}", "gone") for i in range(3)])
+    assert set(BatchItem.objects.filter(batch=batch).values_list("queue_provider", flat=True)) == {"gone"}
+    gone.delete()
+    execution.ensure_local_dispatcher(background=False)  # returns: nothing left queued
+    batch.refresh_from_db()
+    assert batch.status == BatchStatus.FAILED and batch.completed_at is not None
+    errors = set(BatchItem.objects.filter(batch=batch).values_list("status", "error_type"))
+    assert errors == {(ItemStatus.FAILED, ErrorType.NO_PROVIDER)}
