@@ -35,6 +35,7 @@ def make_batch(team, items) -> Batch:
             custom_id=i["custom_id"],
             route=i.get("route", ""),
             requested_provider=i.get("provider", ""),
+            queue_provider=i.get("provider", ""),  # as submission does for an explicit provider
             payload={"messages": [{"role": "user", "content": i["query"]}], "params": i["params"]},
         )
         for n, i in enumerate(items)
