@@ -733,8 +733,7 @@ class CrossProviderBatcher:
                     await slot.aclose()
 
         async def worker(name: str) -> None:
-            queue = queues[name]
-            alive[name] = alive.get(name, 0) + 1
+            queue = queues[name]  # counted in ``alive`` by staff() when created
             try:
                 while queue:
                     index = queue.popleft()
@@ -745,6 +744,7 @@ class CrossProviderBatcher:
 
         def staff(tg: asyncio.TaskGroup, name: str) -> None:
             for _ in range(min(len(queues[name]), self._provider_workers(name) - alive.get(name, 0))):
+                alive[name] = alive.get(name, 0) + 1  # at creation: items added before it runs see it
                 tg.create_task(worker(name))
 
         def add(raw: Any) -> str:

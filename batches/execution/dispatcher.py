@@ -22,6 +22,7 @@ Database and Redis blips inside a slice are ridden through (``common.ride_throug
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -242,19 +243,23 @@ class DispatchSlice:
                 target = buffer_target(
                     rate, config.max_concurrency, self.lookahead, dispatchers=self.dispatchers
                 )
+            if self.outstanding[provider] > target // 2:
+                continue  # refill in batches once half the buffer is used: fewer, larger claims
             want = target - self.outstanding[provider]
             while want > 0 and teams:
-                state = self.clock.state(provider)
-                pick = pick_team(state, {t: w.weight for t, w in teams.items()})
-                assert pick is not None
-                team = teams[pick.team]
+                if len(teams) == 1:  # nobody to share with: one claim for the whole deficit
+                    pick_name, size = next(iter(teams)), want
+                else:
+                    pick = pick_team(self.clock.state(provider), {t: w.weight for t, w in teams.items()})
+                    assert pick is not None
+                    pick_name, size = pick.team, min(want, quantum(rate))
+                team = teams[pick_name]
                 order = [c.batch_id for c in order_batches(team.batches, now, self.aging)]
-                known = list(self.table.providers)
-                got = claim_queued(provider, order, min(want, quantum(rate)), self.owner, known)
+                got = claim_queued(provider, order, size, self.owner, list(self.table.providers))
                 if not got:
-                    del teams[pick.team]  # nothing claimable for this team here until the next refresh
+                    del teams[pick_name]  # nothing claimable for this team here until the next refresh
                     continue
-                self.clock.charge(provider, pick.team, len(got), team.weight)
+                self.clock.charge(provider, pick_name, len(got), team.weight)
                 self.hand_over(provider, got, {c.batch_id: c for c in team.batches})
                 want -= len(got)
             if not teams:
@@ -291,7 +296,8 @@ class DispatchSlice:
                 released.append(row.id)
             else:
                 by_batch[str(row.batch_id)].append((row, result))
-        with transaction.atomic():
+        several = len(by_batch) + bool(released) > 1  # one statement is atomic on its own
+        with transaction.atomic() if several else contextlib.nullcontext():
             for bid, done in by_batch.items():
                 written = write_results(bid, done, self.owner)
                 self.report.written += written
