@@ -192,6 +192,8 @@ class DispatchSlice:
                         engine.resolve(entries, exc)
                         raise
                     engine.resolve(entries)
+                    if not sum(self.outstanding.values()):  # nothing in flight: finalize without waiting
+                        ride_through("finalize", self.finalize_touched)
                 if now >= next_renew:
                     ride_through("renew claims", lambda: renew_claims(None, self.owner))
                     next_renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
@@ -329,8 +331,12 @@ class DispatchSlice:
         for bid in cancelled_with_unsent():
             cancel_claimable(bid)
             self.touched.add(bid)
+        self.finalize_touched(snapshot=True)
+
+    def finalize_touched(self, snapshot: bool = False) -> None:
         for bid in list(self.touched):
-            snapshot_progress(bid)
+            if snapshot:
+                snapshot_progress(bid)
             if finalize_batch_if_done(bid):
                 self.report.finalized.add(bid)
                 self.active.discard(bid)
