@@ -222,6 +222,12 @@ class BatchItem(models.Model):
         ]
         indexes = [
             models.Index(fields=["batch", "status"], name="batchitem_batch_status"),
+            # the dispatcher's per-provider queues: EXISTS / claim by (batch, queue_provider) in seq order
+            models.Index(
+                fields=["batch", "queue_provider", "seq"],
+                name="batchitem_queue",
+                condition=models.Q(status="pending"),
+            ),
             models.Index(
                 fields=["-finished_at"],
                 name="batchitem_failed_recent",

@@ -30,6 +30,7 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
 from providers.models import Provider
+from providers.routing import RoutingError, candidates, stable_draw
 from providers.selectors import known_route_names
 
 from .models import ApiKey, Batch, BatchItem, BatchPriority, BatchStatus, ItemStatus, Team
@@ -850,8 +851,11 @@ def enqueue_start(batch_id: str) -> None:
     if settings.GATEWAY_BACKGROUND_EAGER:
         run = contextvars.copy_context().run  # the request id (logs) follows the batch onto the thread
         threading.Thread(target=run, args=(_run_in_background, batch_id), name=f"batch-{batch_id}").start()
-    else:
+        return
+    try:
         start_batch.delay(batch_id)
+    except Exception:  # the batch is stored: the workers' reconciler starts it once the broker is back
+        log.exception("batch %s stored but could not be enqueued; the reconciler will start it", batch_id)
 
 
 def _run_in_background(batch_id: str) -> None:
@@ -866,13 +870,42 @@ def _run_in_background(batch_id: str) -> None:
 
 
 def insert_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
+    queue = queue_namer(str(batch.id))
     if connection.vendor == "postgresql":
-        _copy_items(batch, valid)
+        _copy_items(batch, valid, queue)
     else:
-        _bulk_create_items(batch, valid)
+        _bulk_create_items(batch, valid, queue)
 
 
-def _copy_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
+def queue_namer(batch_id: str) -> Callable[[ValidItem], str]:
+    """The scheduler's queue of an item (``BatchItem.queue_provider``): its preferred provider, drawn
+    exactly as the engine will (``candidates(...)[0]``, salt = batch id), or "" when unroutable now.
+    Routes whose first choice does not depend on the draw are resolved once per route."""
+    from batches.execution.config import load_routing_table  # the engine's view of providers
+
+    table = load_routing_table()
+    fixed: dict[tuple[str, str], str | None] = {}
+
+    def first(route: str, provider: str, draw: float) -> str:
+        try:
+            return candidates(table, route=route, provider=provider, draw=draw)[0].name
+        except RoutingError:
+            return ""
+
+    def name(v: ValidItem) -> str:
+        key = (v.route, v.provider)
+        if key not in fixed:
+            low, high = first(v.route, v.provider, 0.0), first(v.route, v.provider, 1 - 2**-53)
+            fixed[key] = low if low == high else None
+        known = fixed[key]
+        if known is not None:
+            return known
+        return first(v.route, v.provider, stable_draw(batch_id, v.custom_id))
+
+    return name
+
+
+def _copy_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
     table = connection.ops.quote_name(BatchItem._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(c) for c in COPY_COLUMNS)
     now = timezone.now()
@@ -882,12 +915,12 @@ def _copy_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for v in valid:
                 copy.write_row(
-                    (batch_id, v.seq, v.custom_id, v.route, v.provider, "", v.payload_json, pending, "", 0, "", "", 0,
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, queue(v), v.payload_json, pending, "", 0, "", "", 0,
                      "[]", "", now)
                 )  # fmt: skip
 
 
-def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
+def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
     rows = [
         BatchItem(
             batch=batch,
@@ -895,6 +928,7 @@ def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem]) -> None:
             custom_id=v.custom_id,
             route=v.route,
             requested_provider=v.provider,
+            queue_provider=queue(v),
             payload=v.payload,
             status=ItemStatus.PENDING,
         )

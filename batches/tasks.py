@@ -1,11 +1,13 @@
 """Celery tasks: thin wrappers that pass ids to batches.execution.
 
-    start_batch(batch_id)                       → marks the batch running, enqueues one execute_chunk per
-                                                  GATEWAY_CHUNK_SIZE items (several workers share a batch)
-    execute_chunk(batch_id, seq_from, seq_to)   → claims and runs that range, steals leftovers, finalizes
+    start_batch(batch_id)   → marks the batch running, makes sure dispatchers run
+    dispatch(token)         → one dispatcher slice (GATEWAY_DISPATCH_SLICE_SECONDS): fair, provider-aware
+                              claiming across every queued batch; then re-enqueues while work remains
+    execute_chunk(...)      → kept so tasks queued by an older version do no harm: ensures dispatchers
 
-Every worker also runs a reaper thread that re-enqueues batches whose items sit under expired claims
-(a worker was killed); acks_late + reject_on_worker_lost (settings) redeliver a lost task as well.
+At most GATEWAY_DISPATCHERS dispatch tasks are alive cluster-wide (a Redis set with heartbeats).
+Every worker also runs the reconciler thread (dead workers' claims, overdue batches, dispatchers
+alive); acks_late + reject_on_worker_lost (settings) redeliver a lost task as well.
 """
 
 from __future__ import annotations
@@ -22,29 +24,52 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(name="batches.start_batch", ignore_result=True)
-def start_batch(batch_id: str) -> int:
-    ranges = execution.start_batch(str(batch_id))
-    for seq_from, seq_to in ranges:
-        execute_chunk.delay(str(batch_id), seq_from, seq_to)
-    return len(ranges)
+def start_batch(batch_id: str) -> bool:
+    runnable = execution.start_batch(str(batch_id))
+    if runnable:
+        ensure_dispatchers()
+    return runnable
 
 
-@shared_task(name="batches.execute_chunk", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
-def execute_chunk(batch_id: str, seq_from: int | None = None, seq_to: int | None = None) -> dict:
-    report = execution.execute_chunk(str(batch_id), seq_from, seq_to)
+@shared_task(name="batches.dispatch", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def dispatch(token: str) -> dict:
+    report = execution.run_dispatcher_task(str(token), _send_dispatch)
     return {
         "claimed": report.claimed,
         "written": report.written,
-        "dropped": report.dropped,
-        "finalized": report.finalized,
+        "released": report.released,
+        "finalized": len(report.finalized),
     }
 
 
-def _enqueue_sweep(batch_id: str) -> None:
-    execute_chunk.delay(batch_id, None, None)
+@shared_task(name="batches.execute_chunk", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def execute_chunk(batch_id: str, seq_from: int | None = None, seq_to: int | None = None) -> None:
+    ensure_dispatchers()
+
+
+def _send_dispatch(token: str) -> None:
+    dispatch.delay(token)
+
+
+def ensure_dispatchers() -> None:
+    """Make sure dispatchers serve the queued work: up to GATEWAY_DISPATCHERS dispatch tasks on the
+    broker, or, in single-process mode (eager Celery), the one in-process dispatcher."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        _ensure_local_reaper()
+        execution.ensure_local_dispatcher(background=False)
+        return
+    execution.DispatcherSet().ensure(_send_dispatch)
 
 
 _reaper: execution.Reaper | None = None
+
+
+def _ensure_local_reaper() -> None:
+    """Single-process web app: the same reconciler, on a thread of this process."""
+    global _reaper
+    if settings.GATEWAY_BACKGROUND_EAGER and _reaper is None:
+        _reaper = execution.Reaper(lambda: execution.ensure_local_dispatcher(background=True))
+        _reaper.start()
 
 
 @worker_ready.connect
@@ -52,9 +77,9 @@ def _start_reaper(**kwargs) -> None:
     global _reaper
     if settings.CELERY_TASK_ALWAYS_EAGER or _reaper is not None:
         return
-    _reaper = execution.Reaper(_enqueue_sweep)
+    _reaper = execution.Reaper(ensure_dispatchers)
     _reaper.start()
-    log.info("gateway reaper started (every %.1f s)", max(1.0, settings.GATEWAY_CLAIM_LEASE_SECONDS / 3))
+    log.info("gateway reconciler started (every %.1f s)", execution.Reaper.interval())
 
 
 @worker_shutdown.connect

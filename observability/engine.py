@@ -61,33 +61,40 @@ class GatewayObserver:
         self.request_id = request_id
         self.parent_context = parent_context
         self.tracer = tracing.get_tracer()
-        self._batch_span = None
-        self._batch_ctx = None
+        # one span per batch seen in this run (a dispatcher run serves items of many batches)
+        self._batch_spans: dict[str, tuple[object, object]] = {}
+        self._items = 0
 
     # ---- run ---------------------------------------------------------------------------------------
     @_never_raises
     def on_run_start(self, batch_id: str, items: int) -> None:
         metrics.engine_runs.inc()
-        if self.tracer is not None:
+        self._items = items
+        if self.batch_id:
+            self._batch_context(self.batch_id, self.team)
+
+    def _batch_context(self, batch_id: str, team: str):
+        """The span context of ``batch_id`` in this run (started on first use; None without tracing)."""
+        if self.tracer is None or not batch_id:
+            return None
+        known = self._batch_spans.get(batch_id)
+        if known is None:
             from opentelemetry import trace
 
-            self._batch_span = self.tracer.start_span(
-                f"batch {self.batch_id}",
+            span = self.tracer.start_span(
+                f"batch {batch_id}",
                 context=self.parent_context,
-                attributes={
-                    "gateway.batch_id": self.batch_id,
-                    "gateway.team": self.team,
-                    "gateway.items": items,
-                },
+                attributes={"gateway.batch_id": batch_id, "gateway.team": team, "gateway.items": self._items},
             )
-            self._batch_ctx = trace.set_span_in_context(self._batch_span)
+            known = self._batch_spans[batch_id] = (span, trace.set_span_in_context(span))
+        return known[1]
 
     @_never_raises
     def on_run_end(self, batch_id: str) -> None:
         metrics.engine_runs.dec()
-        if self._batch_span is not None:
-            self._batch_span.end()
-            self._batch_span = None
+        spans, self._batch_spans = self._batch_spans, {}
+        for span, _ in spans.values():
+            span.end()
 
     # ---- attempts ----------------------------------------------------------------------------------
     @_never_raises
@@ -103,22 +110,23 @@ class GatewayObserver:
         used: bool,
         custom_id: str = "",
         attempt: int = 0,
+        team: str = "",
+        batch_id: str = "",
     ) -> None:
+        team, batch_id = team or self.team, batch_id or self.batch_id
         outcome = outcome_label(error_type, status_code)
         metrics.provider_requests.labels(provider, outcome).inc()
         metrics.provider_request_duration.labels(provider).observe(latency_s)
         if prompt_tokens:
-            metrics.provider_tokens.labels(provider, self.team, "prompt").inc(prompt_tokens)
+            metrics.provider_tokens.labels(provider, team, "prompt").inc(prompt_tokens)
         if completion_tokens:
-            metrics.provider_tokens.labels(provider, self.team, "completion").inc(completion_tokens)
+            metrics.provider_tokens.labels(provider, team, "completion").inc(completion_tokens)
         if not used and (prompt_tokens or completion_tokens):
-            metrics.provider_tokens.labels(provider, self.team, "wasted").inc(
-                prompt_tokens + completion_tokens
-            )
+            metrics.provider_tokens.labels(provider, team, "wasted").inc(prompt_tokens + completion_tokens)
         if prompt_tokens or completion_tokens:
             cost = token_cost(self.prices.get(provider, UNKNOWN), prompt_tokens, completion_tokens)
             if cost is not None:
-                metrics.provider_cost.labels(provider, self.team).inc(float(cost))
+                metrics.provider_cost.labels(provider, team).inc(float(cost))
         if self.tracer is not None:
             self._span(
                 provider,
@@ -129,10 +137,22 @@ class GatewayObserver:
                 completion_tokens,
                 custom_id,
                 attempt,
+                team,
+                batch_id,
             )
 
     def _span(
-        self, provider, outcome, status_code, latency_s, prompt, completion, custom_id, attempt
+        self,
+        provider,
+        outcome,
+        status_code,
+        latency_s,
+        prompt,
+        completion,
+        custom_id,
+        attempt,
+        team,
+        batch_id,
     ) -> None:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -145,7 +165,7 @@ class GatewayObserver:
             "gen_ai.request.model": model,
             "gen_ai.usage.input_tokens": int(prompt),
             "gen_ai.usage.output_tokens": int(completion),
-            "gateway.batch_id": self.batch_id,
+            "gateway.batch_id": batch_id,
             "gateway.custom_id": custom_id,
             "gateway.attempt": attempt,
         }
@@ -160,7 +180,7 @@ class GatewayObserver:
             attributes["error.type"] = str(status_code) if status_code else outcome
         span = self.tracer.start_span(
             f"chat {model}".strip(),
-            context=self._batch_ctx or self.parent_context,
+            context=self._batch_context(batch_id, team) or self.parent_context,
             kind=SpanKind.CLIENT,
             attributes=attributes,
             start_time=end - int(latency_s * 1e9),
@@ -179,15 +199,15 @@ class GatewayObserver:
 
     # ---- items -------------------------------------------------------------------------------------
     @_never_raises
-    def on_item_done(self, result) -> None:
+    def on_item_done(self, result, *, team: str = "", batch_id: str = "") -> None:
         metrics.items.labels(result.status).inc()
         if result.status == "failed":
             log.warning(
                 "item failed",
                 extra={
                     "event": "item_failed",
-                    "batch_id": self.batch_id,
-                    "team": self.team,
+                    "batch_id": batch_id or self.batch_id,
+                    "team": team or self.team,
                     "custom_id": result.custom_id,
                     "provider": result.provider,
                     "attempt": result.attempts,
@@ -209,7 +229,12 @@ def engine_observer(batch_id: str, table=None) -> GatewayObserver | None:
         return None
     from providers.pricing import prices_by_provider
 
-    team = Batch.objects.filter(id=batch_id).values_list("team__name", flat=True).first() or ""
+    # a dispatcher run serves many batches (batch_id ""): the team then comes with each item
+    team = (
+        (Batch.objects.filter(id=batch_id).values_list("team__name", flat=True).first() or "")
+        if batch_id
+        else ""
+    )
     parent = None
     if tracing.enabled():
         from opentelemetry import context

@@ -21,6 +21,13 @@ item, in input order. Per attempt, in this order:
 Every retry goes through 1–6 again. Items are dispatched per preferred provider (one small worker pool
 per provider), shortest first, so an empty bucket at provider A never delays provider B, and short
 items are not stuck behind long ones.
+
+Input is a list (``batch()`` / ``abatch(list)``) or an async item source (``ItemFeed``: the gateway's
+dispatcher feeds claimed items in fair order while the run goes on; items are served FIFO per provider).
+An item with a ``deadline`` that passes before it is sent — waiting for quota, a breaker or a backoff —
+ends ``expired`` (attempts already made stay recorded). ``RunControl`` lets the caller cancel one batch
+or drain the run (items not sent yet come back ``released``, to be queued again); waiting items wake at
+once on either.
 """
 
 from __future__ import annotations
@@ -30,8 +37,10 @@ import json
 import logging
 import math
 import random
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -74,6 +83,8 @@ class WorkItem:
     route: str = ""
     provider: str = ""
     key: str = ""  # stable identity for the weighted route draw and the X-Request-ID header
+    deadline: float | None = None  # epoch seconds; not sent by then → expired
+    batch_id: str = ""  # salt of the weighted route draw (else the batcher's salt); per-batch cancel
     team: str = ""  # the submitting team's name: its budgets and share cap apply (empty: none)
 
     @classmethod
@@ -108,7 +119,7 @@ class WorkItem:
 @dataclass
 class ItemResult:
     custom_id: str
-    status: str  # succeeded | failed | cancelled
+    status: str  # succeeded | failed | cancelled | expired | released (not sent; the caller re-queues it)
     provider: str = ""
     attempts: int = 0
     latency_ms: int | None = None
@@ -168,6 +179,9 @@ class EngineOptions:
     provider_workers_min: int = 8
     provider_workers_factor: int = 2
     seed: int | None = None
+    # quota store / breaker unreachable (Redis down): items pause and retry with backoff for at most
+    # this long before the run fails (0 = fail at once)
+    store_outage_seconds: float = 0.0
 
 
 def estimate_tokens(messages: list, params: Mapping, default_max_tokens: int) -> int:
@@ -194,10 +208,20 @@ OnResult = Callable[[int, ItemResult], Awaitable[None]]
 class _Run:
     """State of one abatch() call, bound to its event loop."""
 
-    def __init__(self, batcher: CrossProviderBatcher, should_cancel: Callable[[], bool] | None):
+    def __init__(
+        self,
+        batcher: CrossProviderBatcher,
+        should_cancel: Callable[[], bool] | None,
+        control: RunControl | None = None,
+    ):
         self.b = batcher
         self.http = HttpClients(batcher.transport_factory, max_answer_bytes=batcher.options.max_answer_bytes)
         self.should_cancel = should_cancel or (lambda: False)
+        self.control = control
+        self.wake = asyncio.Event()  # replaced by a fresh one each time it is set (see poke)
+        self.outage_logged = -1e9
+        if control is not None:
+            control.bind(asyncio.get_running_loop(), self.poke)
         slots = max(1, int(getattr(batcher.store, "global_max_in_flight", 64)))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * batcher.options.long_lane_share)))
         self.rng = random.Random(batcher.options.seed)
@@ -346,13 +370,127 @@ class _Run:
             if check_cancel and self.should_cancel():
                 return None
 
+    async def ride(self, what: str, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """One quota-store/breaker call; while the store is unreachable, wait with backoff (0.2 s
+        doubling to 2 s, logged loudly) for at most ``store_outage_seconds``, then raise."""
+        give_up, delay = None, 0.2
+        while True:
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:
+                if not _is_store_failure(exc):
+                    raise
+                now = time.monotonic()
+                give_up = give_up or now + self.b.options.store_outage_seconds
+                if now + delay > give_up:
+                    raise
+                if now - self.outage_logged >= 1.0:
+                    self.outage_logged = now
+                    log.error("%s: quota store unavailable (%s); items paused, retrying", what, exc)
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 2)
+
+    def poke(self) -> None:
+        """Wake every bounded wait (a batch was cancelled or the run drains); they re-check why."""
+        wake, self.wake = self.wake, asyncio.Event()
+        wake.set()
+
+    def stop_reason(self, item: WorkItem, result: ItemResult) -> str | None:
+        """Why this item must not (re)try now: expired (deadline passed, sent or not), cancelled or
+        released (draining) — the last two only before its first send."""
+        if item.deadline is not None and time.time() >= item.deadline:
+            return "expired"
+        if result.attempts:
+            return None
+        if self.should_cancel():
+            return "cancelled"
+        control = self.control
+        if control is not None:
+            if item.batch_id and item.batch_id in control.cancelled_batches:
+                return "cancelled"
+            if control.draining:
+                return "released"
+        return None
+
+    async def bounded(self, coro: Awaitable, item: WorkItem) -> tuple[bool, Any]:
+        """Await ``coro`` unless the item's deadline passes or the run is poked first.
+        Returns (finished, value); when not finished the coroutine was cancelled (value: what it
+        returned anyway if it won the race, else None)."""
+        timeout = None if item.deadline is None else max(0.0, item.deadline - time.time())
+        if timeout is None and self.control is None:
+            return True, await coro
+        task = asyncio.ensure_future(coro)
+        waker = asyncio.ensure_future(self.wake.wait())
+        try:
+            done, _ = await asyncio.wait({task, waker}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            waker.cancel()
+        if task in done:
+            return True, task.result()
+        task.cancel()
+        try:
+            value = await task
+        except asyncio.CancelledError:
+            if not task.cancelled():  # we were cancelled ourselves
+                raise
+            value = None
+        return False, value
+
+    async def sleep(self, seconds: float, item: WorkItem, result: ItemResult) -> None:
+        """Sleep, waking early only when the item has to stop (deadline, cancel, drain)."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            finished, _ = await self.bounded(asyncio.sleep(left), item)
+            if not finished and self.stop_reason(item, result):
+                return
+
+    async def admit_bounded(
+        self, limits: ProviderLimits, est: int, item: WorkItem, result: ItemResult
+    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+        """``admit`` that gives up (None, nothing held) when the item has to stop while waiting."""
+        while True:
+            finished, admitted = await self.bounded(
+                self.admit(limits, est, check_cancel=not result.attempts, team=item.team), item
+            )
+            if finished:
+                return admitted
+            if admitted is not None:  # granted just as we gave up: give everything back
+                reservation, held, slot = admitted
+                await held.aclose()
+                await slot.aclose()
+                await self.b.store.release(limits, reservation)
+            if self.stop_reason(item, result):
+                return None
+
+    def end(self, result: ItemResult, reason: str) -> tuple[ItemResult, None]:
+        """The item stops without another send: cancelled, released or expired."""
+        result.status = reason
+        if reason == "cancelled":
+            result.error_type = ErrorType.CANCELLED
+            result.error_message = "batch cancelled before the item was sent"
+        elif reason == "expired":
+            last = f"; last error: {result.error_message}" if result.error_message else ""
+            result.error_type = ErrorType.EXPIRED
+            result.error_message = (
+                f"deadline passed before the item was sent{last}"
+                if not result.attempts
+                else f"deadline passed after {result.attempts} attempt(s), before a retry{last}"
+            )
+        return result, None
+
     async def run_item(self, item: WorkItem) -> tuple[ItemResult, AsyncExitStack | None]:
         b, opts = self.b, self.b.options
         result = ItemResult(item.custom_id, "failed")
         key = item.key or item.custom_id
         try:
             cands = candidates(
-                b.table, route=item.route, provider=item.provider, draw=stable_draw(b.salt, key)
+                b.table,
+                route=item.route,
+                provider=item.provider,
+                draw=stable_draw(item.batch_id or b.salt, key),
             )
         except RoutingError as exc:
             result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
@@ -366,18 +504,23 @@ class _Run:
             return p.name not in impossible and per_provider.get(p.name, 0) <= p.max_retries
 
         while True:
-            if not result.attempts and self.should_cancel():
-                result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
-                return result, None
+            reason = self.stop_reason(item, result)
+            if reason:
+                return self.end(result, reason)
             remaining = [p for p in cands if usable(p)]
             if not remaining:
                 return result, None  # the last failure is already recorded on the result
             if delay > 0 and remaining[0].name == last_provider:
-                await asyncio.sleep(delay)  # backoff / Retry-After before retrying the same provider
+                # backoff / Retry-After before retrying the same provider (ends early on the deadline)
+                await self.sleep(delay, item, result)
+                delay = 0.0
+                continue
             delay = 0.0
             choice, probe, wait = None, False, None
             for p in remaining:
-                permit = await b.breaker.allow(p.name, probe_ttl_seconds=p.timeout_seconds + 5.0)
+                permit = await self.ride(
+                    "breaker", b.breaker.allow, p.name, probe_ttl_seconds=p.timeout_seconds + 5.0
+                )
                 if permit.allowed:
                     choice, probe = p, permit.probe
                     break
@@ -388,14 +531,14 @@ class _Run:
                     return result, None
                 wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
                 slept_from = time.monotonic()
-                await asyncio.sleep(min(wait, opts.max_breaker_wait_seconds - breaker_waited))
+                await self.sleep(min(wait, opts.max_breaker_wait_seconds - breaker_waited), item, result)
                 breaker_waited += time.monotonic() - slept_from
                 continue
 
-            limits = await self.limits(choice)
+            limits = await self.ride("limits", self.limits, choice)
             waited_from = time.monotonic()
             try:
-                admitted = await self.admit(limits, est, check_cancel=not result.attempts, team=item.team)
+                admitted = await self.ride("quota", self.admit_bounded, limits, est, item, result)
             except BudgetExceeded as exc:  # the team's budget is used up: not retried, nothing was sent
                 result.error_type, result.error_message = ErrorType.BUDGET_EXCEEDED, str(exc)
                 result.error_status_code = None
@@ -406,27 +549,31 @@ class _Run:
                     result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
                     result.error_status_code = None
                 continue
-            if admitted is None:  # cancelled before the item was sent (nothing held, token given back)
-                result.status, result.error_message = "cancelled", "batch cancelled before the item was sent"
-                return result, None
+            if admitted is None:  # stopped before the send (nothing held, token given back)
+                return self.end(result, self.stop_reason(item, result) or "cancelled")
             reservation, held, slot = admitted
             b.observer.on_quota_wait(choice.name, time.monotonic() - waited_from)
+            sent: HttpOutcome | None = None
             try:
                 async with held:  # long lane + provider lease: released as soon as the answer is in
                     started = _now_iso()
-                    outcome: HttpOutcome = await self.http.get(choice).chat(
-                        item.messages, item.params, request_id=key
-                    )
-            except BaseException:
-                await slot.aclose()
-                raise
+                    sent = await self.http.get(choice).chat(item.messages, item.params, request_id=key)
+            except BaseException as exc:
+                if sent is None or not _is_store_failure(exc):
+                    await slot.aclose()
+                    raise
+                # the answer is in; only the lease release failed (store down): it expires by itself
+                log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
+            outcome: HttpOutcome = sent
             try:
                 per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
                 result.attempts += 1
                 last_provider = choice.name
                 usage = outcome.usage
                 if usage is not None:
-                    await b.store.reconcile(limits, reservation, usage["total_tokens"])
+                    await self.ride(
+                        "reconcile", b.store.reconcile, limits, reservation, usage["total_tokens"]
+                    )
                 entry = {
                     "provider": choice.name,
                     "status_code": outcome.status_code,
@@ -441,11 +588,11 @@ class _Run:
                 if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
                     entry["detail"] = outcome.detail
                 result.attempt_log.append(entry)
-                b.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts)  # fmt: skip
+                b.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id)  # fmt: skip
                 result.provider, result.latency_ms = choice.name, outcome.latency_ms
 
                 if outcome.ok:
-                    await b.breaker.record(choice.name, ok=True)
+                    await self.ride("breaker", b.breaker.record, choice.name, ok=True)
                     entry["used"] = True
                     result.status, result.response = "succeeded", outcome.body
                     result.error_type, result.error_status_code, result.error_message = "", None, ""
@@ -465,11 +612,13 @@ class _Run:
                     else None
                 )
                 if outcome.error_type in BREAKER_FAILURES:
-                    await b.breaker.record(choice.name, ok=False, retry_after_seconds=retry_after)
+                    await self.ride(
+                        "breaker", b.breaker.record, choice.name, ok=False, retry_after_seconds=retry_after
+                    )
                 elif probe:  # the provider answered (429 or a 4xx): it is alive
-                    await b.breaker.record(choice.name, ok=True)
+                    await self.ride("breaker", b.breaker.record, choice.name, ok=True)
                 if outcome.status_code == 429 and retry_after:
-                    await b.store.penalize(limits, retry_after)
+                    await self.ride("penalize", b.store.penalize, limits, retry_after)
                 if not is_retryable_error(outcome.error_type, outcome.status_code):
                     return result, slot
                 if not any(usable(p) for p in cands):
@@ -498,6 +647,87 @@ def _breaker_gave_up(result: ItemResult, open_for: list[ProviderConfig], waited:
         result.error_message = f"never sent: {gave_up}" + (
             f"; {result.error_message}" if result.error_message else ""
         )
+
+
+class RunControl:
+    """Thread-safe handle on a running ``abatch``: cancel one batch's unsent items, or drain the run
+    (items not sent yet end ``released``). Waiting items wake at once."""
+
+    def __init__(self) -> None:
+        self.cancelled_batches: set[str] = set()
+        self.draining = False
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._poke: Callable[[], None] | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop, poke: Callable[[], None]) -> None:
+        with self._lock:
+            self._loop, self._poke = loop, poke
+
+    def cancel_batch(self, batch_id: str) -> None:
+        self.cancelled_batches = self.cancelled_batches | {batch_id}
+        self._wake()
+
+    def drain(self) -> None:
+        self.draining = True
+        self._wake()
+
+    def _wake(self) -> None:
+        with self._lock:
+            loop, poke = self._loop, self._poke
+        if loop is not None and poke is not None:
+            try:
+                loop.call_soon_threadsafe(poke)
+            except RuntimeError:  # the loop is closed: nothing waits any more
+                pass
+
+
+class ItemFeed:
+    """An async item source filled from another thread: ``put(items)``, then ``close()`` to end it."""
+
+    _END = object()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._early: list[Any] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue | None = None
+        self.closed = False
+
+    def put(self, items: Iterable[Any]) -> None:
+        self._send(list(items))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._send([self._END])
+
+    def _send(self, batch: list[Any]) -> None:
+        with self._lock:
+            if self._loop is None:
+                self._early.extend(batch)
+                return
+            loop, queue = self._loop, self._queue
+        assert queue is not None
+        try:
+            loop.call_soon_threadsafe(lambda: [queue.put_nowait(x) for x in batch])
+        except RuntimeError:  # the run is over
+            pass
+
+    def __aiter__(self):
+        return self._iterate()
+
+    async def _iterate(self):
+        with self._lock:
+            self._loop, self._queue = asyncio.get_running_loop(), asyncio.Queue()
+            early, self._early = self._early, []
+        for x in early:
+            self._queue.put_nowait(x)
+        while True:
+            x = await self._queue.get()
+            if x is self._END:
+                return
+            yield x
 
 
 class CrossProviderBatcher:
@@ -553,39 +783,39 @@ class CrossProviderBatcher:
 
     async def abatch(
         self,
-        items: Iterable[Any],
+        items: Iterable[Any] | AsyncIterable[Any],
         *,
         on_result: OnResult | None = None,
         should_cancel: Callable[[], bool] | None = None,
         batch_id: str = "",
+        control: RunControl | None = None,
     ) -> list[ItemResult]:
-        work = [WorkItem.coerce(item, i) for i, item in enumerate(items)]
-        results: list[ItemResult | None] = [None] * len(work)
-        run = _Run(self, should_cancel)
-        started = time.monotonic()
-        self.observer.on_run_start(batch_id, len(work))
+        """Run every item; results in input order (for an async source: in arrival order).
 
-        # group by preferred provider; each group is served by its own small pool, shortest first
-        groups: dict[str, list[tuple[int, int]]] = {}
-        for index, item in enumerate(work):
+        A list is grouped per preferred provider and served shortest first; an async source (e.g.
+        ``ItemFeed``) is served FIFO per provider as items arrive, until the source ends."""
+        run = _Run(self, should_cancel, control)
+        started = time.monotonic()
+        self.observer.on_run_start(batch_id, len(items) if isinstance(items, list) else 0)
+        work: list[WorkItem] = []
+        results: list[ItemResult | None] = []
+        queues: dict[str, deque[int]] = {}
+        alive: dict[str, int] = {}
+
+        def preferred(item: WorkItem) -> str:
             try:
-                first = candidates(
+                return candidates(
                     self.table,
                     route=item.route,
                     provider=item.provider,
-                    draw=stable_draw(self.salt, item.key or item.custom_id),
+                    draw=stable_draw(item.batch_id or self.salt, item.key or item.custom_id),
                 )[0].name
             except RoutingError:
-                first = ""
-            est = estimate_tokens(item.messages, item.params, self.options.default_max_tokens)
-            groups.setdefault(first, []).append((est, index))
-        for queue in groups.values():
-            queue.sort()
-            queue.reverse()  # pop() from the end = shortest first
+                return ""
 
         async def finish(index: int, result: ItemResult, slot: AsyncExitStack | None) -> None:
             results[index] = result
-            self.observer.on_item_done(result)
+            self.observer.on_item_done(result, team=work[index].team, batch_id=work[index].batch_id)
             try:
                 if on_result is not None:
                     await on_result(index, result)
@@ -593,34 +823,44 @@ class CrossProviderBatcher:
                 if slot is not None:
                     await slot.aclose()
 
-        async def worker(queue: list[tuple[int, int]]) -> None:
-            while queue:
-                _, index = queue.pop()
-                item = work[index]
-                try:
-                    result, slot = await run.run_item(item)
-                except (asyncio.CancelledError, KeyboardInterrupt):
-                    raise
-                except Exception as exc:
-                    if _is_store_failure(exc):
-                        raise
-                    log.exception("engine bug while running item %s", item.custom_id)
-                    result, slot = (
-                        ItemResult(
-                            item.custom_id,
-                            "failed",
-                            error_type=ErrorType.GATEWAY_ERROR,
-                            error_message=f"{type(exc).__name__}: {exc}",
-                        ),
-                        None,
-                    )
-                await finish(index, result, slot)
+        async def worker(name: str) -> None:
+            queue = queues[name]  # counted in ``alive`` by staff() when created
+            try:
+                while queue:
+                    index = queue.popleft()
+                    result, slot = await self._run_one(run, work[index])
+                    await finish(index, result, slot)
+            finally:
+                alive[name] -= 1
+
+        def staff(tg: asyncio.TaskGroup, name: str) -> None:
+            for _ in range(min(len(queues[name]), self._provider_workers(name) - alive.get(name, 0))):
+                alive[name] = alive.get(name, 0) + 1  # at creation: items added before it runs see it
+                tg.create_task(worker(name))
+
+        def add(raw: Any) -> str:
+            index = len(work)
+            item = WorkItem.coerce(raw, index)
+            work.append(item)
+            results.append(None)
+            name = preferred(item)
+            queues.setdefault(name, deque()).append(index)
+            return name
 
         try:
             async with asyncio.TaskGroup() as tg:
-                for name, queue in groups.items():
-                    for _ in range(min(len(queue), self._provider_workers(name))):
-                        tg.create_task(worker(queue))
+                if isinstance(items, AsyncIterable):
+                    async for raw in items:
+                        staff(tg, add(raw))
+                else:
+                    for raw in items:
+                        add(raw)
+                    default = self.options.default_max_tokens
+                    for name, queue in queues.items():  # shortest estimate first
+                        est = {i: estimate_tokens(work[i].messages, work[i].params, default) for i in queue}
+                        queue_items = sorted(queue, key=lambda i: (est[i], i))
+                        queues[name] = deque(queue_items)
+                        staff(tg, name)
         except BaseExceptionGroup as group:
             first = group.exceptions[0]
             while isinstance(first, BaseExceptionGroup):
@@ -633,6 +873,23 @@ class CrossProviderBatcher:
         assert len(final) == len(work), "every item gets exactly one result"
         self.last_stats = build_stats(batch_id, final, len(work), int((time.monotonic() - started) * 1000))
         return final
+
+    async def _run_one(self, run: _Run, item: WorkItem) -> tuple[ItemResult, AsyncExitStack | None]:
+        try:
+            return await run.run_item(item)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if _is_store_failure(exc):
+                raise
+            log.exception("engine bug while running item %s", item.custom_id)
+            result = ItemResult(
+                item.custom_id,
+                "failed",
+                error_type=ErrorType.GATEWAY_ERROR,
+                error_message=f"{type(exc).__name__}: {exc}",
+            )
+            return result, None
 
     def batch(self, items: Iterable[Any], **kwargs) -> list[ItemResult]:
         """Synchronous wrapper (own event loop); closes loop-bound store/breaker clients afterwards."""

@@ -30,8 +30,10 @@ class EngineObserver(Protocol):
         used: bool,
         custom_id: str,
         attempt: int,
+        team: str = "",
+        batch_id: str = "",
     ) -> None:
-        """One HTTP attempt came back. ``error_type`` is "" on success; ``used`` is False when the answer
+        """One HTTP attempt came back (``team``/``batch_id``: the item's; one run may serve many batches). ``error_type`` is "" on success; ``used`` is False when the answer
         is not the item's result (its tokens are wasted)."""
 
     def on_quota_wait(self, provider: str, seconds: float) -> None:
@@ -40,8 +42,8 @@ class EngineObserver(Protocol):
     def on_retry(self, provider: str, reason: str) -> None:
         """The engine will try again after a failed attempt at ``provider`` (reason = its error type)."""
 
-    def on_item_done(self, result: Any) -> None:
-        """An item reached its final result (an engine ``ItemResult``)."""
+    def on_item_done(self, result: Any, *, team: str = "", batch_id: str = "") -> None:
+        """An item reached its final result (an engine ``ItemResult``) — of that team and batch."""
 
 
 class NullObserver:
@@ -62,7 +64,7 @@ class NullObserver:
     def on_retry(self, provider: str, reason: str) -> None:
         pass
 
-    def on_item_done(self, result: Any) -> None:
+    def on_item_done(self, result: Any, **kwargs: Any) -> None:
         pass
 
 

@@ -102,6 +102,16 @@ GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 256, minimum=
 # Execution engine: a worker owns claimed items for this long (renewed while alive); a dead worker's
 # items are claimed again after it. Retry backoff: full jitter, base × 2^n capped.
 GATEWAY_CLAIM_LEASE_SECONDS = env_float("GATEWAY_CLAIM_LEASE_SECONDS", 60.0, minimum=2.0, maximum=3600.0)
+# Scheduling (docs/engine.md): dispatcher slices, fair share, priority aging, outage ride-through
+GATEWAY_DISPATCHERS = env_int("GATEWAY_DISPATCHERS", 4, minimum=1, maximum=1000)
+GATEWAY_DISPATCH_SLICE_SECONDS = env_float("GATEWAY_DISPATCH_SLICE_SECONDS", 20.0, minimum=1.0, maximum=600.0)
+GATEWAY_DISPATCH_LOOKAHEAD_SECONDS = env_float(
+    "GATEWAY_DISPATCH_LOOKAHEAD_SECONDS", 1.0, minimum=0.1, maximum=60.0
+)
+GATEWAY_PRIORITY_AGING_SECONDS = env_float(
+    "GATEWAY_PRIORITY_AGING_SECONDS", 300.0, minimum=0.0, maximum=86400.0
+)
+GATEWAY_OUTAGE_RIDE_SECONDS = env_float("GATEWAY_OUTAGE_RIDE_SECONDS", 30.0, minimum=1.0, maximum=600.0)
 GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimum=0.001, maximum=60.0)
 GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
 GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=600.0)

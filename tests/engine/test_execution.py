@@ -35,6 +35,7 @@ def make_batch(team, items) -> Batch:
             custom_id=i["custom_id"],
             route=i.get("route", ""),
             requested_provider=i.get("provider", ""),
+            queue_provider=i.get("provider", ""),  # as submission does for an explicit provider
             payload={"messages": [{"role": "user", "content": i["query"]}], "params": i["params"]},
         )
         for n, i in enumerate(items)
@@ -193,17 +194,20 @@ def test_cancel_mid_run_in_flight_items_finish(provider_server, make_provider, t
     assert execution.cancel_batch(bid).completed_at == batch.completed_at  # idempotent
 
 
-def test_reaper_finds_expired_claims_once_per_lease(make_provider, team, redis_sync):
+def test_reconciler_requeues_dead_claims_and_ensures_dispatchers(make_provider, team, redis_sync):
     make_provider("rp")
     batch = make_batch(team, [q(f"p{i}", provider="rp") for i in range(5)])
     bid = str(batch.id)
     assert execution.claim_items(bid, owner="dead-worker")
-    found: list[str] = []
-    assert execution.reap_expired_claims(found.append) == []  # claims still valid
+    ensured: list[int] = []
+    report = execution.reconcile(lambda: ensured.append(1))
+    assert report["requeued"] == [] and ensured == []  # claims still valid, nothing queued
     BatchItem.objects.filter(batch=batch).update(claim_expires_at="2000-01-01T00:00:00Z")
-    assert execution.reap_expired_claims(found.append) == [bid]
-    assert execution.reap_expired_claims(found.append) == []  # deduplicated for one lease period
-    assert found == [bid]
+    report = execution.reconcile(lambda: ensured.append(1))
+    assert report["requeued"] == [bid] and ensured == [1]
+    rows = BatchItem.objects.filter(batch=batch)
+    assert {(r.status, r.claimed_by, r.claim_expires_at) for r in rows} == {(ItemStatus.PENDING, "", None)}
+    assert execution.reconcile(lambda: ensured.append(1))["requeued"] == []  # nothing left to requeue
 
 
 def test_concurrent_finalize_happens_once(make_provider, team, caplog):

@@ -1,4 +1,4 @@
-"""manage.py submit_batch FILE.jsonl --team NAME [--wait] (contract §3).
+"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W] (contract §3).
 
 Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
 the batch object (contract §4) is printed as JSON on stdout at the end.
@@ -16,7 +16,7 @@ from tqdm import tqdm
 from batches.api.serializers import BatchSerializer
 from batches.models import Batch, BatchStatus, ItemStatus, Team
 from batches.selectors import item_status_counts
-from batches.submission import SubmissionError, parse_jsonl, submit_batch
+from batches.submission import SubmissionError, batch_options, parse_jsonl, submit_batch
 from gateway_site.commands import DatabaseCommand
 
 STATUS_ORDER = (
@@ -25,8 +25,9 @@ STATUS_ORDER = (
     ItemStatus.SUCCEEDED,
     ItemStatus.FAILED,
     ItemStatus.CANCELLED,
+    ItemStatus.EXPIRED,
 )
-DONE = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED)
+DONE = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.EXPIRED)
 PLAIN_PROGRESS_EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
 
 
@@ -40,6 +41,14 @@ class Command(DatabaseCommand):
             "--wait", action="store_true", help="Show a progress bar until the batch finishes."
         )
         parser.add_argument("--metadata", default=None, help="A JSON object kept with the batch.")
+        parser.add_argument(
+            "--priority", default=None, help="Lane within the team: high, normal (default) or low."
+        )
+        parser.add_argument(
+            "--completion-window",
+            default=None,
+            help="Deadline, e.g. 15m, 1h, 24h: items not sent by then end 'expired'.",
+        )
         parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
@@ -59,9 +68,14 @@ class Command(DatabaseCommand):
             raise CommandError("--poll: must be a positive number of seconds")
         body = self._read(options["file"])
         try:
+            batch_opts = batch_options(options["priority"], options["completion_window"])
             parsed = parse_jsonl(body)
             batch = submit_batch(
-                team=team, items=parsed.items, metadata=metadata, item_sizes=parsed.item_sizes
+                team=team,
+                items=parsed.items,
+                metadata=metadata,
+                item_sizes=parsed.item_sizes,
+                options=batch_opts,
             )
         except SubmissionError as exc:
             for error in exc.errors:

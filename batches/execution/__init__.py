@@ -1,0 +1,75 @@
+"""Execution services: how stored batches become provider calls and results.
+
+    claims      claim / renew / release items, requeue dead workers' claims, end unsent items in bulk
+    results     write finished items in bulk (owned rows only) with the batch counters
+    runner      the thread bridge to the async engine; run a fixed list of claimed items
+    dispatcher  time-bounded slices: fair, provider-aware claiming into one streaming engine run
+    finalize    finalize exactly once, progress snapshots, cancel
+    reaper      the reconciler thread (dead claims, overdue batches, dispatchers alive)
+
+The async engine (batches.engine) never touches the ORM; the pure scheduling rules are in
+batches.scheduling.
+"""
+
+from .claims import (
+    cancel_claimable,
+    claim_items,
+    claim_queued,
+    expire_unsent,
+    release_claims,
+    renew_claims,
+    requeue_expired_claims,
+)
+from .common import ENGINE_TO_ITEM_STATUS, OPEN_ITEM_STATUSES, claim_lease, ride_through, worker_id
+from .config import build_batcher, engine_options, load_routing_table, work_item
+from .dispatcher import (
+    DispatcherSet,
+    DispatchSlice,
+    ensure_local_dispatcher,
+    queued_work,
+    run_dispatcher_task,
+    start_batch,
+    work_remains,
+)
+from .finalize import batch_stats, cancel_batch, finalize_batch_if_done, snapshot_progress
+from .reaper import Reaper, reconcile
+from .results import WRITE_BATCH_ROWS, write_results
+from .runner import ChunkReport, EngineThread, execute_chunk, run_claimed
+
+__all__ = [
+    "ENGINE_TO_ITEM_STATUS",
+    "OPEN_ITEM_STATUSES",
+    "WRITE_BATCH_ROWS",
+    "ChunkReport",
+    "DispatchSlice",
+    "DispatcherSet",
+    "EngineThread",
+    "Reaper",
+    "batch_stats",
+    "build_batcher",
+    "cancel_batch",
+    "cancel_claimable",
+    "claim_items",
+    "claim_lease",
+    "claim_queued",
+    "engine_options",
+    "ensure_local_dispatcher",
+    "execute_chunk",
+    "expire_unsent",
+    "finalize_batch_if_done",
+    "load_routing_table",
+    "queued_work",
+    "reconcile",
+    "release_claims",
+    "renew_claims",
+    "requeue_expired_claims",
+    "ride_through",
+    "run_claimed",
+    "run_dispatcher_task",
+    "snapshot_progress",
+    "start_batch",
+    "work_item",
+    "work_remains",
+    "worker_id",
+    "write_results",
+]

@@ -1,0 +1,202 @@
+"""Claims: who sends which item. An item is claimed atomically (``SELECT … FOR UPDATE SKIP LOCKED``, then
+``status=running, claimed_by=<worker>, claim_expires_at=now+lease``); a claim is renewed while its
+worker lives, released at once (back to ``pending``) when the worker stops without sending it, and a
+dead worker's claims go back to ``pending`` once their lease has run out (``requeue_expired_claims``).
+Pending items of a cancelled or overdue batch are ended in bulk here, without a worker touching each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
+
+from .common import claim_lease, worker_id
+
+CLAIM_FIELDS = (
+    "id",
+    "batch_id",
+    "seq",
+    "custom_id",
+    "route",
+    "requested_provider",
+    "queue_provider",
+    "payload",
+    "started_at",
+)
+ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
+
+
+def claim_items(
+    batch_id: str,
+    *,
+    seq_from: int | None = None,
+    seq_to: int | None = None,
+    limit: int | None = None,
+    owner: str | None = None,
+) -> list[BatchItem]:
+    """Atomically take pending items (and items under expired claims) of a batch for this worker."""
+    owner = owner or worker_id()
+    now = timezone.now()
+    claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
+    with transaction.atomic():
+        qs = BatchItem.objects.filter(claimable, batch_id=batch_id)
+        if seq_from is not None:
+            qs = qs.filter(seq__gte=seq_from)
+        if seq_to is not None:
+            qs = qs.filter(seq__lt=seq_to)
+        qs = qs.order_by("seq").select_for_update(skip_locked=True, of=("self",)).only(*CLAIM_FIELDS)
+        items = list(qs[:limit] if limit else qs)
+        _mark_claimed(items, owner, now)
+    return items
+
+
+def queue_filter(provider: str, known: Sequence[str] | None = None) -> Q:
+    """Items of one provider queue. The unrouted queue ("") also takes items queued for a provider
+    that no longer exists (``known``: every provider name), so nothing is stranded."""
+    if provider == "" and known is not None:
+        return ~Q(queue_provider__in=[k for k in known if k])
+    return Q(queue_provider=provider)
+
+
+def claim_queued(
+    provider: str,
+    batch_ids: Sequence[str],
+    limit: int,
+    owner: str | None = None,
+    known: Sequence[str] | None = None,
+) -> list[BatchItem]:
+    """Take up to ``limit`` pending items queued for ``provider``, from the batches in the given order
+    (the scheduler's order), lowest seq first inside a batch. One short transaction per batch tried."""
+    owner = owner or worker_id()
+    where = queue_filter(provider, known)
+    taken: list[BatchItem] = []
+    for batch_id in batch_ids:
+        if len(taken) >= limit:
+            break
+        now = timezone.now()
+        with transaction.atomic():
+            qs = (
+                BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.PENDING)
+                .order_by("seq")
+                .select_for_update(skip_locked=True, of=("self",))
+                .only(*CLAIM_FIELDS)
+            )
+            items = list(qs[: limit - len(taken)])
+            _mark_claimed(items, owner, now)
+        taken += items
+    return taken
+
+
+def _mark_claimed(items: list[BatchItem], owner: str, now) -> None:
+    if not items:
+        return
+    ids = [i.id for i in items]
+    BatchItem.objects.filter(id__in=ids).update(
+        status=ItemStatus.RUNNING, claimed_by=owner, claim_expires_at=now + claim_lease()
+    )
+    BatchItem.objects.filter(id__in=ids, started_at__isnull=True).update(started_at=now)
+
+
+def renew_claims(batch_id: str | None = None, owner: str | None = None) -> int:
+    """Push this worker's claims' lease forward (all its claims, or one batch's)."""
+    qs = BatchItem.objects.filter(claimed_by=owner or worker_id(), status=ItemStatus.RUNNING)
+    if batch_id is not None:
+        qs = qs.filter(batch_id=batch_id)
+    return qs.update(claim_expires_at=timezone.now() + claim_lease())
+
+
+def release_claims(owner: str | None = None, ids: Iterable[int] | None = None) -> int:
+    """Give this worker's unsent claims back at once (pending again, claimable by anyone)."""
+    qs = BatchItem.objects.filter(claimed_by=owner or worker_id(), status=ItemStatus.RUNNING)
+    if ids is not None:
+        qs = qs.filter(id__in=list(ids))
+    return qs.update(status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None)
+
+
+def requeue_expired_claims(limit: int = 10_000) -> list[str]:
+    """Claims whose lease ran out (their worker died) go back to pending. Returns the batches touched."""
+    now = timezone.now()
+    with transaction.atomic():
+        rows = list(
+            BatchItem.objects.filter(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
+            .select_for_update(skip_locked=True)
+            .values_list("id", "batch_id")[:limit]
+        )
+        if rows:
+            BatchItem.objects.filter(id__in=[r[0] for r in rows]).update(
+                status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None
+            )
+    return list(dict.fromkeys(str(r[1]) for r in rows))
+
+
+def _end_unsent(batch_id: str, status: str, error_type: str, message: str, counter: str) -> int:
+    """End pending items (and items under expired claims) of one batch in bulk."""
+    now = timezone.now()
+    claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
+    with transaction.atomic():
+        ids = list(
+            BatchItem.objects.filter(claimable, batch_id=batch_id)
+            .select_for_update(skip_locked=True)
+            .values_list("id", flat=True)
+        )
+        n = BatchItem.objects.filter(id__in=ids).update(
+            status=status,
+            finished_at=now,
+            claimed_by="",
+            claim_expires_at=None,
+            error_type=error_type,
+            error_message=message,
+        )
+        if n:
+            Batch.objects.filter(id=batch_id).update(**{counter: F(counter) + n})
+    return n
+
+
+def cancel_claimable(batch_id: str) -> int:
+    """Cancel pending items and items under expired claims (nobody is sending them)."""
+    return _end_unsent(
+        batch_id,
+        ItemStatus.CANCELLED,
+        ErrorType.CANCELLED,
+        "batch cancelled before the item was sent",
+        "cancelled_count",
+    )
+
+
+def cancelled_with_unsent(limit: int = 100) -> list[str]:
+    """Cancelled, unfinished batches that still have pending items (e.g. claims released by a
+    dispatcher right after the cancel swept the batch)."""
+    ids = (
+        BatchItem.objects.filter(
+            status=ItemStatus.PENDING, batch__status=BatchStatus.CANCELLED, batch__completed_at__isnull=True
+        )
+        .order_by()
+        .values_list("batch_id", flat=True)
+        .distinct()[:limit]
+    )
+    return [str(i) for i in ids]
+
+
+def overdue_batches(limit: int = 100) -> list[str]:
+    """Unfinished batches whose deadline has passed."""
+    ids = Batch.objects.filter(
+        expires_at__lt=timezone.now(), completed_at__isnull=True, status__in=ACTIVE_BATCH_STATUSES
+    ).values_list("id", flat=True)[:limit]
+    return [str(i) for i in ids]
+
+
+def expire_unsent(batch_id: str) -> int:
+    """Expire the pending items of an overdue batch in bulk (items under a live claim are expired by
+    the engine that holds them, before their next send)."""
+    return _end_unsent(
+        batch_id,
+        ItemStatus.EXPIRED,
+        ErrorType.EXPIRED,
+        "deadline passed before the item was sent",
+        "expired_count",
+    )

@@ -1,0 +1,62 @@
+"""The engine wired to this deployment: routing table from the database, options from settings."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy, WorkItem
+from batches.models import BatchItem
+from providers.models import Provider, RoutingRule
+from providers.routing import RoutingTable, routing_table_from_models
+
+
+def load_routing_table() -> RoutingTable:
+    """Every provider and routing rule as plain dataclasses (disabled ones are skipped by routing)."""
+    return routing_table_from_models(Provider.objects.all(), RoutingRule.objects.select_related("provider"))
+
+
+def engine_options() -> EngineOptions:
+    return EngineOptions(
+        default_max_tokens=int(settings.GATEWAY_DEFAULT_MAX_TOKENS),
+        retry=RetryPolicy(
+            base_seconds=float(settings.GATEWAY_RETRY_BASE_SECONDS),
+            cap_seconds=float(settings.GATEWAY_RETRY_CAP_SECONDS),
+            max_rate_limit_wait_seconds=float(settings.GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS),
+        ),
+        max_breaker_wait_seconds=float(settings.GATEWAY_MAX_BREAKER_WAIT_SECONDS),
+        max_answer_bytes=int(settings.GATEWAY_MAX_ANSWER_BYTES),
+        store_outage_seconds=float(settings.GATEWAY_OUTAGE_RIDE_SECONDS),
+    )
+
+
+def build_batcher(batch_id: str = "", table: RoutingTable | None = None) -> CrossProviderBatcher:
+    """The engine wired to the shared quota store, breaker and live limits (chosen by settings)."""
+    from observability.engine import engine_observer
+    from providers.breaker import get_breaker
+    from providers.quota import LimitsSource, get_quota_store
+
+    table = table or load_routing_table()
+    return CrossProviderBatcher(
+        table,
+        store=get_quota_store(),
+        breaker=get_breaker(),
+        limits_source=LimitsSource.shared(),
+        options=engine_options(),
+        salt=str(batch_id),
+        observer=engine_observer(batch_id, table),
+    )
+
+
+def work_item(item: BatchItem, *, deadline: float | None = None, team: str = "") -> WorkItem:
+    payload = item.payload or {}
+    return WorkItem(
+        custom_id=item.custom_id,
+        messages=payload.get("messages") or [],
+        params=dict(payload.get("params") or {}),
+        route=item.route,
+        provider=item.requested_provider,
+        key=item.custom_id,
+        deadline=deadline,
+        batch_id=str(item.batch_id),
+        team=team,
+    )

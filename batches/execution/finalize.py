@@ -1,0 +1,171 @@
+"""Finalize (exactly once per batch), progress snapshots, cancel.
+
+Batch status at the end, by precedence: ``cancelled`` (a cancel was asked) > ``expired`` (any item
+expired) > ``failed`` (every finished item failed) > ``completed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import connection, transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from batches.engine.stats import StatsBuilder
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
+from observability import events
+from providers.pricing import add_stats_costs, prices_by_provider
+
+from .claims import cancel_claimable
+from .common import OPEN_ITEM_STATUSES
+
+batch_log = logging.getLogger("batches.batchlog")
+
+PROGRESS_SNAPSHOT_SECONDS = 5.0
+PROGRESS_SNAPSHOT_MAX_ITEMS = 20_000
+FINISHED_STATUSES = (BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED)
+
+
+def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
+    builder = StatsBuilder()
+    rows = (
+        BatchItem.objects.filter(batch_id=batch.id)
+        .values_list("status", "provider", "attempt_log", "prompt_tokens", "completion_tokens")
+        .iterator(chunk_size=2000)
+    )
+    total = 0
+    for status, provider, attempt_log, prompt, completion in rows:
+        total += 1
+        builder.add_item(
+            status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
+        )
+    stats = add_stats_costs(
+        builder.build(str(batch.id), batch.total_count or total, elapsed_ms), prices_by_provider()
+    )
+    return stats, builder
+
+
+def _upsert_usage(batch: Batch, stats: dict, day) -> None:
+    """TeamUsageDaily += this batch's numbers, per provider, race-free (INSERT … ON CONFLICT)."""
+    table = TeamUsageDaily._meta.db_table
+    rows = []
+    for provider, p in stats["providers"].items():
+        rows.append(
+            (
+                batch.team_id,
+                provider,
+                day,
+                p["request_count"],
+                p["items_succeeded"],
+                p["items_failed"],
+                p["prompt_tokens"],
+                p["completion_tokens"],
+                p["retry_extra_tokens"],
+            )
+        )
+    if not rows:
+        return
+    sql = (
+        f"INSERT INTO {table} (team_id, provider, day, requests, items_succeeded, items_failed, "
+        "prompt_tokens, completion_tokens, wasted_tokens) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (team_id, provider, day) DO UPDATE SET "
+        f"requests = {table}.requests + excluded.requests, "
+        f"items_succeeded = {table}.items_succeeded + excluded.items_succeeded, "
+        f"items_failed = {table}.items_failed + excluded.items_failed, "
+        f"prompt_tokens = {table}.prompt_tokens + excluded.prompt_tokens, "
+        f"completion_tokens = {table}.completion_tokens + excluded.completion_tokens, "
+        f"wasted_tokens = {table}.wasted_tokens + excluded.wasted_tokens"
+    )
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def finalize_batch_if_done(batch_id: str) -> bool:
+    """If every item of the batch is terminal, finalize it exactly once: status, counts, stats,
+    completed_at, TeamUsageDaily, one JSON log line. Returns True if the batch is (now or already) final."""
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(id=batch_id)
+        if batch.completed_at is not None:
+            return True
+        if BatchItem.objects.filter(batch_id=batch_id, status__in=OPEN_ITEM_STATUSES).exists():
+            return False
+        counts = dict(
+            BatchItem.objects.filter(batch_id=batch_id)
+            .values_list("status")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        now = timezone.now()
+        began = batch.started_at or batch.created_at
+        elapsed_ms = max(0, int((now - began).total_seconds() * 1000))
+        stats, _ = batch_stats(batch, elapsed_ms)
+        batch.completed_count = counts.get(ItemStatus.SUCCEEDED, 0)
+        batch.failed_count = counts.get(ItemStatus.FAILED, 0)
+        batch.cancelled_count = counts.get(ItemStatus.CANCELLED, 0)
+        batch.expired_count = counts.get(ItemStatus.EXPIRED, 0)
+        # precedence: cancelled > expired > completed/failed
+        if batch.status == BatchStatus.CANCELLED:
+            pass
+        elif batch.expired_count > 0:
+            batch.status = BatchStatus.EXPIRED
+        elif batch.completed_count == 0 and batch.failed_count > 0:
+            batch.status = BatchStatus.FAILED
+        else:
+            batch.status = BatchStatus.COMPLETED
+        batch.started_at = began
+        batch.completed_at = now
+        batch.stats = stats
+        batch.save(
+            update_fields=[
+                "status",
+                "completed_count",
+                "failed_count",
+                "cancelled_count",
+                "expired_count",
+                "started_at",
+                "completed_at",
+                "stats",
+            ]
+        )
+        _upsert_usage(batch, stats, now.date())
+        line = {"event": "batch_finished", "status": batch.status, "team_id": batch.team_id, **stats}
+        transaction.on_commit(lambda: events.batch_finished(batch, line))
+    return True
+
+
+_last_snapshot: dict[str, float] = {}
+
+
+def snapshot_progress(batch_id: str, *, force: bool = False) -> bool:
+    """Write a progress snapshot of the stats (same shape as the final one) while the batch runs.
+    Throttled per process to one every PROGRESS_SNAPSHOT_SECONDS, and only for batches up to
+    PROGRESS_SNAPSHOT_MAX_ITEMS items (the snapshot reads every finished item). Never overwrites the
+    final stats: the update only matches a batch that is not finalized yet."""
+    now = time.monotonic()
+    if not force and now - _last_snapshot.get(batch_id, -1e9) < PROGRESS_SNAPSHOT_SECONDS:
+        return False
+    _last_snapshot[batch_id] = now
+    if len(_last_snapshot) > 1000:
+        _last_snapshot.clear()
+    batch = Batch.objects.filter(id=batch_id, completed_at__isnull=True).first()
+    if batch is None or batch.total_count > PROGRESS_SNAPSHOT_MAX_ITEMS:
+        return False
+    began = batch.started_at or batch.created_at
+    stats, _ = batch_stats(batch, max(0, int((timezone.now() - began).total_seconds() * 1000)))
+    return bool(Batch.objects.filter(id=batch_id, completed_at__isnull=True).update(stats=stats))
+
+
+def cancel_batch(batch_id: str) -> Batch:
+    """Cancel a batch: items not yet sent are cancelled, in-flight ones finish (a running worker notices
+    within about a second). The batch is finalized as soon as nothing is left running."""
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(id=batch_id)
+        if batch.completed_at is not None or batch.status in FINISHED_STATUSES:
+            return batch
+        batch.status = BatchStatus.CANCELLED
+        batch.save(update_fields=["status"])
+    cancel_claimable(batch_id)
+    finalize_batch_if_done(batch_id)
+    return Batch.objects.get(id=batch_id)

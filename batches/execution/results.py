@@ -1,0 +1,206 @@
+"""Result writing: finished items in bulk, only rows this worker still owns (exactly one terminal result
+per item), batch counters in the same statement."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import defaultdict
+
+from django.db import DataError, connection, transaction
+from django.utils import timezone
+
+from batches.engine import ItemResult
+from batches.models import Batch, BatchItem, ItemStatus
+
+from .common import ENGINE_TO_ITEM_STATUS, log, worker_id
+
+WRITE_BATCH_ROWS = 500
+RESULT_FIELDS = [
+    "status",
+    "provider",
+    "attempts",
+    "latency_ms",
+    "response",
+    "error_type",
+    "error_status_code",
+    "error_message",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "retry_extra_tokens",
+    "attempt_log",
+    "claimed_by",
+    "claim_expires_at",
+    "finished_at",
+]
+
+
+def write_results(
+    batch_id: str, entries: list[tuple[BatchItem, ItemResult]], owner: str | None = None
+) -> int:
+    """Store finished items in bulk. Only rows still running under this worker's claim are written, so
+    an item whose claim expired and was taken by another worker keeps exactly one terminal result.
+    Returns how many rows were written.
+
+    PostgreSQL: one ``UPDATE … FROM jsonb_to_recordset(%s) … WHERE claimed_by = me RETURNING`` per
+    WRITE_BATCH_ROWS rows, all values in one jsonb parameter (cheap to build; Django's bulk_update
+    CASE expressions cost ~10 ms of Python per few rows). Other databases (single-process SQLite): ``bulk_update`` of the owned rows.
+    """
+    owner = owner or worker_id()
+    if not entries:
+        return 0
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        # one statement per WRITE_BATCH_ROWS rows (run_claimed never passes more): rows and batch
+        # counters in a single round trip, atomic on its own; several statements share one transaction
+        slices = [entries[i : i + WRITE_BATCH_ROWS] for i in range(0, len(entries), WRITE_BATCH_ROWS)]
+        with transaction.atomic() if len(slices) > 1 else contextlib.nullcontext():
+            written = sum(_update_values(part, owner, now, batch_id) for part in slices)
+    else:
+        counts: dict[str, int] = defaultdict(int)
+        with transaction.atomic():
+            written = _bulk_update_owned(entries, owner, now, counts)
+            if written:
+                from django.db.models import F
+
+                Batch.objects.filter(id=batch_id).update(
+                    completed_count=F("completed_count") + counts[ItemStatus.SUCCEEDED],
+                    failed_count=F("failed_count") + counts[ItemStatus.FAILED],
+                    cancelled_count=F("cancelled_count") + counts[ItemStatus.CANCELLED],
+                    expired_count=F("expired_count") + counts[ItemStatus.EXPIRED],
+                )
+    if written < len(entries):
+        log.warning(
+            "batch %s: dropped %d results of items no longer claimed by %s",
+            batch_id,
+            len(entries) - written,
+            owner,
+        )
+    return written
+
+
+_VALUE_COLUMNS = (
+    ("id", "bigint"), ("status", "varchar"), ("provider", "varchar"), ("attempts", "integer"),
+    ("latency_ms", "integer"), ("response", "jsonb"), ("error_type", "varchar"),
+    ("error_status_code", "smallint"), ("error_message", "text"), ("prompt_tokens", "bigint"),
+    ("completion_tokens", "bigint"), ("total_tokens", "bigint"), ("retry_extra_tokens", "bigint"),
+    ("attempt_log", "jsonb"),
+)  # fmt: skip
+_UPDATE_SQL = (
+    "WITH u AS (UPDATE {items} AS t SET "
+    + ", ".join(f"{name} = v.{name}" for name, _ in _VALUE_COLUMNS[1:])
+    + ", claimed_by = '', claim_expires_at = NULL, finished_at = %s "
+    "FROM jsonb_to_recordset(%s::jsonb) AS v("
+    + ", ".join(f"{name} {kind}" for name, kind in _VALUE_COLUMNS)
+    + ") WHERE t.id = v.id AND t.status = %s AND t.claimed_by = %s RETURNING t.status), "
+    "n AS (SELECT count(*) FILTER (WHERE status = %s) AS ok, count(*) FILTER (WHERE status = %s) AS bad, "
+    "count(*) FILTER (WHERE status = %s) AS cancelled, count(*) FILTER (WHERE status = %s) AS expired, "
+    "count(*) AS total FROM u), "
+    "b AS (UPDATE {batches} SET completed_count = completed_count + n.ok, "
+    "failed_count = failed_count + n.bad, cancelled_count = cancelled_count + n.cancelled "
+    "FROM n WHERE id = %s AND n.total > 0) "
+    "SELECT count(*) FROM u"
+)
+
+
+def _update_values(entries: list[tuple[BatchItem, ItemResult]], owner: str, now, batch_id: str) -> int:
+    """One statement for up to WRITE_BATCH_ROWS results: the owned rows and the batch's counters
+    (a data-modifying CTE, so one round trip and atomic without a transaction block). Returns how
+    many rows were written.
+
+    All rows travel as ONE jsonb parameter (``jsonb_to_recordset``): one C-speed json.dumps instead of
+    14 parameters per row quoted one by one by the driver (JSON null → SQL NULL, as before).
+
+    A value PostgreSQL refuses (DataError: NUL or a lone surrogate in text/jsonb, a number out of
+    range; ValueError: NaN) must not fail the neighbours' write nor make the items run again: the
+    rows are then written one by one, and a row that still cannot be written is stored as that
+    item's ``invalid_response`` result (``_unstorable``)."""
+    try:
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+            return _update_values_once(entries, owner, now, batch_id)
+    except (DataError, ValueError) as exc:
+        if len(entries) == 1:
+            item, result = entries[0]
+            log.warning("batch %s: result of item %s cannot be stored (%s)", batch_id, item.pk, exc)
+            with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+                return _update_values_once([(item, _unstorable(result, exc))], owner, now, batch_id)
+        return sum(_update_values([entry], owner, now, batch_id) for entry in entries)
+
+
+def _unstorable(result: ItemResult, exc: BaseException) -> ItemResult:
+    """The stored stand-in for a result PostgreSQL refused: invalid_response, nothing of the answer."""
+    return ItemResult(
+        result.custom_id,
+        "failed",
+        provider=result.provider,
+        attempts=result.attempts,
+        latency_ms=result.latency_ms,
+        error_type="invalid_response",
+        error_status_code=result.error_status_code,
+        error_message=f"the provider's answer could not be stored ({type(exc).__name__})",
+    )
+
+
+def _update_values_once(entries: list[tuple[BatchItem, ItemResult]], owner: str, now, batch_id: str) -> int:
+    rows = [
+        {
+            "id": item.id, "status": ENGINE_TO_ITEM_STATUS[r.status], "provider": r.provider,
+            "attempts": r.attempts, "latency_ms": r.latency_ms, "response": r.response,
+            "error_type": r.error_type, "error_status_code": r.error_status_code,
+            "error_message": r.error_message, "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens, "total_tokens": r.total_tokens,
+            "retry_extra_tokens": r.retry_extra_tokens, "attempt_log": r.attempt_log,
+        }
+        for item, r in entries
+    ]  # fmt: skip
+    sql = _UPDATE_SQL.format(items=BatchItem._meta.db_table, batches=Batch._meta.db_table)
+    params = [now, json.dumps(rows, allow_nan=False), ItemStatus.RUNNING, owner]
+    params += [
+        ItemStatus.SUCCEEDED,
+        ItemStatus.FAILED,
+        ItemStatus.CANCELLED,
+        ItemStatus.EXPIRED,
+        str(batch_id),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
+
+
+def _bulk_update_owned(entries, owner: str, now, counts: dict) -> int:
+    owned = set(
+        BatchItem.objects.select_for_update()
+        .filter(id__in=[item.id for item, _ in entries], status=ItemStatus.RUNNING, claimed_by=owner)
+        .values_list("id", flat=True)
+    )
+    rows = []
+    for item, result in entries:
+        if item.id not in owned:
+            continue
+        status = ENGINE_TO_ITEM_STATUS[result.status]
+        counts[status] += 1
+        rows.append(
+            BatchItem(
+                id=item.id,
+                status=status,
+                provider=result.provider,
+                attempts=result.attempts,
+                latency_ms=result.latency_ms,
+                response=result.response,
+                error_type=result.error_type,
+                error_status_code=result.error_status_code,
+                error_message=result.error_message,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                total_tokens=result.total_tokens,
+                retry_extra_tokens=result.retry_extra_tokens,
+                attempt_log=result.attempt_log,
+                claimed_by="",
+                claim_expires_at=None,
+                finished_at=now,
+            )
+        )
+    if rows:
+        BatchItem.objects.bulk_update(rows, RESULT_FIELDS, batch_size=WRITE_BATCH_ROWS)
+    return len(rows)

@@ -1,0 +1,34 @@
+"""Pure scheduling rules (no Django, no I/O): fair queuing over teams, lane order with aging, slice sizing.
+
+The dispatcher (batches.execution.dispatcher) feeds these functions with rows it read from the database
+and virtual times it keeps in Redis (or in-process); everything here is deterministic given its inputs,
+so it is unit-tested with a fake clock (tests/scheduling/test_fair_unit.py).
+"""
+
+from .fair import (
+    LANE_RANK,
+    BatchCandidate,
+    FairState,
+    SfqPick,
+    batch_order_key,
+    buffer_target,
+    charge,
+    effective_lane,
+    order_batches,
+    pick_team,
+    quantum,
+)
+
+__all__ = [
+    "LANE_RANK",
+    "BatchCandidate",
+    "FairState",
+    "SfqPick",
+    "batch_order_key",
+    "buffer_target",
+    "charge",
+    "effective_lane",
+    "order_batches",
+    "pick_team",
+    "quantum",
+]
