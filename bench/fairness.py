@@ -178,7 +178,7 @@ def main() -> None:
         "",
         f"{dt.date.today()}, commit {git_rev()}, {machine()}; `.venv/bin/python bench/fairness.py` "
         f"(gunicorn + {args.workers} × `celery -A gateway_site worker -c 1`, PostgreSQL + Redis, simulator "
-        "without limits of its own). Other engineers' test suites were running on the same 2 cores.",
+        "without limits of its own). The machine is shared with other engineers' work (see the load average).",
         "",
         "| scenario | B's completion before | after | fair / floor | goal | B's share while both backlogged "
         "| A's accepted requests during B |",
