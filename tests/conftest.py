@@ -65,3 +65,21 @@ def redis_sync():
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def _forget_dispatchers():
+    """Tests that start real workers kill them at teardown; their dispatcher tokens must not count as
+    live dispatchers for the next test (this run's Redis prefix is shared by the whole session)."""
+    yield
+    if not getattr(settings, "REDIS_URL", None):
+        return
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.delete(f"{settings.GATEWAY_REDIS_PREFIX}dispatchers")
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()

@@ -377,7 +377,14 @@ def dispatcher_target() -> int:
 
 
 def _token_ttl() -> float:
+    """Lifetime of a token that was sent but whose task has not started yet (it may wait in the broker
+    behind running slices)."""
     return float(settings.GATEWAY_DISPATCH_SLICE_SECONDS) * 2 + 30
+
+
+# A running slice heartbeats every HEARTBEAT_SECONDS; its token lives a few beats longer, so a worker
+# killed mid-slice stops counting as a live dispatcher within seconds (not after the queued-token TTL).
+RUNNING_TOKEN_TTL_SECONDS = HEARTBEAT_SECONDS * 5
 
 
 class DispatcherSet:
@@ -396,8 +403,8 @@ class DispatcherSet:
         self.client.zremrangebyscore(self.key, "-inf", self._now())
         return int(self.client.zcard(self.key))
 
-    def heartbeat(self, token: str) -> None:
-        self.client.zadd(self.key, {token: self._now() + _token_ttl()})
+    def heartbeat(self, token: str, ttl: float | None = None) -> None:
+        self.client.zadd(self.key, {token: self._now() + (_token_ttl() if ttl is None else ttl)})
 
     def leave(self, token: str) -> None:
         self.client.zrem(self.key, token)
@@ -422,9 +429,13 @@ def run_dispatcher_task(token: str, send: Callable[[str], None]) -> SliceReport:
     """Body of the ``batches.dispatch`` task: one slice, then leave the set and, if work remains,
     top the set up again (removing our token first, so a submission racing with our exit is seen)."""
     dispatchers = DispatcherSet()
-    ride_through("dispatcher heartbeat", lambda: dispatchers.heartbeat(token), errors=_redis_errors())
+
+    def beat() -> None:
+        dispatchers.heartbeat(token, RUNNING_TOKEN_TTL_SECONDS)
+
+    ride_through("dispatcher heartbeat", beat, errors=_redis_errors())
     try:
-        report = DispatchSlice(heartbeat=lambda: dispatchers.heartbeat(token)).run()
+        report = DispatchSlice(heartbeat=beat).run()
     finally:
         try:
             ride_through("dispatcher leave", lambda: dispatchers.leave(token), errors=_redis_errors())
