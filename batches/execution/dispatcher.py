@@ -90,7 +90,7 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
     rows = (
         Batch.objects.filter(status__in=ACTIVE_BATCH_STATUSES, completed_at__isnull=True)
         .annotate(**flags)
-        .values("id", "team_id", "team__weight", "priority", "created_at", "expires_at", *flags)
+        .values("id", "team_id", "team__name", "team__weight", "priority", "created_at", "expires_at", *flags)
     )
     work: dict[str, dict[str, TeamWork]] = {}
     for row in rows:
@@ -100,6 +100,7 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
             priority=row["priority"],
             created_at=row["created_at"].timestamp(),
             expires_at=row["expires_at"].timestamp() if row["expires_at"] else None,
+            team_name=row["team__name"],
         )
         for i, name in enumerate(names):
             if row[f"q{i}"]:
@@ -276,7 +277,7 @@ class DispatchSlice:
             deadline = cand.expires_at if cand else None
             self.rows.append(row)
             self.queue_of.append(provider)
-            items.append(work_item(row, deadline=deadline, team=cand.team if cand else ""))
+            items.append(work_item(row, deadline=deadline, team=cand.team_name if cand else ""))
             self.active.add(bid)
             if bid not in self.started:
                 self.started.add(bid)

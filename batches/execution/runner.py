@@ -150,11 +150,12 @@ def run_claimed(
     if not items:
         return report
     owner = worker_id()
-    batch = Batch.objects.filter(id=batch_id).only("expires_at").first()
+    batch = Batch.objects.filter(id=batch_id).select_related("team").only("expires_at", "team__name").first()
     deadline = batch.expires_at.timestamp() if batch is not None and batch.expires_at else None
+    team = batch.team.name if batch is not None else ""
     engine = EngineThread(
         batcher or build_batcher(batch_id),
-        [work_item(i, deadline=deadline) for i in items],
+        [work_item(i, deadline=deadline, team=team) for i in items],
         name=f"engine-{batch_id}",
         batch_id=str(batch_id),
     ).start()

@@ -31,10 +31,11 @@ class BatchCandidate:
     """One batch with queued work for a provider (times in epoch seconds)."""
 
     batch_id: str
-    team: str
+    team: str  # the fair-queuing flow (the team's id)
     priority: str = "normal"
     created_at: float = 0.0
     expires_at: float | None = None
+    team_name: str = ""  # what budgets, share caps, metrics and logs know the team by
 
 
 def effective_lane(priority: str, waited_seconds: float, aging_seconds: float) -> int:
