@@ -83,6 +83,16 @@ def exactly_once(provider_server, provider: str, statuses: Counter, hits_by_item
     assert set(hits_by_item) == {f"o{i:03d}" for i in range(ITEMS)}
 
 
+def report_resume(service: str, seconds: float) -> None:
+    """Seconds from the service answering again to the first provider request after it (bench row input:
+    ``OUTAGE_RESULTS=path pytest tests/scheduling/test_outages.py -s`` appends one line per run)."""
+    print(f"\n{service} back → provider traffic resumed after {seconds:.2f} s")
+    path = os.environ.get("OUTAGE_RESULTS")
+    if path:
+        with open(path, "a") as out:
+            out.write(f"{service} {seconds:.3f}\n")
+
+
 @pytest.mark.timeout(240)
 def test_redis_restart_mid_batch(provider_server, make_provider, team, workers, tmp_path):
     provider_server.behaviours["rdp"] = lambda n, r, a, b: ok_reply(0.01)
@@ -107,7 +117,10 @@ def test_redis_restart_mid_batch(provider_server, make_provider, team, workers, 
         time.sleep(3)  # the outage
         assert provider_server.count("rdp") <= at_stop + 4  # paused (at most what was in flight)
         server.start()
+        back = time.monotonic()
         # traffic resumes well inside one claim lease (nothing waited for claims to expire)
+        wait_for(lambda: provider_server.count("rdp") > at_stop, LEASE / 2, "traffic to resume", w.logs)
+        report_resume("redis", time.monotonic() - back)
         wait_for(lambda: provider_server.count("rdp") >= at_stop + 20, LEASE / 2, "traffic to resume", w.logs)
         wait_for(
             lambda: Batch.objects.filter(id=batch.id, completed_at__isnull=False).exists(),
@@ -227,6 +240,9 @@ def test_postgres_restart_mid_batch(provider_server, workers, tmp_path, settings
         # paused: the engine cannot store results, so at most the in-flight cap's worth went out
         assert provider_server.count("pgp") <= at_stop + 64
         pg.start()
+        back = time.monotonic()
+        wait_for(lambda: provider_server.count("pgp") > at_stop, LEASE / 2, "traffic to resume", w.logs)
+        report_resume("postgresql", time.monotonic() - back)
         wait_for(lambda: provider_server.count("pgp") >= at_stop + 20, LEASE / 2, "traffic to resume", w.logs)
 
         def finished() -> bool:
