@@ -117,9 +117,9 @@ def test_redis_restart_mid_batch(provider_server, make_provider, team, workers, 
         time.sleep(3)  # the outage
         assert provider_server.count("rdp") <= at_stop + 4  # paused (at most what was in flight)
         server.start()
-        back = time.monotonic()
+        back, at_back = time.monotonic(), provider_server.count("rdp")
         # traffic resumes well inside one claim lease (nothing waited for claims to expire)
-        wait_for(lambda: provider_server.count("rdp") > at_stop, LEASE / 2, "traffic to resume", w.logs)
+        wait_for(lambda: provider_server.count("rdp") > at_back, LEASE / 2, "traffic to resume", w.logs)
         report_resume("redis", time.monotonic() - back)
         wait_for(lambda: provider_server.count("rdp") >= at_stop + 20, LEASE / 2, "traffic to resume", w.logs)
         wait_for(
@@ -240,8 +240,8 @@ def test_postgres_restart_mid_batch(provider_server, workers, tmp_path, settings
         # paused: the engine cannot store results, so at most the in-flight cap's worth went out
         assert provider_server.count("pgp") <= at_stop + 64
         pg.start()
-        back = time.monotonic()
-        wait_for(lambda: provider_server.count("pgp") > at_stop, LEASE / 2, "traffic to resume", w.logs)
+        back, at_back = time.monotonic(), provider_server.count("pgp")
+        wait_for(lambda: provider_server.count("pgp") > at_back, LEASE / 2, "traffic to resume", w.logs)
         report_resume("postgresql", time.monotonic() - back)
         wait_for(lambda: provider_server.count("pgp") >= at_stop + 20, LEASE / 2, "traffic to resume", w.logs)
 
