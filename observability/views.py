@@ -1,4 +1,4 @@
-"""Operations endpoints (contract §7): /metrics, /healthz, /readyz. Thin: the work is in collector/health."""
+"""Operations endpoints (docs/contract.md §7): /metrics, /healthz, /readyz. Thin: the work is in collector/health."""
 
 from __future__ import annotations
 
