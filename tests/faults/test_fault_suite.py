@@ -28,7 +28,7 @@ from batches.models import Batch, BatchItem, ItemStatus
 from batches.selectors import result_page
 from gateway_site import celery_app
 from tests.engine.test_celery_workers import start_worker, stop
-from tests.engine.test_execution import make_batch
+from tests.factories import make_batch
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -14,7 +14,8 @@ from django.test import override_settings
 from batches.models import Batch, BatchItem, ItemStatus
 from gateway_site import celery_app
 from observability.logs import request_id_var
-from tests.engine.test_execution import make_batch, q
+from tests.factories import make_batch
+from tests.factories import work_item as q
 
 from .helpers import delete_queue, samples, start_worker, stop, value
 
