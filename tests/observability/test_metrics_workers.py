@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 import warnings
 
 import pytest
@@ -16,6 +15,7 @@ from gateway_site import celery_app
 from observability.logs import request_id_var
 from tests.factories import make_batch
 from tests.factories import work_item as q
+from tests.workers import test_queue
 
 from .helpers import delete_queue, samples, start_worker, stop, value
 
@@ -36,7 +36,7 @@ def run_batch_on_two_workers(
 ):
     batch = make_batch(team, items)
     bid = str(batch.id)
-    queue = f"obs-test-{uuid.uuid4().hex[:10]}"
+    queue = test_queue("obs")
     workers = [
         start_worker(n, queue, tmp_path / f"{n}.log", GATEWAY_CHUNK_SIZE="40", **worker_env)
         for n in ("w1", "w2")
