@@ -122,7 +122,7 @@ class Batch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
-    # Per-provider stats shaped as contract §4 "stats"; written once when the batch is finalized
+    # Per-provider stats shaped as docs/contract.md §4 "stats"; written once when the batch is finalized
     # (and as progress snapshots while it runs).
     stats = models.JSONField(default=dict, blank=True)
 

@@ -69,7 +69,7 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 
 def result_from_row(row: tuple) -> dict[str, Any]:
-    """One RESULT (contract §4) from a values_list row in RESULT_COLUMNS order."""
+    """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order."""
     (
         _seq,
         custom_id,

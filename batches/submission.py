@@ -53,7 +53,7 @@ _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 ITEM_FIELDS = frozenset({"custom_id", "route", "provider", "messages", "query", "params"})
 BODY_FIELDS = frozenset({"items", "metadata", "priority", "completion_window"})
-# Batch options: top-level JSON fields, or query parameters for a JSONL body (contract §4).
+# Batch options: top-level JSON fields, or query parameters for a JSONL body (docs/contract.md §4).
 PRIORITIES = tuple(p.value for p in BatchPriority)
 COMPLETION_WINDOW_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

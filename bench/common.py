@@ -1,6 +1,6 @@
 """Shared pieces of the benchmarks: the seed workload, simulator settings, the quota floor, reporting.
 
-The seed's §4 workload: every user message needs three answers from three providers —
+docs/seed.md §4 workload: every user message needs three answers from three providers —
 intent (alpha), sentiment (beta) and summary (local). A user request is done when all three are back.
 """
 
@@ -64,7 +64,7 @@ def user_messages(n: int, seed: int = 7) -> list[str]:
 
 
 def seed_items(n_users: int, seed: int = 7) -> list[dict]:
-    """Gateway ITEMs (contract §4): u{i}-intent, u{i}-sentiment, u{i}-summary for each user message."""
+    """Gateway ITEMs (docs/contract.md §4): u{i}-intent, u{i}-sentiment, u{i}-summary for each user message."""
     items = []
     for i, text in enumerate(user_messages(n_users, seed), start=1):
         for route, (_provider, max_tokens, instruction) in ROUTES.items():
@@ -109,7 +109,7 @@ def bench_sim_config(time_scale: float, errors: bool = True, trace: bool = True)
 
 
 def gateway_providers(sim_cfg: dict, sim_base_url: str, **overrides) -> dict:
-    """A providers file (contract §3) matching the simulator: real rates, 1 s burst, same concurrency."""
+    """A providers file (docs/contract.md §3) matching the simulator: real rates, 1 s burst, same concurrency."""
     scale = sim_cfg["time_scale"]
     providers = []
     for name, p in sim_cfg["providers"].items():

@@ -1,4 +1,4 @@
-"""The seed's §4 comparison in one run: the same workload and simulator for every approach.
+"""docs/seed.md §4 comparison in one run: the same workload and simulator for every approach.
 
     .venv/bin/python bench/seed_workload.py                 # all six rows, writes docs/benchmarks.md
     .venv/bin/python bench/seed_workload.py --rows 1,2,3    # some rows (the table keeps the others)

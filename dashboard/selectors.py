@@ -25,7 +25,7 @@ from batches.engine.retry import (
 from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
 from providers.models import Provider
 
-# --- error classes (seed §5.3 step one: which provider, 4xx or 5xx) --------------------------------
+# --- error classes (docs/seed.md §5.3 step one: which provider, 4xx or 5xx) --------------------------------
 # Generated from the engine's ONE table (batches.engine.retry.ERROR_CLASS_TABLE): the SQL below and
 # the engine's classifier cannot disagree.
 

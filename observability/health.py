@@ -1,4 +1,4 @@
-"""Readiness checks for ``GET /readyz`` (contract §7) and the Celery worker heartbeat they rely on.
+"""Readiness checks for ``GET /readyz`` (docs/contract.md §7) and the Celery worker heartbeat they rely on.
 
 Checks: database (a round trip), migrations (none unapplied), and in shared mode (REDIS_URL set) Redis
 (PING) and Celery workers (at least one worker heartbeat key in Redis, written every

@@ -1,8 +1,10 @@
-"""Operations endpoints (contract §7): /metrics, /healthz, /readyz. Thin: the work is in collector/health."""
+"""Operations endpoints (docs/contract.md §7): /metrics, /healthz, /readyz. Thin: the work is in collector/health."""
 
 from __future__ import annotations
 
+import glob
 import hmac
+import os
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
@@ -21,13 +23,31 @@ class _DefaultRegistry:
         yield from REGISTRY.collect()
 
 
+def _complete(path: str) -> bool:
+    """A process creates its metrics file before it has written the 8-byte header: reading it then
+    crashes the merge (a 500 mid-run). Such a file holds nothing yet; skip it until the next scrape."""
+    try:
+        return os.path.getsize(path) >= 8
+    except OSError:  # removed between the glob and now (a dead process's live gauge)
+        return False
+
+
+def _multiprocess_collector():
+    from prometheus_client import multiprocess
+
+    class CompleteFilesCollector(multiprocess.MultiProcessCollector):
+        def collect(self):
+            files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _complete(f)]
+            return self.merge(files, accumulate=True)
+
+    return CompleteFilesCollector
+
+
 def metrics_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     directory = settings.GATEWAY_METRICS_DIR
     if directory:
-        from prometheus_client import multiprocess
-
-        multiprocess.MultiProcessCollector(registry, path=str(directory))
+        _multiprocess_collector()(registry, path=str(directory))
     else:
         registry.register(_DefaultRegistry())
     registry.register(LiveStateCollector())

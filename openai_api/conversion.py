@@ -3,7 +3,7 @@
 Input line  {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": {"model", "messages", …}}
 → native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body}.
 
-RESULT (contract §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
+RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
 "body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
 `{"error": {"message", "type"}}` body; everything else has `response: null, error: {code, message}`).
 """

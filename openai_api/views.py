@@ -1,4 +1,4 @@
-"""`/v1/files` and `/v1/batches` (contract §6). Thin: parse the request with a serializer, call a
+"""`/v1/files` and `/v1/batches` (docs/contract.md §6). Thin: parse the request with a serializer, call a
 service or selector, render OpenAI's object. Errors use OpenAI's shape (errors.py)."""
 
 from __future__ import annotations

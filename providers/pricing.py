@@ -91,7 +91,7 @@ def prices_by_provider() -> dict[str, Prices]:
 
 
 def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
-    """Adds ``cost`` and ``wasted_cost`` next to the tokens of batch stats (contract §4 shape, in place):
+    """Adds ``cost`` and ``wasted_cost`` next to the tokens of batch stats (docs/contract.md §4 shape, in place):
     per provider and in ``token_usage``. ``cost`` includes ``wasted_cost``; unknown price → None."""
     total_cost: Decimal | None = Decimal(0)
     total_wasted: Decimal | None = Decimal(0)

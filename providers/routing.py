@@ -59,7 +59,7 @@ class ProviderConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProviderConfig:
-        """From one entry of the provider file (contract §3); missing optional keys get model defaults."""
+        """From one entry of the provider file (docs/contract.md §3); missing optional keys get model defaults."""
         for key in ("name", "base_url", "model", "rpm", "tpm", "max_concurrency"):
             if key not in data:
                 raise ValueError(f"provider config: {key} is required")

@@ -7,6 +7,29 @@ from django.conf import settings
 
 from batches.services import create_api_key, create_team
 from providers.models import Provider, RoutingRule
+from tests.servers import start_redis
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_this_runs_redis_keys():
+    """At the end of the session delete every key of this run from the shared Redis: the run's key
+    prefix (quota, breaker, config, budgets) and the broker queues and kombu bindings of test queues,
+    whose names start with the same prefix (see tests.workers.test_queue). Touches nothing else."""
+    yield
+    url = getattr(settings, "CELERY_BROKER_URL", "") or ""
+    urls = {u for u in (settings.REDIS_URL, url) if u and u.startswith(("redis://", "rediss://", "unix://"))}
+    import redis
+
+    for u in urls:
+        client = redis.Redis.from_url(u)
+        try:
+            keys = list(client.scan_iter(match=f"*{settings.GATEWAY_REDIS_PREFIX}*", count=1000))
+            for start in range(0, len(keys), 500):
+                client.delete(*keys[start : start + 500])
+        except redis.RedisError:
+            pass  # Redis not there: there is nothing of ours to remove
+        finally:
+            client.close()
 
 
 @pytest.fixture
@@ -83,3 +106,25 @@ def _forget_dispatchers():
         pass
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def private_redis(tmp_path_factory):
+    """This run's own redis-server (free port, no persistence), shared by the session: for tests that
+    SCRIPT FLUSH, CLIENT KILL or otherwise disturb a server. Yields its URL."""
+    server = start_redis(tmp_path_factory.mktemp("private-redis"))
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def private_redis_sync(private_redis):
+    """A synchronous client on the private redis-server; empties it afterwards (it is only ours)."""
+    import redis
+
+    client = redis.Redis.from_url(private_redis)
+    yield client
+    keys = list(client.scan_iter(count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()

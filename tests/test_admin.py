@@ -1,21 +1,19 @@
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from batches.keys import hash_key
 from batches.models import ApiKey
 from providers.models import Provider
+from tests.factories import login_superuser
 
 SECRET = "sk-very-secret-provider-key-123"
 
 
 @pytest.fixture
 def staff_client(client, db):
-    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-ops-123456")
-    client.force_login(user)
-    return client
+    return login_superuser(client)
 
 
 def _changelist_post(provider: Provider, **changes) -> dict:

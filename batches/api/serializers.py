@@ -1,4 +1,4 @@
-"""Explicit input and output serializers of the REST API (contract §4).
+"""Explicit input and output serializers of the REST API (docs/contract.md §4).
 
 Input: the submission body is validated by batches.submission (hand-written: a DRF serializer is
 ~3x slower per item, see docs/benchmarks.md); ItemSerializer/BatchCreateSerializer describe it in
@@ -182,7 +182,7 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
 
 
 class BatchSerializer(serializers.Serializer):
-    """The batch object of contract §4."""
+    """The batch object of docs/contract.md §4."""
 
     id = serializers.UUIDField()
     status = serializers.ChoiceField(choices=BatchStatus.choices)
@@ -249,7 +249,7 @@ class ResultUsageSerializer(serializers.Serializer):
 
 
 class ResultSerializer(serializers.Serializer):
-    """One RESULT of contract §4 (plus `status`, the item's state). Rows come pre-shaped from
+    """One RESULT of docs/contract.md §4 (plus `status`, the item's state). Rows come pre-shaped from
     batches.selectors.result_from_row, so to_representation passes them through."""
 
     custom_id = serializers.CharField()

@@ -1,4 +1,4 @@
-"""REST API views (contract §4). Thin: parse/validate the request, call a service or selector, render."""
+"""REST API views (docs/contract.md §4). Thin: parse/validate the request, call a service or selector, render."""
 
 from __future__ import annotations
 

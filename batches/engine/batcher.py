@@ -773,7 +773,7 @@ class CrossProviderBatcher:
 
     @classmethod
     def from_config(cls, data: Mapping[str, Any], **kwargs) -> CrossProviderBatcher:
-        """From the provider file's shape (contract §3): {"providers": [...], "routes": [...]}."""
+        """From the provider file's shape (docs/contract.md §3): {"providers": [...], "routes": [...]}."""
         return cls(routing_table_from_config(data), **kwargs)
 
     def _provider_workers(self, name: str) -> int:

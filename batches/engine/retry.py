@@ -24,7 +24,7 @@ from email.utils import parsedate_to_datetime
 
 log = logging.getLogger(__name__)
 
-# errors_by_class keys used in stats (contract §4) and the dashboards
+# errors_by_class keys used in stats (docs/contract.md §4) and the dashboards
 CLASS_4XX = "4xx"
 CLASS_5XX = "5xx"
 CLASS_429 = "429"

@@ -1,4 +1,4 @@
-"""Per-batch, per-provider statistics shaped as the contract's "stats" object (contract §4).
+"""Per-batch, per-provider statistics shaped as the contract's "stats" object (docs/contract.md §4).
 
 Built from the per-item attempt logs, so the same code summarizes one in-memory run (the plain-Python
 batcher) and a whole batch read back from the database after several workers shared it.

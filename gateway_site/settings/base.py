@@ -1,4 +1,4 @@
-"""Settings shared by every environment. All environment variables are read here (contract §2)."""
+"""Settings shared by every environment. All environment variables are read here (docs/contract.md §2)."""
 
 from __future__ import annotations
 

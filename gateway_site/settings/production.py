@@ -1,6 +1,6 @@
 """Production settings (wsgi, Celery): refuse to start with a development or example secret, or
 without REDIS_URL; secure cookies and HSTS whenever DJANGO_SECURE_SSL_REDIRECT is on, and a loud
-start-up warning when it is off (plain-HTTP runs on one machine keep working, contract §2)."""
+start-up warning when it is off (plain-HTTP runs on one machine keep working, docs/contract.md §2)."""
 
 import logging
 

@@ -15,7 +15,9 @@ from .base import DATABASES  # noqa: E402
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-# A suffix lets several test runs share one PostgreSQL server (e.g. TEST_DB_SUFFIX=quota).
-DATABASES["default"]["TEST"] = {"NAME": "test_gateway" + os.environ.get("TEST_DB_SUFFIX", "")}
+# Each run gets its own test database (default suffix: this process id, so two runs on one machine
+# never share one); TEST_DB_SUFFIX overrides it (e.g. TEST_DB_SUFFIX=_quota to reuse a database).
+os.environ.setdefault("TEST_DB_SUFFIX", f"_run{os.getpid()}")
+DATABASES["default"]["TEST"] = {"NAME": "test_gateway" + os.environ["TEST_DB_SUFFIX"]}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"api_key": "100000/min"}}  # noqa: F405

@@ -102,7 +102,9 @@ class LimitsSource:
         team_loader: Callable[[], dict[str, TeamLimits]] | None = load_team_limits_from_db,
         listen: bool | None = None,
         budget_seed: Callable[[str, str, str], int] | None = seed_budget_from_db,
+        clock: Callable[[], float] = time.monotonic,
     ):
+        self._clock = clock  # seconds; tests pass a fake clock to step the refresh interval
         self._store = store
         self.refresh_seconds = (
             float(settings.GATEWAY_CONFIG_REFRESH_SECONDS)
@@ -229,7 +231,7 @@ class LimitsSource:
             self._limits, self._teams = limits, teams
             if version is not None:
                 self._version = version
-            self._loaded_at = time.monotonic()
+            self._loaded_at = self._clock()
             self.reloads += 1
             if event:
                 self.last_event_reload = self._loaded_at
@@ -249,7 +251,7 @@ class LimitsSource:
     async def refresh(self, force: bool = False) -> None:
         """Check the config version now (and reload if it moved, or if force)."""
         self._start_listener()
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             self._next_check = now + self.refresh_seconds
             dirty, self._dirty = self._dirty, False
@@ -259,7 +261,7 @@ class LimitsSource:
             await asyncio.to_thread(self._reload_now, version)
 
     async def _maybe_refresh(self) -> None:
-        if not self._loaded_at or time.monotonic() >= self._next_check:
+        if not self._loaded_at or self._clock() >= self._next_check:
             # one refresh per loop at a time; concurrent callers wait for it (so nobody sees an
             # empty cache on the first call)
             loop = asyncio.get_running_loop()

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from dashboard import live
 from providers.quota.types import ProviderLimits
+from tests.servers import free_port
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_providers_page_shows_live_bucket_levels_from_the_quota_store(
 
 
 def test_redis_down_shows_a_banner_not_a_crash(staff_client, seeded, settings, fresh_stores):
-    settings.REDIS_URL = "redis://127.0.0.1:18598/0"  # nothing listens there
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     settings.GATEWAY_QUOTA_BACKEND = "redis"
     response = staff_client.get(reverse("dashboard:providers"))
     assert response.status_code == 200

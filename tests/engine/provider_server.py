@@ -7,7 +7,6 @@ Every provider is served at /{name}/v1/chat/completions. A behaviour decides eac
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections import Counter, defaultdict
@@ -15,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
-
-PORTS = range(18300, 18400)
 
 
 @dataclass
@@ -134,8 +131,9 @@ class ProviderServer:
             app.router.add_post("/{name}/v1/chat/completions", self._handle)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
+            site = web.TCPSite(runner, "127.0.0.1", 0)  # port 0: the kernel picks a free one
             await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             self._ready.set()
@@ -145,16 +143,6 @@ class ProviderServer:
         asyncio.run(main())
 
     def start(self) -> ProviderServer:
-        for port in PORTS:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            self.port = port
-            break
-        else:
-            raise RuntimeError("no free port in 18300-18399")
         self._thread = threading.Thread(target=self._serve, name="provider-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):

@@ -16,6 +16,7 @@ from providers.breaker import BreakerConfig, LocalBreaker, RedisBreaker
 from providers.quota.local import LocalQuotaStore
 from providers.quota.redis_store import RedisQuotaStore
 from providers.routing import ProviderConfig, RouteRule, routing_table
+from tests.factories import work_item
 
 from .provider_server import Reply, ok_reply
 
@@ -61,9 +62,8 @@ def redis_store(tag, **kw):
 
 
 def item(cid, provider=None, route=None, **params):
-    out = {"custom_id": cid, "query": f"question {cid}", "params": params}
-    out["provider" if provider else "route"] = provider or route
-    return out
+    """work_item with provider as the second positional argument (this file's calls)."""
+    return work_item(cid, route=None if provider else route, provider=provider, **params)
 
 
 def finish_times_until(batcher, store, items, prefix: str, count: int, timeout: float = 15.0) -> dict:

@@ -1,4 +1,5 @@
-"""The circuit breaker state machine, on both backends (the Redis one against the real Redis)."""
+"""The circuit breaker state machine: timing rules on a fake clock (LocalBreaker), the same machine in
+the real Redis with sleeps and margins that hold on a loaded machine."""
 
 import asyncio
 
@@ -6,6 +7,7 @@ import pytest
 from django.conf import settings
 
 from providers.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+from tests.clock import FakeClock
 
 CFG = BreakerConfig(
     consecutive_failures=3,
@@ -28,7 +30,11 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_opens_on_consecutive_failures_then_half_open_probe_then_closes(breaker):
+def test_opens_on_consecutive_failures_then_half_open_probe_then_closes_on_a_fake_clock():
+    """The timing rules exactly, on the in-process breaker with a fake clock (no sleeps)."""
+    clock = FakeClock()
+    breaker = LocalBreaker(CFG, clock=clock)
+
     async def scenario():
         p = "alpha"
         for _ in range(2):
@@ -36,22 +42,71 @@ def test_opens_on_consecutive_failures_then_half_open_probe_then_closes(breaker)
         assert (await breaker.allow(p)).allowed
         assert await breaker.record(p, ok=False) == "open"
         refused = await breaker.allow(p)
-        assert not refused.allowed and 0 < refused.wait_seconds <= 0.3
-        await asyncio.sleep(0.35)
+        assert not refused.allowed and refused.wait_seconds == pytest.approx(0.3)
+        clock.advance(0.299)
+        assert not (await breaker.allow(p)).allowed  # still open 1 ms before the cooldown ends
+        clock.advance(0.001)
         probe = await breaker.allow(p, probe_ttl_seconds=5)
         assert probe.allowed and probe.probe and probe.state == "half_open"
         second = await breaker.allow(p, probe_ttl_seconds=5)
-        assert not second.allowed  # one probe at a time
+        assert not second.allowed and second.wait_seconds == pytest.approx(5.0)  # one probe at a time
         # probe fails → open again, cooldown doubled (0.6 capped at 0.5)
         assert await breaker.record(p, ok=False) == "open"
-        refused = await breaker.allow(p)
-        assert 0.35 < refused.wait_seconds <= 0.5
-        await asyncio.sleep(0.55)
+        assert (await breaker.allow(p)).wait_seconds == pytest.approx(0.5)
+        clock.advance(0.5)
         assert (await breaker.allow(p, probe_ttl_seconds=5)).probe
         assert await breaker.record(p, ok=True) == "closed"
         assert (await breaker.allow(p)).allowed
         # another provider is independent
         assert (await breaker.allow("beta")).allowed
+        view = breaker.snapshot_sync(["alpha", "beta"])
+        assert view["alpha"].state == "closed" and view["alpha"].opened_count == 0
+
+    run(scenario())
+
+
+def test_a_lost_probe_lets_the_next_one_through_after_its_ttl_on_a_fake_clock():
+    clock = FakeClock()
+    breaker = LocalBreaker(CFG, clock=clock)
+
+    async def scenario():
+        for _ in range(3):
+            await breaker.record("p", ok=False)
+        clock.advance(0.3)
+        assert (await breaker.allow("p", probe_ttl_seconds=2)).probe  # this probe never reports back
+        clock.advance(1.999)
+        assert not (await breaker.allow("p", probe_ttl_seconds=2)).allowed
+        clock.advance(0.001)
+        assert (await breaker.allow("p", probe_ttl_seconds=2)).probe
+
+    run(scenario())
+
+
+def test_redis_breaker_opens_probes_and_closes(redis_sync):
+    """The same machine in Redis (its clock is the server's TIME): waits are slept out in full, only
+    upper bounds and lower bounds with ≥ 0.5 s of slack are asserted, so a loaded machine passes."""
+    cfg = BreakerConfig(consecutive_failures=3, window_seconds=30, min_requests=6, cooldown_seconds=0.5,
+                        max_cooldown_seconds=2.0)  # fmt: skip
+    breaker = RedisBreaker(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX + "brk1:", config=cfg)
+
+    async def scenario():
+        p = "alpha"
+        for _ in range(2):
+            assert await breaker.record(p, ok=False) == "closed"
+        assert await breaker.record(p, ok=False) == "open"
+        refused = await breaker.allow(p)
+        assert not refused.allowed and 0 < refused.wait_seconds <= 0.5
+        await asyncio.sleep(refused.wait_seconds + 0.05)
+        probe = await breaker.allow(p, probe_ttl_seconds=30)
+        assert probe.allowed and probe.probe and probe.state == "half_open"
+        assert not (await breaker.allow(p, probe_ttl_seconds=30)).allowed  # one probe at a time
+        assert await breaker.record(p, ok=False) == "open"  # probe failed: cooldown doubled to 1 s
+        refused = await breaker.allow(p)
+        assert 0.5 < refused.wait_seconds <= 1.0
+        await asyncio.sleep(refused.wait_seconds + 0.05)
+        assert (await breaker.allow(p, probe_ttl_seconds=30)).probe
+        assert await breaker.record(p, ok=True) == "closed"
+        assert (await breaker.allow(p)).allowed and (await breaker.allow("beta")).allowed
         view = breaker.snapshot_sync(["alpha", "beta"])
         assert view["alpha"].state == "closed" and view["alpha"].opened_count == 0
         await breaker.aclose()
@@ -76,17 +131,37 @@ def test_opens_on_failure_ratio_in_window(breaker):
     run(scenario())
 
 
-def test_retry_after_lengthens_but_never_shortens_an_open_cooldown(breaker):
+def test_retry_after_lengthens_but_never_shortens_an_open_cooldown_on_a_fake_clock():
+    clock = FakeClock()
+    breaker = LocalBreaker(CFG, clock=clock)
+
     async def scenario():
         p = "delta"
         for _ in range(3):
             await breaker.record(p, ok=False, retry_after_seconds=0.0)
-        first = (await breaker.allow(p)).wait_seconds
-        assert 0 < first <= 0.3
+        assert (await breaker.allow(p)).wait_seconds == pytest.approx(0.3)
+        clock.advance(0.1)
         await breaker.record(p, ok=False, retry_after_seconds=0.05)  # shorter: ignored
-        assert (await breaker.allow(p)).wait_seconds > 0.2
+        assert (await breaker.allow(p)).wait_seconds == pytest.approx(0.2)
         await breaker.record(p, ok=False, retry_after_seconds=2.0)  # longer: extends
-        assert (await breaker.allow(p)).wait_seconds > 1.5
+        assert (await breaker.allow(p)).wait_seconds == pytest.approx(2.0)
+
+    run(scenario())
+
+
+def test_redis_retry_after_lengthens_but_never_shortens_an_open_cooldown(redis_sync):
+    cfg = BreakerConfig(consecutive_failures=3, cooldown_seconds=10.0, max_cooldown_seconds=10.0)
+    breaker = RedisBreaker(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX + "brk3:", config=cfg)
+
+    async def scenario():
+        p = "delta"
+        for _ in range(3):
+            await breaker.record(p, ok=False, retry_after_seconds=0.0)
+        assert 5 < (await breaker.allow(p)).wait_seconds <= 10
+        await breaker.record(p, ok=False, retry_after_seconds=0.05)  # shorter: ignored
+        assert (await breaker.allow(p)).wait_seconds > 5
+        await breaker.record(p, ok=False, retry_after_seconds=30.0)  # longer: extends
+        assert 25 < (await breaker.allow(p)).wait_seconds <= 30
         await breaker.aclose()
 
     run(scenario())

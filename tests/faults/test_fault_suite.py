@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 import warnings
 from collections import Counter
 
@@ -28,7 +27,8 @@ from batches.models import Batch, BatchItem, ItemStatus
 from batches.selectors import result_page
 from gateway_site import celery_app
 from tests.engine.test_celery_workers import start_worker, stop
-from tests.engine.test_execution import make_batch
+from tests.factories import make_batch
+from tests.workers import test_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -57,7 +57,7 @@ def worker(monkeypatch, tmp_path):
     monkeypatch.setenv("GATEWAY_MAX_BREAKER_WAIT_SECONDS", "3")
     monkeypatch.setenv("GATEWAY_RETRY_BASE_SECONDS", "0.05")
     monkeypatch.setenv("GATEWAY_RETRY_CAP_SECONDS", "0.2")
-    queue = f"faults-{uuid.uuid4().hex[:10]}"
+    queue = test_queue("faults")
     log_path = tmp_path / "worker.log"
     proc = start_worker("faults", queue, log_path)
     try:
@@ -67,7 +67,7 @@ def worker(monkeypatch, tmp_path):
         import redis
 
         client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-        client.delete(queue)
+        client.delete(queue, f"_kombu.binding.{queue}")
         client.close()
 
 

@@ -158,8 +158,8 @@ def test_docs_quote_the_real_cancel_message(team, make_provider, make_route):
 
 
 def test_providers_page_shows_bucket_levels_unrounded(staff, redis_sync, settings):
-    # rpm 90 with a 5 s burst: an RPM bucket of 7.5 tokens (it was shown as "7.5 / 8"); no conformance
-    # margin here, so the capacity is exactly rate × burst
+    # rpm 90 with a 5 s burst: an RPM bucket of 7.5 tokens (it was shown as "7.5 / 8"); without the
+    # conformance margin (docs/quota.md), which takes its own share off the burst
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.0
     Provider.objects.create(
         name="half", base_url="http://127.0.0.1:1/v1", model="m", rpm=90, tpm=100_000, max_concurrency=2

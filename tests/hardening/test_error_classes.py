@@ -14,7 +14,8 @@ from django.db.models import Count
 from batches.engine.retry import ErrorType, error_class
 from batches.models import BatchItem, ItemStatus
 from dashboard import selectors
-from tests.engine.test_execution import make_batch, q
+from tests.factories import make_batch
+from tests.factories import work_item as q
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,6 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
@@ -18,6 +17,7 @@ from batches.execution import load_routing_table
 from providers.models import Provider
 from providers.routing import ProviderConfig
 from providers.services import ProviderConfigError, load_provider_config
+from tests.factories import login_staff
 from tests.test_admin import _change_form_data
 
 pytestmark = pytest.mark.django_db
@@ -34,11 +34,7 @@ def superuser_client(db):
 @pytest.fixture
 def staff_client(db):
     """Staff who may edit providers but is not a superuser."""
-    user = get_user_model().objects.create_user("ops", "o@example.com", "pw-ops-123456", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=["change_provider", "view_provider"]))
-    client = Client()
-    client.force_login(user)
-    return client
+    return login_staff(Client(), "change_provider", "view_provider")
 
 
 def config(name: str) -> ProviderConfig:

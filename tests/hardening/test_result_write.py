@@ -11,7 +11,8 @@ import pytest
 from batches.engine import ItemResult
 from batches.execution import claim_items, write_results
 from batches.models import Batch, BatchItem, ItemStatus
-from tests.engine.test_execution import make_batch, q
+from tests.factories import make_batch
+from tests.factories import work_item as q
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 import warnings
 
 import httpx
@@ -22,6 +21,7 @@ from batches.models import Batch
 from batches.submission import submit_batch
 from gateway_site import celery_app
 from providers.quota import LimitsSource, get_quota_store, reset_quota_store
+from tests.workers import test_queue
 
 from .conftest import ROOT, manage, subprocess_env, trace_arrivals, worst_excess
 
@@ -112,7 +112,7 @@ def test_lowered_rpm_holds_at_the_provider_for_every_worker(
     sim = sim_server({"trace_tag_regex": r"tag-(\w+)", "providers": {"rl": {"median_ms": 20, "sigma": 0.2}}})
     url = sim.provider_url("rl")
     make_provider("rl", base_url=url, rpm=1200, tpm=10**8, burst_seconds=2.0, max_concurrency=32)
-    queue = f"limits-test-{uuid.uuid4().hex[:10]}"
+    queue = test_queue("limits")
     from batches import submission
 
     queued: list[str] = []

@@ -64,7 +64,7 @@ def delete_queue(queue: str) -> None:
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
-        client.delete(queue)
+        client.delete(queue, f"_kombu.binding.{queue}")
     finally:
         client.close()
 

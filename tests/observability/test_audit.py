@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -13,6 +12,7 @@ from audit.models import ConfigChange
 from batches.models import ApiKey
 from batches.services import create_api_key, create_team, revoke_api_key
 from providers.models import Provider
+from tests.factories import login_superuser
 
 pytestmark = pytest.mark.django_db
 
@@ -21,10 +21,8 @@ NEW_SECRET = "sk-audit-rotated-9e8f"
 
 
 @pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-ops-123456")
-    client.force_login(user)
-    return client
+def staff_client(client, db):
+    return login_superuser(client)
 
 
 def provider_file(tmp_path, rpm: int, api_key: str = SECRET):

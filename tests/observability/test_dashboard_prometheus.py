@@ -18,7 +18,8 @@ from django.test import override_settings
 from prometheus_client import REGISTRY, generate_latest
 
 from batches import tasks
-from tests.engine.test_execution import make_batch, q
+from tests.factories import make_batch
+from tests.factories import work_item as q
 
 from .helpers import metric_names, samples, value
 

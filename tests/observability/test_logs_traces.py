@@ -12,7 +12,7 @@ from batches import tasks
 from batches.models import Batch, BatchItem, ItemStatus
 from observability import tracing
 from observability.logs import GatewayJsonFormatter, RequestIdFilter, request_id_var
-from tests.engine.test_execution import make_batch
+from tests.factories import make_batch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

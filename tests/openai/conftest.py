@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 import warnings
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from django.conf import settings
 from django.db import connection
 
 from batches.services import create_api_key
+from tests.workers import test_queue
 
 
 @pytest.fixture(autouse=True)
@@ -129,7 +129,7 @@ def celery_worker_queue(tmp_path, monkeypatch):
     from batches import submission
     from gateway_site import celery_app
 
-    queue = f"openai-test-{uuid.uuid4().hex[:10]}"
+    queue = test_queue("openai")
     log_path = tmp_path / "worker.log"
     proc = start_worker(queue, log_path)
 
@@ -146,5 +146,5 @@ def celery_worker_queue(tmp_path, monkeypatch):
         import redis
 
         client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-        client.delete(queue)
+        client.delete(queue, f"_kombu.binding.{queue}")
         client.close()

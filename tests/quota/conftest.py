@@ -83,3 +83,9 @@ def assert_within_rate(grants: list[tuple[float, int]], rate_per_ms: float, capa
             assert total <= bound, (
                 f"{what}: {total} granted in [{grants[i][0]:.3f}, {grants[j][0]:.3f}] ms > bound {bound:.3f}"
             )
+
+
+@pytest.fixture
+def private_redis_store(private_redis):
+    """A RedisQuotaStore on this run's private redis-server (tests that SCRIPT FLUSH or CLIENT KILL)."""
+    return RedisQuotaStore(private_redis, prefix=redis_prefix(), global_max_in_flight=3)

@@ -10,6 +10,7 @@ import pytest
 from providers.live_config import bump_config_version, config_version_key
 from providers.models import Provider
 from providers.quota import LimitsSource, ProviderLimits, UnknownProvider, get_quota_store, reset_quota_store
+from tests.clock import FakeClock
 
 from .conftest import run
 
@@ -33,7 +34,8 @@ def test_source_reloads_when_the_version_moves(make_provider, shared_store, redi
         return load_limits_from_db()
 
     # the poll alone (the fallback): change events are tested in tests/limits/test_reload.py
-    source = LimitsSource(store=shared_store, refresh_seconds=0.2, loader=loader, listen=False)
+    clock = FakeClock()  # the refresh interval is stepped, not slept
+    source = LimitsSource(store=shared_store, refresh_seconds=0.25, loader=loader, listen=False, clock=clock)
 
     async def body():
         limits = await source.get("alpha")
@@ -41,9 +43,9 @@ def test_source_reloads_when_the_version_moves(make_provider, shared_store, redi
         with pytest.raises(UnknownProvider, match="nope"):
             await source.get("nope")
         assert len(loads) == 1
-        await asyncio.sleep(0.3)
+        clock.advance(0.5)
         await source.get("alpha")
-        assert len(loads) == 1  # version unchanged: no DB query
+        assert len(loads) == 1  # checked (interval passed), version unchanged: no DB query
 
         def edit():
             # as another process would: rows changed (no signal in this process), version bumped
@@ -63,9 +65,12 @@ def test_source_reloads_when_the_version_moves(make_provider, shared_store, redi
             redis_sync.incr(config_version_key())
 
         await asyncio.to_thread(edit)
+        clock.advance(0.125)
         assert (await source.get("alpha")).rpm == 60  # cached until the next check...
-        await asyncio.sleep(0.25)
-        assert (await source.get("alpha")).rpm == 30  # ...which is at most refresh_seconds away
+        assert len(loads) == 1
+        clock.advance(0.125)
+        assert (await source.get("alpha")).rpm == 30  # ...which is refresh_seconds after the last one
+        assert len(loads) == 2
         many = await source.get_many()
         assert set(many) == {"alpha", "beta"} and many["beta"].tpm == 50
         assert set(await source.get_many(["beta"])) == {"beta"}

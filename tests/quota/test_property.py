@@ -11,20 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from providers.quota import LocalQuotaStore, Reservation
+from tests.clock import FakeClock
 
 from .conftest import assert_within_rate, make_limits, run
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance_ms(self, ms: float) -> None:
-        self.t += ms / 1000.0
-
 
 limits_strategy = st.builds(
     make_limits,

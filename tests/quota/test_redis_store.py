@@ -21,7 +21,8 @@ from providers.quota.redis_store import RedisQuotaStore, redact_url
 from .conftest import make_limits, run
 
 
-def test_noscript_after_script_flush_is_transparent(redis_store, redis_sync):
+def test_noscript_after_script_flush_is_transparent(private_redis_store, private_redis_sync):
+    redis_store, redis_sync = private_redis_store, private_redis_sync  # SCRIPT FLUSH: never the shared one
     limits = make_limits(rpm=6000, max_concurrency=2)
 
     async def body():
@@ -137,7 +138,8 @@ def test_snapshot_all_sync_from_sync_and_async_callers(redis_sync):
         reset_quota_store()
 
 
-def test_dropped_connection_fails_loudly_then_reconnects(redis_store, redis_sync):
+def test_dropped_connection_fails_loudly_then_reconnects(private_redis_store, private_redis_sync):
+    redis_store, redis_sync = private_redis_store, private_redis_sync  # CLIENT KILL: never the shared one
     limits = make_limits(rpm=6000)
 
     async def body():
@@ -168,11 +170,12 @@ def test_unresponsive_redis_times_out_as_unavailable():
 
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 18101))
+    listener.bind(("127.0.0.1", 0))
     listener.listen(8)  # the kernel completes the handshake; nobody ever answers
+    port = listener.getsockname()[1]
     try:
         store = RedisQuotaStore(
-            "redis://127.0.0.1:18101/0", prefix="hung:", global_max_in_flight=1, command_timeout=0.5
+            f"redis://127.0.0.1:{port}/0", prefix="hung:", global_max_in_flight=1, command_timeout=0.5
         )
         started = time.monotonic()
         with pytest.raises(QuotaStoreUnavailable, match="no reply from Redis within 0.5 s"):
@@ -185,7 +188,7 @@ def test_unresponsive_redis_times_out_as_unavailable():
 def test_database_number_in_url_is_selected(redis_sync):
     import redis
 
-    prefix = "bgwtest:dbsel:" + make_limits().name + ":"
+    prefix = settings.GATEWAY_REDIS_PREFIX + "dbsel:" + make_limits().name + ":"
     store = RedisQuotaStore(
         settings.REDIS_URL.rsplit("/", 1)[0] + "/5", prefix=prefix, global_max_in_flight=1
     )

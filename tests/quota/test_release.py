@@ -57,16 +57,18 @@ def test_try_lease_never_waits_and_peek_takes_nothing(store):
         a = await store.try_lease(limits)
         b = await store.try_lease(limits)
         assert a is not None and b is not None
-        assert await asyncio.wait_for(store.try_lease(limits), 0.5) is None  # full: no wait, no lease
+        # full: no wait, no lease (a waiting try_lease would block for good: nothing frees a lease here)
+        assert await asyncio.wait_for(store.try_lease(limits), 5) is None
         hint = await store._lease_peek(limits)
         assert 0 < hint <= 2_000
         assert (await store.snapshot(limits)).leases_in_flight == 2  # peeking took nothing
 
         waiter = asyncio.ensure_future(store.wait_for_lease(limits))
-        await asyncio.sleep(0.1)
+        for _ in range(20):  # let the waiter run as far as it can (order, not time)
+            await asyncio.sleep(0)
         assert not waiter.done()
         await store.release_lease(limits, a)
-        await asyncio.wait_for(waiter, 0.5)  # woken by the release in this process
+        await asyncio.wait_for(waiter, 5)  # woken by the release in this process (5 s only bounds a hang)
         assert (await store.snapshot(limits)).leases_in_flight == 1  # waiting took nothing either
         c = await store.try_lease(limits)
         assert c is not None
@@ -83,11 +85,12 @@ def test_try_global_slot_never_waits(store):  # the fixture's stores have global
         assert all(s is not None for s in slots) and store.global_in_flight == 3
         assert await store.try_global_slot() is None and store.global_in_flight == 3
         waiter = asyncio.ensure_future(store.wait_for_global_slot())
-        await asyncio.sleep(0.05)
+        for _ in range(20):
+            await asyncio.sleep(0)
         assert not waiter.done()
         await store.release_global_slot(slots[0])
         await store.release_global_slot(slots[0])  # idempotent
-        await asyncio.wait_for(waiter, 0.5)
+        await asyncio.wait_for(waiter, 5)
         assert store.global_in_flight == 2
         for s in slots[1:]:
             await store.release_global_slot(s)

@@ -1,7 +1,7 @@
-"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W] (contract §3).
+"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W] (docs/contract.md §3).
 
 Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
-the batch object (contract §4) is printed as JSON on stdout at the end.
+the batch object (docs/contract.md §4) is printed as JSON on stdout at the end.
 """
 
 from __future__ import annotations
