@@ -73,7 +73,7 @@ def _pings(client) -> bool:
 
 
 def send_start(broker_url: str, queue: str, batch_id) -> None:
-    app = Celery(broker=broker_url)
+    app = Celery(broker=broker_url, set_as_current=False)  # never the current app: shared tasks stay ours
     app.send_task("batches.start_batch", args=[str(batch_id)], queue=queue)
     app.close()
 
