@@ -1,5 +1,4 @@
-"""Real `celery -A gateway_site worker` processes for tests (one shared helper; copied from
-tests/engine/test_celery_workers.py, which keeps its own copy until its rewrite lands).
+"""Real `celery -A gateway_site worker` processes for tests (the one shared launcher).
 
 Queue names come from `test_queue()`: they start with this run's GATEWAY_REDIS_PREFIX, so the session
 finalizer in tests/conftest.py removes the queue and its kombu binding even if a test dies half-way.
@@ -13,6 +12,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
@@ -28,14 +28,21 @@ def test_queue(what: str = "q") -> str:
 test_queue.__test__ = False  # not a test, whatever pytest's name rules say
 
 
+def database_url() -> str:
+    """This test run's database as a URL for subprocesses (with the password, where there is one: a
+    default Debian PostgreSQL gets the 'gateway' password role from scripts/ensure_services.sh)."""
+    db = connection.settings_dict
+    user = quote(db["USER"] or "postgres", safe="")
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def worker_env(queue: str, **extra: str) -> dict[str, str]:
     """The environment of a worker that uses this test run's database, Redis, key prefix and queue."""
     env = dict(os.environ)
-    db = connection.settings_dict
     env.update(
         DJANGO_SETTINGS_MODULE="gateway_site.settings.test",
-        DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
+        DATABASE_URL=database_url(),
         REDIS_URL=settings.REDIS_URL,
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         GATEWAY_REDIS_PREFIX=settings.GATEWAY_REDIS_PREFIX,
@@ -47,12 +54,14 @@ def worker_env(queue: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_worker(name: str, queue: str, log_path: Path, **extra_env: str) -> subprocess.Popen:
+def start_worker(
+    name: str, queue: str, log_path: Path, *, loglevel: str = "WARNING", **extra_env: str
+) -> subprocess.Popen:
     """One solo-pool worker consuming only `queue`; its output goes to `log_path`. cwd = this checkout."""
     cmd = [
         sys.executable, "-m", "celery", "-A", "gateway_site", "worker", "-P", "solo", "-Q", queue,
         "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle",
-        "--without-heartbeat", "-l", "WARNING",
+        "--without-heartbeat", "-l", loglevel,
     ]  # fmt: skip
     return subprocess.Popen(
         cmd,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 import warnings
@@ -15,57 +14,26 @@ from pathlib import Path
 import pytest
 from celery.exceptions import AlwaysEagerIgnored
 from django.conf import settings
-from django.db import connection
 
 from batches.models import Batch, BatchItem, ItemStatus
 from gateway_site import celery_app
+from tests import workers
 
 from .provider_server import ok_reply
 from .test_execution import make_batch, q
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-ROOT = Path(__file__).resolve().parents[2]
 IN_FLIGHT_CAP = 16
 
 
 def start_worker(name: str, queue: str, log_path: Path) -> subprocess.Popen:
-    env = dict(os.environ)
-    db = connection.settings_dict
-    env.update(
-        DJANGO_SETTINGS_MODULE="gateway_site.settings.test",
-        DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
-        REDIS_URL=settings.REDIS_URL,
-        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-        GATEWAY_REDIS_PREFIX=settings.GATEWAY_REDIS_PREFIX,
-        CELERY_TASK_ALWAYS_EAGER="0",
-        CELERY_TASK_DEFAULT_QUEUE=queue,
+    return workers.start_worker(
+        name,
+        queue,
+        log_path,
         GATEWAY_CLAIM_LEASE_SECONDS="3",
         GATEWAY_CHUNK_SIZE="100",
         GATEWAY_GLOBAL_MAX_IN_FLIGHT=str(IN_FLIGHT_CAP),
-        DJANGO_LOG_LEVEL="WARNING",
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "gateway_site",
-        "worker",
-        "-P",
-        "solo",
-        "-Q",
-        queue,
-        "-n",
-        f"{name}@%h",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "-l",
-        "WARNING",
-    ]
-    return subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True
     )
 
 
@@ -73,14 +41,7 @@ def stats_ms(batch) -> int:
     return batch.stats.get("total_elapsed_ms", 0)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+stop = workers.stop_worker
 
 
 @pytest.mark.timeout(240)
