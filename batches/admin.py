@@ -67,7 +67,7 @@ class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     def budget_usage(self, obj):
         if obj is None or obj.pk is None:
             return "–"
-        from providers.quota import QuotaError
+        from gateway_engine.quota import QuotaError
 
         from .budget import budget_usage
 

@@ -1,7 +1,7 @@
 """Team token budgets, the Django side: the submission check and re-seeding a lost ledger.
 
 The ledger itself (reserve before each send, settle to the provider's reported usage after it) lives
-in the quota store (providers/quota/base.py `reserve_budget` / `settle_budget`, Redis keys
+in the quota store (gateway_engine/quota/base.py `reserve_budget` / `settle_budget`, Redis keys
 ``{prefix}budget:{<team>}:d:<YYYY-MM-DD>`` and ``…:m:<YYYY-MM>``), shared by every worker. See
 docs/quota.md "Team budgets".
 """
@@ -17,8 +17,9 @@ from django.conf import settings
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 
-from batches.engine.batcher import estimate_tokens
-from providers.quota import BudgetExceeded, TeamLimits, get_quota_store
+from gateway_engine.batcher import estimate_tokens
+from gateway_engine.quota import BudgetExceeded, TeamLimits
+from providers.quota import get_quota_store
 from providers.quota.config import seed_budget_from_db  # closes its thread's connection
 
 from .models import Batch, BatchItem, Team, TeamUsageDaily

@@ -29,8 +29,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
+from gateway_engine.routing import RoutingError, candidates, stable_draw
 from providers.models import Provider
-from providers.routing import RoutingError, candidates, stable_draw
 from providers.selectors import known_route_names
 
 from .models import ApiKey, Batch, BatchItem, BatchPriority, BatchStatus, ItemStatus, Team

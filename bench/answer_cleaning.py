@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from batches.engine.http import AiohttpProviderClient  # noqa: E402
-from providers.routing import ProviderConfig  # noqa: E402
+from gateway_engine.http import AiohttpProviderClient  # noqa: E402
+from gateway_engine.routing import ProviderConfig  # noqa: E402
 from tests.faults.server import broken_provider  # noqa: E402
 
 MSG = [{"role": "user", "content": "ping"}]

@@ -93,7 +93,7 @@ def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool,
 
 
 def engine_per_call_ms(sim_url: str, n: int, observed: bool) -> float:
-    from batches.engine import CrossProviderBatcher
+    from gateway_engine import CrossProviderBatcher
     from observability.engine import GatewayObserver
 
     def batcher():
@@ -124,7 +124,7 @@ def latency_part(sim_url: str, calls: int, rounds: int) -> dict:
 def observer_cost_us(n: int = 20000) -> dict:
     """CPU time of the observer calls one item costs (1 quota wait, 1 attempt with tokens and cost,
     1 item done), in a tight loop: the exact hot-path price, free of scheduling noise."""
-    from batches.engine.batcher import ItemResult
+    from gateway_engine.batcher import ItemResult
     from observability.engine import GatewayObserver
     from providers.pricing import Prices
 

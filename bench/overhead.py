@@ -74,7 +74,7 @@ def direct_latency(sim_url: str, n: int) -> dict:
 
 
 def engine_latency(sim_url: str, n: int) -> dict:
-    from batches.engine import CrossProviderBatcher
+    from gateway_engine import CrossProviderBatcher
 
     batcher = CrossProviderBatcher.from_config(provider_file(sim_url, 1), global_max_in_flight=1)
     batcher.batch(items(20))  # warm-up (imports, pools)

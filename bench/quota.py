@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import machine, pct, replace_section  # noqa: E402
-from providers.quota.local import LocalQuotaStore  # noqa: E402
-from providers.quota.redis_store import RedisQuotaStore  # noqa: E402
-from providers.quota.types import ProviderLimits  # noqa: E402
+from gateway_engine.quota.local import LocalQuotaStore  # noqa: E402
+from gateway_engine.quota.redis_store import RedisQuotaStore  # noqa: E402
+from gateway_engine.quota.types import ProviderLimits  # noqa: E402
 
 LIMITS = ProviderLimits(
     "bench", rpm=1_000_000, tpm=1_000_000_000, burst_seconds=60, max_concurrency=10_000, timeout_seconds=30
@@ -101,7 +101,7 @@ async def ping_compare(url: str, seconds: float, concurrency: int) -> dict:
     """PING through redis-py's asyncio client vs the store's pipelined client (why resp.py exists)."""
     import redis.asyncio as aioredis
 
-    from providers.quota.resp import RespClient
+    from gateway_engine.quota.resp import RespClient
 
     async def run_pings(call) -> tuple[float, float]:
         await call()
@@ -201,7 +201,7 @@ is what the engine does per provider call: `acquire` (RPM+TPM buckets, one EVALS
 
 Concurrent acquire latency (Redis, {args.concurrency} coroutines): p50 {redis_res["concurrent"]["acquire_p50_us"] / 1000:.3f} ms, p99 {redis_res["concurrent"]["acquire_p99_us"] / 1000:.3f} ms (includes waiting for the event loop).
 
-Why the store has its own small pipelined client (`providers/quota/resp.py`): PINGs/s through
+Why the store has its own small pipelined client (`gateway_engine/quota/resp.py`): PINGs/s through
 redis-py's asyncio client {pings["redis_py"][0]:,.0f} sequential / {pings["redis_py"][1]:,.0f} with {args.concurrency} concurrent callers;
 through the store's client {pings["resp"][0]:,.0f} / {pings["resp"][1]:,.0f} (same run).
 

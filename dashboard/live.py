@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.quota.types import ProviderLimits
+from gateway_engine.quota.types import ProviderLimits
 
 QUOTA_MODULE = "providers.quota"
 QUOTA_FUNCTIONS = ("snapshot_all_sync", "snapshot_many_sync", "snapshots_sync")

@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 from django.db.models import Avg, Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
 from django.utils import timezone
 
-from batches.engine.retry import (
+from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
+from gateway_engine.retry import (
     CLASS_OTHER,
     ERROR_CLASS_TABLE,
     OTHER_LABEL,
     ErrorClassRule,
     error_class,
 )
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
 from providers.models import Provider
 
 # --- error classes (docs/seed.md §5.3 step one: which provider, 4xx or 5xx) --------------------------------
-# Generated from the engine's ONE table (batches.engine.retry.ERROR_CLASS_TABLE): the SQL below and
+# Generated from the engine's ONE table (gateway_engine.retry.ERROR_CLASS_TABLE): the SQL below and
 # the engine's classifier cannot disagree.
 
 ERROR_CLASSES = [(rule.key, rule.label) for rule in ERROR_CLASS_TABLE] + [(CLASS_OTHER, OTHER_LABEL)]

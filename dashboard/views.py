@@ -15,8 +15,8 @@ from django.views.decorators.http import require_POST
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
 from batches.submission import SubmissionError
+from providers.adapters import provider_limits
 from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
-from providers.quota.types import ProviderLimits
 
 from . import charts, live, selectors
 from .access import staff_required
@@ -226,7 +226,7 @@ def failures(request):
 @staff_required
 def providers(request):
     pairs = selectors.provider_configs()
-    limits = [ProviderLimits.from_provider(p) for _, p in pairs]
+    limits = [provider_limits(p) for _, p in pairs]
     quota = live.quota_states(limits)
     breakers = live.breaker_states([view.name for view, _ in pairs])
     recent = selectors.recent_activity()

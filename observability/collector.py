@@ -14,6 +14,8 @@ from django.db import connection
 from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from providers.adapters import provider_limits
+
 log = logging.getLogger(__name__)
 
 BREAKER_VALUES = {"closed": 0, "half_open": 1, "open": 2}
@@ -21,9 +23,8 @@ BREAKER_VALUES = {"closed": 0, "half_open": 1, "open": 2}
 
 def _providers():
     from providers.models import Provider
-    from providers.quota.types import ProviderLimits
 
-    return [ProviderLimits.from_provider(p) for p in Provider.objects.order_by("name")]
+    return [provider_limits(p) for p in Provider.objects.order_by("name")]
 
 
 def quota_families(limits: list) -> list[Metric]:

@@ -1,7 +1,7 @@
 """The engine observer: Prometheus counters, the failed-item log event and GenAI spans.
 
 ``batches.execution.build_batcher`` passes ``engine_observer(batch_id, table)`` to the engine
-(``batches.engine.observer.EngineObserver``). One instance per engine run; its methods run on the
+(``gateway_engine.observer.EngineObserver``). One instance per engine run; its methods run on the
 engine's event loop and only touch in-memory counters (or the multiprocess files), a logger, and the
 span processor.
 """
@@ -13,7 +13,7 @@ import logging
 import time
 from urllib.parse import urlsplit
 
-from batches.engine.retry import error_class
+from gateway_engine.retry import error_class
 from providers.pricing import UNKNOWN, Prices, token_cost
 
 from . import metrics, tracing

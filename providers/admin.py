@@ -3,6 +3,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from gateway_site.admin_tools import BoundedNumbersMixin
+from providers.adapters import provider_limits
 
 from .models import Provider, RoutingRule
 
@@ -145,12 +146,12 @@ class ProviderAdmin(BoundedNumbersMixin, admin.ModelAdmin):
 
     @admin.action(description="Clear the rate-limit pause (429) now", permissions=["clear_pause"])
     def clear_pause(self, request, queryset) -> None:
+        from gateway_engine.quota.types import QuotaStoreUnavailable
         from providers.quota.factory import clear_pause_sync
-        from providers.quota.types import ProviderLimits, QuotaStoreUnavailable
 
         try:
             for provider in queryset:
-                clear_pause_sync(ProviderLimits.from_provider(provider))
+                clear_pause_sync(provider_limits(provider))
         except QuotaStoreUnavailable as exc:
             self.message_user(request, f"quota store unavailable: {exc}", messages.ERROR)
             return

@@ -11,22 +11,22 @@ invalidates this process's LimitsSources directly.
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 
 from django.conf import settings
 
+from gateway_engine.quota.local import bump_local_config_version, local_config_version
+from gateway_engine.quota.types import CONFIG_VERSION_KEY
+
 log = logging.getLogger(__name__)
 
-_local_version = 0
-_lock = threading.Lock()
 # LimitsSources of this process, told about a change at once (single-process mode, and the process
 # that made the change in Redis mode).
 _listeners: weakref.WeakSet = weakref.WeakSet()
 
 
 def config_version_key() -> str:
-    return f"{settings.GATEWAY_REDIS_PREFIX}config:version"
+    return f"{settings.GATEWAY_REDIS_PREFIX}{CONFIG_VERSION_KEY}"
 
 
 def config_channel() -> str:
@@ -55,10 +55,7 @@ def _notify_local() -> None:
 
 def bump_config_version() -> int:
     """Announce a config change (call on commit). Returns the new version."""
-    global _local_version
-    with _lock:
-        _local_version += 1
-        local = _local_version
+    local = bump_local_config_version()
     try:
         if settings.GATEWAY_QUOTA_BACKEND != "redis":
             return local
@@ -77,14 +74,9 @@ def bump_config_version() -> int:
         _notify_local()
 
 
-def current_config_version_local() -> int:
-    """This process's counter (single-process mode)."""
-    return _local_version
-
-
 def current_config_version() -> int:
     if settings.GATEWAY_QUOTA_BACKEND != "redis":
-        return _local_version
+        return local_config_version()
     client = _sync_redis()
     try:
         return int(client.get(config_version_key()) or 0)

@@ -35,8 +35,8 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    from providers.breaker import BreakerUnavailable
-    from providers.quota.types import QuotaStoreUnavailable
+    from gateway_engine.breaker import BreakerUnavailable
+    from gateway_engine.quota.types import QuotaStoreUnavailable
 
     return (
         RedisConnectionError,

@@ -7,7 +7,7 @@
     finalize    finalize exactly once, progress snapshots, cancel
     reaper      the reconciler thread (dead claims, overdue batches, dispatchers alive)
 
-The async engine (batches.engine) never touches the ORM; the pure scheduling rules are in
+The async engine (gateway_engine) never touches the ORM; the pure scheduling rules are in
 batches.scheduling.
 """
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy, WorkItem
 from batches.models import BatchItem
+from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy, WorkItem
+from gateway_engine.routing import RoutingTable
+from providers.adapters import routing_table_from_models
 from providers.models import Provider, RoutingRule
-from providers.routing import RoutingTable, routing_table_from_models
 
 
 def load_routing_table() -> RoutingTable:

@@ -36,9 +36,9 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from batches.engine import ItemFeed, ItemResult, RunControl
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
+from gateway_engine import ItemFeed, ItemResult, RunControl
 from observability import events
 
 from .claims import (

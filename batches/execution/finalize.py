@@ -13,8 +13,8 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from batches.engine.stats import StatsBuilder
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
+from gateway_engine.stats import StatsBuilder
 from observability import events
 from providers.pricing import add_stats_costs, prices_by_provider
 

@@ -10,8 +10,8 @@ from collections import defaultdict
 from django.db import DataError, connection, transaction
 from django.utils import timezone
 
-from batches.engine import ItemResult
 from batches.models import Batch, BatchItem, ItemStatus
+from gateway_engine import ItemResult
 
 from .common import ENGINE_TO_ITEM_STATUS, log, worker_id
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
-from batches.engine import CrossProviderBatcher, ItemResult, RunControl
 from batches.models import Batch, BatchItem, BatchStatus
+from gateway_engine import CrossProviderBatcher, ItemResult, RunControl
 
 from .claims import cancel_claimable, claim_items, release_claims, renew_claims
 from .common import log, worker_id

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 
 from django.conf import settings
 
-from .types import ProviderLimits, TeamLimits
+from gateway_engine.quota.types import ProviderLimits, TeamLimits
+from providers.adapters import provider_limits
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def load_limits_from_db() -> dict[str, ProviderLimits]:
     from providers.models import Provider
 
     try:
-        return {p.name: ProviderLimits.from_provider(p) for p in Provider.objects.all()}
+        return {p.name: provider_limits(p) for p in Provider.objects.all()}
     finally:
         connections.close_all()  # this thread's connections only; reloads are rare
 

@@ -7,8 +7,8 @@ import threading
 
 from django.conf import settings
 
-from .base import BaseQuotaStore
-from .types import ProviderLimits, ProviderQuotaState
+from gateway_engine.quota.base import BaseQuotaStore
+from gateway_engine.quota.types import ProviderLimits, ProviderQuotaState
 
 _store: BaseQuotaStore | None = None
 _store_lock = threading.Lock()
@@ -18,13 +18,18 @@ def build_quota_store() -> BaseQuotaStore:
     """A new store as configured by settings (GATEWAY_QUOTA_BACKEND, REDIS_URL, GATEWAY_REDIS_PREFIX)."""
     backend = settings.GATEWAY_QUOTA_BACKEND
     if backend == "redis":
-        from .redis_store import RedisQuotaStore
+        from gateway_engine.quota.redis_store import RedisQuotaStore
 
-        return RedisQuotaStore(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX)
+        return RedisQuotaStore(
+            settings.REDIS_URL,
+            prefix=settings.GATEWAY_REDIS_PREFIX,
+            global_max_in_flight=settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT,
+            cluster_max_in_flight=settings.GATEWAY_CLUSTER_MAX_IN_FLIGHT,
+        )
     if backend == "local":
-        from .local import LocalQuotaStore
+        from gateway_engine.quota.local import LocalQuotaStore
 
-        return LocalQuotaStore()
+        return LocalQuotaStore(global_max_in_flight=settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT)
     raise ValueError(f"settings.GATEWAY_QUOTA_BACKEND must be 'redis' or 'local', got {backend!r}")
 
 

@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard import live
-from providers.quota.types import ProviderLimits
+from gateway_engine.quota.types import ProviderLimits
+from providers.adapters import provider_limits
 from tests.servers import free_port
 
 
@@ -42,7 +43,7 @@ def _take(limits: ProviderLimits, n: int, tokens: int) -> None:
 def test_providers_page_shows_live_bucket_levels_from_the_quota_store(
     staff_client, seeded, redis_sync, fresh_stores
 ):
-    alpha = ProviderLimits.from_provider(seeded.providers["alpha"])
+    alpha = provider_limits(seeded.providers["alpha"])
     _take(alpha, 3, 1000)  # 3 requests, 3000 tokens granted just now
     response = staff_client.get(reverse("dashboard:providers"))
     assert response.status_code == 200
@@ -97,7 +98,7 @@ def test_bucket_wait_from_level_and_rate():
 
 
 def test_drained_bucket_shows_its_wait(staff_client, seeded, redis_sync, fresh_stores):
-    beta = ProviderLimits.from_provider(seeded.providers["beta"])  # rpm 30, burst 5 s → 2.5 requests
+    beta = provider_limits(seeded.providers["beta"])  # rpm 30, burst 5 s → 2.5 requests
     _take(beta, 2, 10)
     response = staff_client.get(reverse("dashboard:providers"))
     row = {r["config"].name: r for r in response.context["rows"]}["beta"]

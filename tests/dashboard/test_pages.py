@@ -177,7 +177,7 @@ def test_usage_default_range_and_bad_range(staff_client, seeded):
 
 
 def test_batch_log_prefers_the_engines_attempt_level_stats(staff_client, seeded):
-    """Stats as batches/engine/stats.py writes them: errors_by_class and tokens per provider."""
+    """Stats as gateway_engine/stats.py writes them: errors_by_class and tokens per provider."""
     batch = seeded.completed
     batch.stats["providers"]["alpha"].update(
         errors_by_class={"4xx": 0, "5xx": 5, "429": 2, "timeout": 1, "connection": 0, "invalid_response": 3},
@@ -197,7 +197,7 @@ def test_batch_log_prefers_the_engines_attempt_level_stats(staff_client, seeded)
 
 
 def test_batch_log_reads_stats_exactly_as_the_engine_builds_them(staff_client, seeded):
-    stats_mod = pytest.importorskip("batches.engine.stats")
+    stats_mod = pytest.importorskip("gateway_engine.stats")
     batch = seeded.completed
     builder = stats_mod.StatsBuilder()
     for item in BatchItem.objects.filter(batch=batch):

@@ -11,11 +11,11 @@ from datetime import datetime
 import pytest
 from django.conf import settings
 
-from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy
-from providers.breaker import BreakerConfig, LocalBreaker, RedisBreaker
-from providers.quota.local import LocalQuotaStore
-from providers.quota.redis_store import RedisQuotaStore
-from providers.routing import ProviderConfig, RouteRule, routing_table
+from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy
+from gateway_engine.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+from gateway_engine.quota.local import LocalQuotaStore
+from gateway_engine.quota.redis_store import RedisQuotaStore
+from gateway_engine.routing import ProviderConfig, RouteRule, routing_table
 from tests.factories import work_item
 
 from .provider_server import Reply, ok_reply

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from django.conf import settings
 
-from providers.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+from gateway_engine.breaker import BreakerConfig, LocalBreaker, RedisBreaker
 from tests.clock import FakeClock
 
 CFG = BreakerConfig(

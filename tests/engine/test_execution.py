@@ -149,7 +149,7 @@ def test_claims_are_disjoint_and_expired_claims_come_back(make_provider, team):
     BatchItem.objects.filter(claimed_by="w0").update(claim_expires_at="2000-01-01T00:00:00Z")
     retaken = execution.claim_items(bid, owner="w2")
     assert sorted(i.id for i in retaken) == sorted(got["w0"])
-    from batches.engine import ItemResult
+    from gateway_engine import ItemResult
 
     late = [(i, ItemResult(i.custom_id, "succeeded", provider="cl", attempts=1)) for i in retaken]
     assert execution.write_results(bid, late, owner="w0") == 0
@@ -215,7 +215,7 @@ def test_concurrent_finalize_happens_once(make_provider, team, caplog):
     batch = make_batch(team, [q(f"f{i}", provider="fin") for i in range(20)])
     bid = str(batch.id)
     items = execution.claim_items(bid, owner="w")
-    from batches.engine import ItemResult
+    from gateway_engine import ItemResult
 
     log_entry = {
         "provider": "fin",

@@ -5,8 +5,8 @@ import asyncio
 import httpx
 import respx
 
-from batches.engine.http import HttpClients, ProviderClient
-from providers.routing import ProviderConfig
+from gateway_engine.http import HttpClients, ProviderClient
+from gateway_engine.routing import ProviderConfig
 
 from .provider_server import idle_dropping_handler
 

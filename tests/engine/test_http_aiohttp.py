@@ -6,8 +6,8 @@ import json
 
 from aiohttp import web
 
-from batches.engine.http import AiohttpProviderClient
-from providers.routing import ProviderConfig
+from gateway_engine.http import AiohttpProviderClient
+from gateway_engine.routing import ProviderConfig
 
 from .provider_server import idle_dropping_handler
 

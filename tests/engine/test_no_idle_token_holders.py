@@ -14,10 +14,10 @@ import uuid
 import pytest
 from django.conf import settings
 
-from batches.engine import CrossProviderBatcher, EngineOptions
-from providers.quota.local import LocalQuotaStore
-from providers.quota.redis_store import RedisQuotaStore
-from providers.routing import ProviderConfig, routing_table
+from gateway_engine import CrossProviderBatcher, EngineOptions
+from gateway_engine.quota.local import LocalQuotaStore
+from gateway_engine.quota.redis_store import RedisQuotaStore
+from gateway_engine.routing import ProviderConfig, routing_table
 from sim.testing import run_simulator_in_thread
 
 RATE = 20.0  # requests per second at the gateway (rpm 1,200), bucket capacity 20 (burst 1 s)

@@ -1,7 +1,8 @@
 import random
 from email.utils import formatdate
 
-from batches.engine.retry import (
+from batches.models import ErrorType as ModelErrorType
+from gateway_engine.retry import (
     ErrorType,
     RetryPolicy,
     error_class,
@@ -10,7 +11,6 @@ from batches.engine.retry import (
     parse_retry_after,
     rate_limit_wait,
 )
-from batches.models import ErrorType as ModelErrorType
 
 
 def test_engine_error_types_match_the_model_choices():

@@ -2,16 +2,16 @@ from collections import Counter
 
 import pytest
 
-from providers.routing import (
+from gateway_engine.routing import (
     ProviderConfig,
     RouteRule,
     RoutingError,
     candidates,
     routing_table,
     routing_table_from_config,
-    routing_table_from_models,
     stable_draw,
 )
+from providers.adapters import routing_table_from_models
 
 
 def cfg(name, enabled=True):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, defaultdict
 
-from batches.engine import CrossProviderBatcher, EngineOptions
-from providers.quota.local import LocalQuotaStore
-from providers.routing import ProviderConfig, routing_table
+from gateway_engine import CrossProviderBatcher, EngineOptions
+from gateway_engine.quota.local import LocalQuotaStore
+from gateway_engine.routing import ProviderConfig, routing_table
 
 from .provider_server import ok_reply
 

@@ -9,12 +9,12 @@ import json
 import httpx
 import pytest
 
-from batches.engine.http import AiohttpProviderClient, ProviderClient
-from providers.routing import ProviderConfig
+from gateway_engine.http import AiohttpProviderClient, ProviderClient
+from gateway_engine.routing import ProviderConfig
 
 MSG = [{"role": "user", "content": "hi"}]
 CAP = 4 * 1024 * 1024  # the default answer cap (GATEWAY_MAX_ANSWER_BYTES)
-MAX_USAGE_TOKENS = 10_000_000  # batches.engine.http.MAX_USAGE_TOKENS
+MAX_USAGE_TOKENS = 10_000_000  # gateway_engine.http.MAX_USAGE_TOKENS
 
 
 def config(broken, mode: str) -> ProviderConfig:

@@ -33,7 +33,7 @@ from tests.workers import test_queue
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 MAX_RETRIES = 1
-MAX_USAGE_TOKENS = 10_000_000  # batches.engine.http.MAX_USAGE_TOKENS
+MAX_USAGE_TOKENS = 10_000_000  # gateway_engine.http.MAX_USAGE_TOKENS
 POISON = {
     # mode: (item status, error type) of every item sent there
     "nul": (ItemStatus.SUCCEEDED, ""),

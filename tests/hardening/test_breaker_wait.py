@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy
-from providers.breaker import BreakerConfig, LocalBreaker
-from providers.routing import routing_table_from_config
+from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy
+from gateway_engine.breaker import BreakerConfig, LocalBreaker
+from gateway_engine.routing import routing_table_from_config
 
 
 def table(url: str):

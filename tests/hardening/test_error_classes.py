@@ -11,9 +11,9 @@ import itertools
 import pytest
 from django.db.models import Count
 
-from batches.engine.retry import ErrorType, error_class
 from batches.models import BatchItem, ItemStatus
 from dashboard import selectors
+from gateway_engine.retry import ErrorType, error_class
 from tests.factories import make_batch
 from tests.factories import work_item as q
 
@@ -25,7 +25,7 @@ FIXTURE = list(itertools.product(TYPES, STATUSES))
 
 
 def test_engine_and_dashboard_sql_classify_every_outcome_alike(team):
-    from batches.engine.retry import ERROR_CLASS_KEYS
+    from gateway_engine.retry import ERROR_CLASS_KEYS
 
     batch = make_batch(team, [q(f"i{n}", provider="p") for n in range(len(FIXTURE))])
     rows = list(BatchItem.objects.filter(batch=batch).order_by("seq"))

@@ -14,8 +14,9 @@ from django.test import Client
 from django.urls import reverse
 
 from batches.execution import load_routing_table
+from gateway_engine.routing import ProviderConfig
+from providers.adapters import provider_limits
 from providers.models import Provider
-from providers.routing import ProviderConfig
 from providers.services import ProviderConfigError, load_provider_config
 from tests.factories import login_staff
 from tests.test_admin import _change_form_data
@@ -143,10 +144,9 @@ def test_reprs_never_show_keys(make_provider):
 
 def test_admin_action_clears_a_rate_limit_pause(superuser_client, make_provider, redis_sync):
     from providers.quota import get_quota_store, reset_quota_store
-    from providers.quota.types import ProviderLimits
 
     p = make_provider("alpha")
-    limits = ProviderLimits.from_provider(p)
+    limits = provider_limits(p)
     reset_quota_store()
 
     async def penalize_and_read():

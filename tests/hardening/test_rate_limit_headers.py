@@ -7,11 +7,11 @@ from email.utils import formatdate
 
 import pytest
 
-from batches.engine import CrossProviderBatcher, EngineOptions, RetryPolicy
-from batches.engine.retry import parse_reset_duration, parse_retry_after, rate_limit_wait
-from providers.breaker import BreakerConfig, LocalBreaker
-from providers.quota.local import LocalQuotaStore
-from providers.routing import routing_table_from_config
+from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy
+from gateway_engine.breaker import BreakerConfig, LocalBreaker
+from gateway_engine.quota.local import LocalQuotaStore
+from gateway_engine.retry import parse_reset_duration, parse_retry_after, rate_limit_wait
+from gateway_engine.routing import routing_table_from_config
 
 NOW = 1_800_000_000.0
 
@@ -31,14 +31,14 @@ NOW = 1_800_000_000.0
     ],
 )
 def test_every_format_is_read(value, seconds):
-    from batches.engine.retry import header_seconds
+    from gateway_engine.retry import header_seconds
 
     assert header_seconds(value, now=NOW) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("value", ["soon", "", "NaN", "1e309", "inf", "5x", "m5", "9" * 80, None])
 def test_unreadable_values_are_none(value):
-    from batches.engine.retry import header_seconds
+    from gateway_engine.retry import header_seconds
 
     assert header_seconds(value, now=NOW) is None
 
@@ -111,7 +111,7 @@ def test_a_429_asking_for_three_years_does_not_pause_the_provider(broken):
 
 def test_reconcile_debt_is_clamped_to_one_bucket():
     """Pre-fix: a 10^12-token usage drove the TPM bucket to −10^12 (blocked for good)."""
-    from providers.quota.types import ProviderLimits
+    from gateway_engine.quota.types import ProviderLimits
 
     limits = ProviderLimits(
         name="p", rpm=6000, tpm=60_000, max_concurrency=4, burst_seconds=1.0, timeout_seconds=5.0

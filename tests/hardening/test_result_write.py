@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from batches.engine import ItemResult
 from batches.execution import claim_items, write_results
 from batches.models import Batch, BatchItem, ItemStatus
+from gateway_engine import ItemResult
 from tests.factories import make_batch
 from tests.factories import work_item as q
 

@@ -170,7 +170,7 @@ def test_secret_looking_extras_are_redacted(json_log):
 
 
 def test_a_failing_observer_never_fails_an_item(sim_server, monkeypatch, caplog):
-    from batches.engine import CrossProviderBatcher
+    from gateway_engine import CrossProviderBatcher
     from observability import engine, metrics
 
     class Broken:

@@ -13,8 +13,8 @@ from django.test import override_settings
 from batches.models import Batch, BatchItem, ItemStatus
 from gateway_site import celery_app
 from observability.logs import request_id_var
+from providers.adapters import provider_limits
 from providers.models import Provider
-from providers.quota import ProviderLimits
 from tests.factories import make_batch
 from tests.factories import work_item as q
 from tests.workers import test_queue
@@ -154,7 +154,7 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
         assert value(m, "gateway_leases_max", provider=name) == concurrency
         assert value(m, "gateway_leases_in_flight", provider=name) == 0  # batch done: every lease released
         # rate × burst less the conformance margin (docs/quota.md), as the workers compute it
-        capacity = ProviderLimits.from_provider(Provider.objects.get(name=name)).rpm_capacity
+        capacity = provider_limits(Provider.objects.get(name=name)).rpm_capacity
         assert capacity <= rpm / 60 * burst
         assert value(m, "gateway_quota_capacity", provider=name, bucket="rpm") == pytest.approx(capacity)
         available = value(m, "gateway_quota_tokens_available", provider=name, bucket="rpm")

@@ -9,8 +9,8 @@ import uuid
 import pytest
 from django.conf import settings
 
-from providers.quota import LocalQuotaStore, ProviderLimits
-from providers.quota.redis_store import RedisQuotaStore
+from gateway_engine.quota import LocalQuotaStore, ProviderLimits
+from gateway_engine.quota.redis_store import RedisQuotaStore
 
 _names = itertools.count()
 

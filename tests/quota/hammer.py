@@ -12,8 +12,8 @@ import asyncio
 import sys
 import time
 
-from providers.quota.redis_store import RedisQuotaStore
-from providers.quota.types import ProviderLimits
+from gateway_engine.quota.redis_store import RedisQuotaStore
+from gateway_engine.quota.types import ProviderLimits
 
 
 async def hammer(store, limits, start: float | None, duration: float, callers: int = 4) -> int:

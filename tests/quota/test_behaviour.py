@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from providers.quota import QuotaImpossible, Reservation
+from gateway_engine.quota import QuotaImpossible, Reservation
 
 from .conftest import assert_within_rate, make_limits, run
 

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from gateway_engine.quota import ProviderLimits
 from providers.live_config import bump_config_version, config_version_key
 from providers.models import Provider
-from providers.quota import LimitsSource, ProviderLimits, UnknownProvider, get_quota_store, reset_quota_store
+from providers.quota import LimitsSource, UnknownProvider, get_quota_store, reset_quota_store
 from tests.clock import FakeClock
 
 from .conftest import run

@@ -10,7 +10,7 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from providers.quota import LocalQuotaStore, Reservation
+from gateway_engine.quota import LocalQuotaStore, Reservation
 from tests.clock import FakeClock
 
 from .conftest import assert_within_rate, make_limits, run

@@ -9,14 +9,9 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from providers.quota import (
-    LocalQuotaStore,
-    QuotaStoreUnavailable,
-    get_quota_store,
-    reset_quota_store,
-    snapshot_all_sync,
-)
-from providers.quota.redis_store import RedisQuotaStore, redact_url
+from gateway_engine.quota import LocalQuotaStore, QuotaStoreUnavailable
+from gateway_engine.quota.redis_store import RedisQuotaStore, redact_url
+from providers.quota import build_quota_store, get_quota_store, reset_quota_store, snapshot_all_sync
 
 from .conftest import make_limits, run
 
@@ -51,7 +46,7 @@ def test_redis_down_raises_quota_store_unavailable(operation):
             async with store.lease(limits):
                 pass
         elif operation == "reconcile":
-            from providers.quota import Reservation
+            from gateway_engine.quota import Reservation
 
             await store.reconcile(limits, Reservation(limits.name, 10), 5)
         elif operation == "penalize":
@@ -253,7 +248,11 @@ def test_cluster_wide_in_flight_cap_across_workers(redis_store):
 
 
 def test_cluster_cap_setting_is_read(redis_store):
-    with override_settings(GATEWAY_CLUSTER_MAX_IN_FLIGHT=7):
-        assert RedisQuotaStore(settings.REDIS_URL, prefix="x:").cluster_max_in_flight == 7
+    """The Django adapter passes the settings to the (Django-free) store."""
+    with override_settings(
+        GATEWAY_CLUSTER_MAX_IN_FLIGHT=7, GATEWAY_GLOBAL_MAX_IN_FLIGHT=9, GATEWAY_QUOTA_BACKEND="redis"
+    ):
+        store = build_quota_store()
+        assert (store.cluster_max_in_flight, store.global_max_in_flight) == (7, 9)
     assert RedisQuotaStore(settings.REDIS_URL, prefix="x:").cluster_max_in_flight == 0
     assert LocalQuotaStore().cluster_max_in_flight == 0

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from providers.quota import BudgetExceeded, TeamLimits
+from gateway_engine.quota import BudgetExceeded, TeamLimits
+from providers.adapters import provider_limits
 
 from .conftest import assert_within_rate, make_limits, run
 
@@ -170,20 +171,18 @@ def test_budget_periods_are_utc_day_and_month():
 def test_margin_comes_from_settings_and_is_at_most_half_the_burst(settings):
     from types import SimpleNamespace
 
-    from providers.quota import ProviderLimits
-
     row = SimpleNamespace(
         name="p", rpm=600, tpm=6000, burst_seconds=2.0, max_concurrency=1, timeout_seconds=5
     )
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.25
-    limits = ProviderLimits.from_provider(row)
+    limits = provider_limits(row)
     assert limits.margin_seconds == 0.25 and limits.rpm_capacity == 17.5 and limits.tpm_capacity == 175
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 5.0
-    assert ProviderLimits.from_provider(row).margin_seconds == 1.0  # half the burst
+    assert provider_limits(row).margin_seconds == 1.0  # half the burst
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.0
-    assert ProviderLimits.from_provider(row).rpm_capacity == 20
+    assert provider_limits(row).rpm_capacity == 20
     # a team capped at 0.1 of 600 rpm: 1/s, burst (2 − 0.25) s → 1.75; never below one request
-    capped = ProviderLimits.from_provider(row, margin_seconds=0.25).for_team("t", 0.1)
+    capped = provider_limits(row, margin_seconds=0.25).for_team("t", 0.1)
     assert capped.team_rpm_per_ms == pytest.approx(1 / 1000) and capped.team_rpm_capacity == 1.75
-    assert ProviderLimits.from_provider(row).for_team("t", 0.01).team_rpm_capacity == 1.0
+    assert provider_limits(row).for_team("t", 0.01).team_rpm_capacity == 1.0
     assert capped.for_team("t", None).team_capped is False

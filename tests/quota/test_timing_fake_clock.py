@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.quota import LocalQuotaStore, Reservation
+from gateway_engine.quota import LocalQuotaStore, Reservation
 from tests.clock import FakeClock
 
 from .conftest import make_limits, run

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from batches.execution import load_routing_table
 from batches.models import Batch, BatchItem
-from providers.routing import candidates, stable_draw
+from gateway_engine.routing import candidates, stable_draw
 
 from .conftest import queue_batch
 

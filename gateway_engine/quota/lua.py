@@ -1,4 +1,4 @@
-"""Lua scripts of the Redis quota store. Same semantics as providers/quota/local.py.
+"""Lua scripts of the Redis quota store. Same semantics as gateway_engine/quota/local.py.
 
 Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), ts (ms of the last update), p (paused until, ms)

@@ -49,6 +49,23 @@ def wait_ms_for(
     return wait
 
 
+# Single-process mode's config version: a change to providers, routes or teams bumps it (the Django side,
+# providers.live_config, calls bump_local_config_version) and LimitsSources compare it with what they hold.
+_config_version = 0
+_config_version_lock = threading.Lock()
+
+
+def bump_local_config_version() -> int:
+    global _config_version
+    with _config_version_lock:
+        _config_version += 1
+        return _config_version
+
+
+def local_config_version() -> int:
+    return _config_version
+
+
 class LocalQuotaStore(BaseQuotaStore):
     backend = "local"
 
@@ -220,9 +237,7 @@ class LocalQuotaStore(BaseQuotaStore):
             )
 
     async def config_version(self) -> int:
-        from providers import live_config
-
-        return live_config.current_config_version_local()
+        return local_config_version()
 
     # ---- budget ledger -------------------------------------------------------------------------------
     def _budget_key(self, team: str, suffix: str) -> str:

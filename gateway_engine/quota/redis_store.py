@@ -13,7 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import lua
 from .base import BaseQuotaStore, log_pause
 from .resp import RespClient, Script
-from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
+from .types import CONFIG_VERSION_KEY, Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
 
 _UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 
@@ -218,9 +218,7 @@ class RedisQuotaStore(BaseQuotaStore):
         )
 
     async def config_version(self) -> int:
-        from providers.live_config import config_version_key
-
-        value = await self._command("GET", config_version_key())
+        value = await self._command("GET", f"{self.prefix}{CONFIG_VERSION_KEY}")
         return int(value or 0)
 
     async def ping(self) -> bool:

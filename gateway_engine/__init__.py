@@ -1,6 +1,6 @@
 """The asyncio execution engine (no ORM): batcher, HTTP, retry policy, stats.
 
-from batches.engine import CrossProviderBatcher
+from gateway_engine import CrossProviderBatcher
 results = CrossProviderBatcher.from_config(provider_file_dict).batch(items)
 """
 

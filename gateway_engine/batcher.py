@@ -46,9 +46,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.breaker import LocalBreaker
-from providers.quota.types import BudgetExceeded, ProviderLimits, QuotaImpossible, Reservation, TeamLimits
-from providers.routing import (
+from .breaker import LocalBreaker
+from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome
+from .observer import NULL_OBSERVER, EngineObserver
+from .quota.types import BudgetExceeded, ProviderLimits, QuotaImpossible, Reservation, TeamLimits
+from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
+from .routing import (
     ProviderConfig,
     RoutingError,
     RoutingTable,
@@ -56,10 +59,6 @@ from providers.routing import (
     routing_table_from_config,
     stable_draw,
 )
-
-from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome
-from .observer import NULL_OBSERVER, EngineObserver
-from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
 from .stats import build_stats
 
 log = logging.getLogger(__name__)
@@ -758,7 +757,7 @@ class CrossProviderBatcher:
         observer: EngineObserver | None = None,
     ):
         if store is None:
-            from providers.quota.local import LocalQuotaStore
+            from .quota.local import LocalQuotaStore
 
             store = LocalQuotaStore(global_max_in_flight=global_max_in_flight)
         self.table = table
@@ -905,8 +904,8 @@ class CrossProviderBatcher:
 
 
 def _is_store_failure(exc: BaseException) -> bool:
-    from providers.breaker import BreakerUnavailable
-    from providers.quota.types import QuotaStoreUnavailable
+    from .breaker import BreakerUnavailable
+    from .quota.types import QuotaStoreUnavailable
 
     return isinstance(exc, (QuotaStoreUnavailable, BreakerUnavailable))
 

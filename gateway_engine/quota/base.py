@@ -114,6 +114,10 @@ class Lease:
     _heartbeat: dict = field(default_factory=dict, repr=False, compare=False)
 
 
+# the default per-process in-flight cap (the Django adapter passes settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT)
+DEFAULT_GLOBAL_MAX_IN_FLIGHT = 64
+
+
 @dataclass
 class GlobalSlot:
     """One in-flight slot of this process (and the cluster lease, if a cluster cap is set)."""
@@ -130,13 +134,10 @@ class BaseQuotaStore:
     def __init__(
         self, global_max_in_flight: int | None = None, cluster_max_in_flight: int | None = None
     ) -> None:
-        if global_max_in_flight is None or cluster_max_in_flight is None:
-            from django.conf import settings
-
-            if global_max_in_flight is None:
-                global_max_in_flight = settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT
-            if cluster_max_in_flight is None:
-                cluster_max_in_flight = getattr(settings, "GATEWAY_CLUSTER_MAX_IN_FLIGHT", 0)
+        if global_max_in_flight is None:
+            global_max_in_flight = DEFAULT_GLOBAL_MAX_IN_FLIGHT
+        if cluster_max_in_flight is None:
+            cluster_max_in_flight = 0
         self.global_max_in_flight = int(global_max_in_flight)
         # Cluster-wide cap (0 = off): a lease on a reserved name that no provider slug can take.
         self.cluster_max_in_flight = int(cluster_max_in_flight)

@@ -1,8 +1,8 @@
 """The quota engine's public types: what the execution engine and dashboards program against.
 
-Contract between the quota engine (providers/quota/*) and its callers:
+Contract between the quota engine (gateway_engine/quota/*) and its callers:
 
-    store = get_quota_store()                     # providers.quota (Redis or in-process, by settings)
+    store = get_quota_store()                     # providers.quota builds it (Redis or in-process, by settings)
     res = await store.acquire(limits, tokens)     # waits locally until BOTH the RPM bucket (1) and the
                                                   # TPM bucket (tokens) grant; raises QuotaImpossible
                                                   # if tokens can never fit, QuotaStoreUnavailable if
@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+# the key (after the store prefix) of the shared provider-config version, bumped on every change
+CONFIG_VERSION_KEY = "config:version"
 
 
 class QuotaError(Exception):
@@ -117,25 +120,6 @@ class ProviderLimits:
     def lease_ttl_seconds(self) -> float:
         """A lease outlives the longest legitimate call; a dead holder's slot returns after this."""
         return self.timeout_seconds + self.lease_grace_seconds
-
-    @classmethod
-    def from_provider(cls, provider, margin_seconds: float | None = None) -> ProviderLimits:
-        """From a Provider row; the margin defaults to settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS
-        (never more than half the provider's burst)."""
-        burst = float(provider.burst_seconds)
-        if margin_seconds is None:
-            from django.conf import settings
-
-            margin_seconds = float(getattr(settings, "GATEWAY_QUOTA_JITTER_MARGIN_SECONDS", 0.0))
-        return cls(
-            name=provider.name,
-            rpm=provider.rpm,
-            tpm=provider.tpm,
-            burst_seconds=burst,
-            max_concurrency=provider.max_concurrency,
-            timeout_seconds=float(provider.timeout_seconds),
-            margin_seconds=min(float(margin_seconds), burst / 2.0),
-        )
 
 
 @dataclass(frozen=True)

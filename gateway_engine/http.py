@@ -42,9 +42,8 @@ from typing import Any
 import aiohttp
 import httpx
 
-from providers.routing import ProviderConfig
-
 from .retry import ErrorType, error_type_for_status
+from .routing import ProviderConfig
 
 KEEP_HEADERS = (
     "retry-after",

@@ -1,7 +1,7 @@
 """Routing as pure functions: which providers may serve an item, in which order.
 
 The engine never reads the database. Providers and routing rules are turned into plain frozen dataclasses
-once (``routing_table_from_models`` or ``routing_table_from_config``) and every decision below is a pure
+once (``providers.adapters.routing_table_from_models`` or ``routing_table_from_config``) and every decision below is a pure
 function of that table and the item:
 
 * an item with an explicit ``provider`` skips routing (that provider only, if it is enabled);
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.quota.types import ProviderLimits
+from .quota.types import ProviderLimits
 
 
 class RoutingError(Exception):
@@ -43,19 +43,6 @@ class ProviderConfig:
     @property
     def max_concurrency(self) -> int:
         return self.limits.max_concurrency
-
-    @classmethod
-    def from_model(cls, provider) -> ProviderConfig:
-        return cls(
-            name=provider.name,
-            base_url=provider.base_url,
-            model=provider.model,
-            limits=ProviderLimits.from_provider(provider),
-            api_key=provider.resolved_api_key() if provider.origin_confirmed else "",
-            max_retries=int(provider.max_retries),
-            # a provider whose URL moved to an unconfirmed origin is disabled (its key stays home)
-            enabled=bool(provider.enabled) and provider.origin_confirmed,
-        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProviderConfig:
@@ -105,23 +92,6 @@ class RoutingTable:
 
 def routing_table(providers: Iterable[ProviderConfig], rules: Iterable[RouteRule] = ()) -> RoutingTable:
     return RoutingTable(providers={p.name: p for p in providers}, rules=tuple(rules))
-
-
-def routing_table_from_models(providers: Iterable, rules: Iterable) -> RoutingTable:
-    """From Provider and RoutingRule model instances (already loaded by the caller)."""
-    return routing_table(
-        [ProviderConfig.from_model(p) for p in providers],
-        [
-            RouteRule(
-                route=r.route,
-                provider=r.provider.name,
-                priority=r.priority,
-                weight=r.weight,
-                enabled=r.enabled,
-            )
-            for r in rules
-        ],
-    )
 
 
 def routing_table_from_config(data: Mapping[str, Any]) -> RoutingTable:

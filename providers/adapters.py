@@ -1,0 +1,63 @@
+"""Provider and RoutingRule rows → the engine's plain dataclasses (the Django side of gateway_engine).
+
+The engine (``gateway_engine``) never sees a model instance or ``django.conf.settings``: everything it
+needs about a provider is turned into a frozen ``ProviderLimits`` / ``ProviderConfig`` here, with the
+settings that shape them (the quota jitter margin) read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.conf import settings
+
+from gateway_engine.quota.types import ProviderLimits
+from gateway_engine.routing import ProviderConfig, RouteRule, RoutingTable, routing_table
+
+
+def provider_limits(provider, margin_seconds: float | None = None) -> ProviderLimits:
+    """From a Provider row. The margin defaults to settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS and is never
+    more than half the provider's burst."""
+    burst = float(provider.burst_seconds)
+    if margin_seconds is None:
+        margin_seconds = float(settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS)
+    return ProviderLimits(
+        name=provider.name,
+        rpm=provider.rpm,
+        tpm=provider.tpm,
+        burst_seconds=burst,
+        max_concurrency=provider.max_concurrency,
+        timeout_seconds=float(provider.timeout_seconds),
+        margin_seconds=min(float(margin_seconds), burst / 2.0),
+    )
+
+
+def provider_config(provider) -> ProviderConfig:
+    """Everything the engine needs to call one provider. A provider whose URL moved to an unconfirmed
+    origin is disabled and gets no key (its key stays home)."""
+    return ProviderConfig(
+        name=provider.name,
+        base_url=provider.base_url,
+        model=provider.model,
+        limits=provider_limits(provider),
+        api_key=provider.resolved_api_key() if provider.origin_confirmed else "",
+        max_retries=int(provider.max_retries),
+        enabled=bool(provider.enabled) and provider.origin_confirmed,
+    )
+
+
+def routing_table_from_models(providers: Iterable, rules: Iterable) -> RoutingTable:
+    """From Provider and RoutingRule model instances (already loaded by the caller)."""
+    return routing_table(
+        [provider_config(p) for p in providers],
+        [
+            RouteRule(
+                route=r.route,
+                provider=r.provider.name,
+                priority=r.priority,
+                weight=r.weight,
+                enabled=r.enabled,
+            )
+            for r in rules
+        ],
+    )
