@@ -113,11 +113,12 @@ class RetryPolicy:
 
     def backoff(self, retry_index: int, rng: random.Random | None = None) -> float:
         """Full-jitter delay before the retry number ``retry_index`` (0-based) to the same provider."""
-        ceiling = min(self.cap_seconds, self.base_seconds * (2 ** max(0, retry_index)))
-        return (rng or random).uniform(0.0, ceiling)
+        ceiling = self.ceiling(retry_index)
+        return random.uniform(0.0, ceiling) if rng is None else rng.uniform(0.0, ceiling)
 
     def ceiling(self, retry_index: int) -> float:
-        return min(self.cap_seconds, self.base_seconds * (2 ** max(0, retry_index)))
+        factor: int = 2 ** max(0, retry_index)  # int ** int is typed Any (a negative power is a float)
+        return min(self.cap_seconds, self.base_seconds * factor)
 
 
 def error_type_for_status(status_code: int) -> str:
@@ -229,6 +230,6 @@ def rate_limit_wait(
     wait = parse_retry_after(headers.get("retry-after"), now, ceiling=ceiling)
     if wait is not None:
         return wait
-    resets = [parse_reset_duration(headers.get(h), now, ceiling=ceiling) for h in RESET_HEADERS]
-    resets = [r for r in resets if r is not None]
+    parsed = [parse_reset_duration(headers.get(h), now, ceiling=ceiling) for h in RESET_HEADERS]
+    resets = [r for r in parsed if r is not None]
     return max(resets) if resets else None
