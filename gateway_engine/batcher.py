@@ -195,6 +195,10 @@ class ItemResult:
 
 @dataclass(frozen=True)
 class EngineOptions:
+    """Every tunable the engine reads (the stores and breakers take theirs in their constructors; the
+    engine reads no settings or environment). The gateway builds it from Django settings in one place:
+    batches.execution.config.engine_options."""
+
     default_max_tokens: int = 256
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # an item whose every candidate is open waits at most this long (measured, summed over its life)

@@ -7,7 +7,7 @@ States: closed → open → half_open → closed (or back to open).
 * open: calls are refused until ``open_until``. The cooldown starts at ``cooldown_seconds`` and doubles
   each time the breaker re-opens without a success in between (capped at ``max_cooldown_seconds``).
   A Retry-After from the provider can lengthen an open period, never shorten it.
-* half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl`` so a
+* half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl_seconds`` so a
   crashed prober doesn't wedge it); its success closes the breaker, its failure re-opens it.
 
 Failures are 5xx, timeouts, connection errors and unreadable answers. 429s (quota, handled by the quota

@@ -6,7 +6,7 @@ per-attempt deadline of the provider's ``timeout_seconds`` covering connect + se
 answer. Every call returns an ``HttpOutcome``; nothing here raises for HTTP or network errors, and
 nothing here retries.
 
-Every answer is cleaned here before anyone stores or counts it (``clean_answer``):
+Every answer is cleaned here before anyone stores or counts it (``_outcome``, ``parse_answer``):
 
 * the body is read in chunks and decompressed here (gzip/deflate, never trusting the sender's
   sizes), and refused as ``invalid_response`` once it passes ``max_answer_bytes`` decompressed — a

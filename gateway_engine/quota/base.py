@@ -1,10 +1,12 @@
 """Behaviour shared by both quota stores: the waiting loops, leases with heartbeats, the global cap.
 
 A store implements a handful of atomic primitives (try_acquire, _reconcile_delta, _release, penalize,
-_lease_try, _lease_peek, _lease_refresh, _lease_release, snapshot). Everything that waits lives here, so the Redis store and the
-in-process store behave identically by construction.
+clear_pause, _lease_try, _lease_peek, _lease_refresh, _lease_release, snapshot, config_version and the
+budget ledger's _budget_*). Everything that waits lives here, so the Redis store and the in-process
+store behave identically by construction. What the engine calls on a store is
+``gateway_engine.protocols.QuotaStore``.
 
-No Django ORM in here: this is the hot path of the async execution engine.
+No I/O but the store's own: this is the hot path of the async execution engine.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ class Lease:
     )
 
 
-# the default per-process in-flight cap (the Django adapter passes settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT)
+# the default per-process in-flight cap (the gateway passes its own: providers.quota.build_quota_store)
 DEFAULT_GLOBAL_MAX_IN_FLIGHT = 64
 
 
@@ -209,7 +211,8 @@ class BaseQuotaStore:
         raise NotImplementedError
 
     async def config_version(self) -> int:
-        """The shared provider-config version (see providers.live_config)."""
+        """The shared provider-config version: whoever changes providers, routes or teams bumps it (the
+        gateway: providers.live_config); a limits source reloads when it moved."""
         raise NotImplementedError
 
     def _budget_key(self, team: str, suffix: str) -> str:
@@ -571,9 +574,9 @@ class BaseQuotaStore:
     # ---- global in-flight cap (per worker process) --------------------------------------------------------
     @asynccontextmanager
     async def global_slot(self) -> AsyncIterator[None]:
-        """One of settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT slots for this whole process (all threads and
-        event loops), and, if settings.GATEWAY_CLUSTER_MAX_IN_FLIGHT > 0, one of that many slots across
-        every worker (a lease in the shared store). Wrap every provider call in it."""
+        """One of ``global_max_in_flight`` slots for this whole process (all threads and event loops),
+        and, if ``cluster_max_in_flight`` > 0, one of that many slots across every worker (a lease in
+        the shared store). Waits for both. (The engine takes them without waiting: try_global_slot.)"""
         delay = LEASE_POLL_MIN_S
         while True:
             with self._global_lock:
