@@ -44,6 +44,7 @@ down:
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m mypy
 
 clean:
 	rm -rf var db.sqlite3

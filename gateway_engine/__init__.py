@@ -1,7 +1,12 @@
-"""The asyncio execution engine (no ORM): batcher, HTTP, retry policy, stats.
+"""The asyncio execution engine, Django-free (tests/engine/test_boundary.py): batcher, HTTP, retry
+policy, routing, quota stores (gateway_engine.quota), circuit breaker, stats.
 
-from gateway_engine import CrossProviderBatcher
-results = CrossProviderBatcher.from_config(provider_file_dict).batch(items)
+    from gateway_engine import CrossProviderBatcher
+    results = CrossProviderBatcher.from_config(provider_file_dict).batch(items)
+
+What the engine needs from outside (quota store, breaker, live limits, item feed, result callback,
+clock) is typed in gateway_engine.protocols; its tunables are the fields of EngineOptions. The gateway
+wires both from Django in batches.execution.config (build_batcher, engine_options).
 """
 
 from .batcher import (

@@ -40,16 +40,32 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+)
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, NotRequired, ParamSpec, TypeAlias, TypedDict, TypeVar
 
-from .breaker import LocalBreaker
-from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome
+from .breaker import BreakerUnavailable, LocalBreaker
+from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome, TransportFactory
 from .observer import NULL_OBSERVER, EngineObserver
-from .quota.types import BudgetExceeded, ProviderLimits, QuotaImpossible, Reservation, TeamLimits
+from .protocols import AsyncCloseable, Breaker, ItemSource, LimitsProvider, QuotaStore, RawItem, ResultSink
+from .quota.types import (
+    BudgetExceeded,
+    ProviderLimits,
+    QuotaImpossible,
+    QuotaStoreUnavailable,
+    Reservation,
+    TeamLimits,
+)
 from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
 from .routing import (
     ProviderConfig,
@@ -77,8 +93,8 @@ BREAKER_FAILURES = (
 @dataclass
 class WorkItem:
     custom_id: str
-    messages: list
-    params: dict = field(default_factory=dict)
+    messages: list[Any]  # chat messages (JSON)
+    params: dict[str, Any] = field(default_factory=dict)
     route: str = ""
     provider: str = ""
     key: str = ""  # stable identity for the weighted route draw and the X-Request-ID header
@@ -87,7 +103,7 @@ class WorkItem:
     team: str = ""  # the submitting team's name: its budgets and share cap apply (empty: none)
 
     @classmethod
-    def coerce(cls, item: Any, index: int = 0) -> WorkItem:
+    def coerce(cls, item: object, index: int = 0) -> WorkItem:
         """From a WorkItem or a contract ITEM dict ({custom_id, route|provider, messages|query, params})."""
         if isinstance(item, WorkItem):
             return item
@@ -115,6 +131,21 @@ class WorkItem:
         return cls(custom_id, messages, dict(params), str(route), str(provider), str(item.get("key") or ""))
 
 
+class AttemptEntry(TypedDict):
+    """One HTTP attempt in ``ItemResult.attempt_log`` (stored with the item; read by gateway_engine.stats)."""
+
+    provider: str
+    status_code: int | None
+    error_type: str
+    latency_ms: int
+    prompt_tokens: int
+    completion_tokens: int
+    tokens: int  # total tokens the provider reported (billed even when the answer was not used)
+    used: bool  # this attempt's answer became the item's result
+    at: str  # ISO time the attempt was sent
+    detail: NotRequired[str]  # staff only: the provider's (cleaned, capped) error body
+
+
 @dataclass
 class ItemResult:
     custom_id: str
@@ -130,13 +161,13 @@ class ItemResult:
     completion_tokens: int | None = None
     total_tokens: int | None = None
     retry_extra_tokens: int = 0
-    attempt_log: list = field(default_factory=list)
+    attempt_log: list[AttemptEntry] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.status == "succeeded"
 
-    def as_result(self) -> dict:
+    def as_result(self) -> dict[str, Any]:
         """The contract's RESULT object."""
         return {
             "custom_id": self.custom_id,
@@ -164,6 +195,10 @@ class ItemResult:
 
 @dataclass(frozen=True)
 class EngineOptions:
+    """Every tunable the engine reads (the stores and breakers take theirs in their constructors; the
+    engine reads no settings or environment). The gateway builds it from Django settings in one place:
+    batches.execution.config.engine_options."""
+
     default_max_tokens: int = 256
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # an item whose every candidate is open waits at most this long (measured, summed over its life)
@@ -179,11 +214,16 @@ class EngineOptions:
     provider_workers_factor: int = 2
     seed: int | None = None
     # quota store / breaker unreachable (Redis down): items pause and retry with backoff for at most
-    # this long before the run fails (0 = fail at once)
+    # this long before the run fails (0 = fail at once); the backoff starts at store_retry_min_seconds
+    # and doubles up to store_retry_max_seconds
     store_outage_seconds: float = 0.0
+    store_retry_min_seconds: float = 0.2
+    store_retry_max_seconds: float = 2.0
+    # a half-open probe's permit lasts the provider's timeout plus this (a crashed prober can't wedge it)
+    breaker_probe_grace_seconds: float = 5.0
 
 
-def estimate_tokens(messages: list, params: Mapping, default_max_tokens: int) -> int:
+def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_tokens: int) -> int:
     """TPM reservation: prompt characters / 4 + the completion budget (max_tokens or the default)."""
     chars = 0
     for message in messages:
@@ -201,7 +241,36 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-OnResult = Callable[[int, ItemResult], Awaitable[None]]
+Stack: TypeAlias = "AsyncExitStack[bool | None]"
+# (reservation, held, slot): held = gate + long lane + provider lease (closed after the send),
+# slot = the in-flight slot (closed once the result is stored)
+Admitted: TypeAlias = "tuple[Reservation, Stack, Stack]"
+Finished: TypeAlias = "tuple[ItemResult, Stack | None]"  # an item's result and its in-flight slot
+Blocked: TypeAlias = Literal["", "lane", "lease", "slot"]  # what was busy when taking slots ("": nothing)
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+@dataclass
+class _ItemState:
+    """One item's way through its attempts (``_Run.run_item``): where it may go and what it has done."""
+
+    item: WorkItem
+    result: ItemResult
+    key: str  # the X-Request-ID header and the weighted draw's identity
+    cands: list[ProviderConfig]
+    est: int  # estimated tokens (the bucket reservation)
+    per_provider: dict[str, int] = field(default_factory=dict)  # attempts per provider
+    impossible: set[str] = field(default_factory=set)  # providers whose bucket can never fit the item
+    last_provider: str = ""
+    delay: float = 0.0  # backoff / Retry-After before retrying last_provider
+    breaker_waited: float = 0.0  # seconds spent waiting for open breakers (measured)
+
+    def usable(self, p: ProviderConfig) -> bool:
+        return p.name not in self.impossible and self.per_provider.get(p.name, 0) <= p.max_retries
+
+    def remaining(self) -> list[ProviderConfig]:
+        return [p for p in self.cands if self.usable(p)]
 
 
 class _Run:
@@ -221,7 +290,7 @@ class _Run:
         self.outage_logged = -1e9
         if control is not None:
             control.bind(asyncio.get_running_loop(), self.poke)
-        slots = max(1, int(getattr(batcher.store, "global_max_in_flight", 64)))
+        slots = max(1, int(batcher.store.global_max_in_flight))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * batcher.options.long_lane_share)))
         self.rng = random.Random(batcher.options.seed)
         self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
@@ -249,7 +318,7 @@ class _Run:
     async def team_limits(self, team: str) -> TeamLimits | None:
         """The item's team's live limits (budgets, share cap); None without a team or limits source."""
         source = self.b.limits_source
-        if not team or source is None or not hasattr(source, "team"):
+        if not team or source is None:
             return None
         return await source.team(team)
 
@@ -257,7 +326,7 @@ class _Run:
         """The provider's current cached limits with the team's current share cap (for waiters that
         re-ask the bucket, and for settling: a change applies to items already waiting)."""
         source = self.b.limits_source
-        if source is None or not hasattr(source, "peek"):
+        if source is None:
             return lambda: limits
 
         def current() -> ProviderLimits:
@@ -269,7 +338,7 @@ class _Run:
 
     async def admit(
         self, limits: ProviderLimits, est: int, *, check_cancel: bool, team: str = ""
-    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+    ) -> Admitted | None:
         """Team budget, then bucket token, then — without waiting — long lane, provider lease and
         in-flight slot.
 
@@ -293,7 +362,7 @@ class _Run:
         if team_limits is not None:
             limits = limits.for_team(team_limits.name, team_limits.max_provider_share)
             if team_limits.has_budget:
-                seed = getattr(self.b.limits_source, "budget_seed", None)
+                seed = self.b.limits_source.budget_seed if self.b.limits_source is not None else None
                 budget = await store.reserve_budget(team_limits, est, seed)  # BudgetExceeded: not sent
         try:
             admitted = await self._admit_provider(limits, est, check_cancel, team)
@@ -311,68 +380,89 @@ class _Run:
 
     async def _admit_provider(
         self, limits: ProviderLimits, est: int, check_cancel: bool, team: str
-    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+    ) -> Admitted | None:
         """Bucket token, lane, lease, in-flight slot (see admit)."""
         store, long_item = self.b.store, est > self.b.options.long_item_tokens
         live = self.live_limits(limits, team)
         gate = self.gate(limits)
         while True:
-            limits = live()
-            await gate.acquire()
-            try:
-                reservation = await store.acquire(limits, est, current=live)
-            except BaseException:
-                gate.release()
-                raise
+            reservation = await self._bucket_token(gate, live, est)
             limits = live()
             if check_cancel and self.should_cancel():
                 gate.release()
                 await store.release(limits, reservation)
                 return None
-            held, slot = AsyncExitStack(), AsyncExitStack()
-            held.callback(gate.release)
-            blocked = ""
-            try:
-                if long_item:
-                    if self.long_lane.locked():
-                        blocked = "lane"
-                    else:
-                        await self.long_lane.acquire()  # free: returns without yielding
-                        held.callback(self.long_lane.release)
-                if not blocked:
-                    lease = await store.try_lease(limits)
-                    if lease is None:
-                        blocked = "lease"
-                    else:
-                        held.push_async_callback(store.release_lease, limits, lease)
-                if not blocked:
-                    global_slot = await store.try_global_slot()
-                    if global_slot is None:
-                        blocked = "slot"
-                    else:
-                        slot.push_async_callback(store.release_global_slot, global_slot)
-            except BaseException:
-                await slot.aclose()
-                await held.aclose()
-                raise
+            blocked, held, slot = await self._take_slots(gate, limits, long_item)
             if not blocked:
                 return replace(reservation, current=live), held, slot
             await held.aclose()
             await store.release(limits, reservation)  # no idle token holders
-            if blocked == "lane":
-                await self.long_lane.acquire()  # FIFO; hand it straight on, we start over at the bucket
-                self.long_lane.release()
-            elif blocked == "lease":
-                await store.wait_for_lease(limits)
-            else:
-                await store.wait_for_global_slot()
+            await self._wait_until_free(blocked, limits)
             if check_cancel and self.should_cancel():
                 return None
 
-    async def ride(self, what: str, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+    async def _bucket_token(
+        self, gate: asyncio.Semaphore, live: Callable[[], ProviderLimits], est: int
+    ) -> Reservation:
+        """Pass this run's gate for the provider, then wait for the bucket's grant (gate held after)."""
+        limits = live()
+        await gate.acquire()
+        try:
+            return await self.b.store.acquire(limits, est, current=live)
+        except BaseException:
+            gate.release()
+            raise
+
+    async def _take_slots(
+        self, gate: asyncio.Semaphore, limits: ProviderLimits, long_item: bool
+    ) -> tuple[Blocked, Stack, Stack]:
+        """Without waiting: the long lane (long items only), the provider lease, the in-flight slot.
+        Returns what was busy ("" when everything was taken), ``held`` (gate, lane, lease) and ``slot``
+        (in-flight). On an exception everything taken is given back."""
+        held, slot = AsyncExitStack(), AsyncExitStack()
+        held.callback(gate.release)
+        try:
+            blocked = await self._try_slots(held, slot, limits, long_item)
+        except BaseException:
+            await slot.aclose()
+            await held.aclose()
+            raise
+        return blocked, held, slot
+
+    async def _try_slots(self, held: Stack, slot: Stack, limits: ProviderLimits, long_item: bool) -> Blocked:
+        store = self.b.store
+        if long_item:
+            if self.long_lane.locked():
+                return "lane"
+            await self.long_lane.acquire()  # free: returns without yielding
+            held.callback(self.long_lane.release)
+        lease = await store.try_lease(limits)
+        if lease is None:
+            return "lease"
+        held.push_async_callback(store.release_lease, limits, lease)
+        global_slot = await store.try_global_slot()
+        if global_slot is None:
+            return "slot"
+        slot.push_async_callback(store.release_global_slot, global_slot)
+        return ""
+
+    async def _wait_until_free(self, blocked: Blocked, limits: ProviderLimits) -> None:
+        """Wait (holding nothing) until what was busy looks free."""
+        if blocked == "lane":
+            await self.long_lane.acquire()  # FIFO; hand it straight on, we start over at the bucket
+            self.long_lane.release()
+        elif blocked == "lease":
+            await self.b.store.wait_for_lease(limits)
+        else:
+            await self.b.store.wait_for_global_slot()
+
+    async def ride(
+        self, what: str, fn: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
         """One quota-store/breaker call; while the store is unreachable, wait with backoff (0.2 s
-        doubling to 2 s, logged loudly) for at most ``store_outage_seconds``, then raise."""
-        give_up, delay = None, 0.2
+        doubling to 2 s by default, logged loudly) for at most ``store_outage_seconds``, then raise."""
+        opts = self.b.options
+        give_up, delay = None, opts.store_retry_min_seconds
         while True:
             try:
                 return await fn(*args, **kwargs)
@@ -380,14 +470,14 @@ class _Run:
                 if not _is_store_failure(exc):
                     raise
                 now = time.monotonic()
-                give_up = give_up or now + self.b.options.store_outage_seconds
+                give_up = give_up or now + opts.store_outage_seconds
                 if now + delay > give_up:
                     raise
                 if now - self.outage_logged >= 1.0:
                     self.outage_logged = now
                     log.error("%s: quota store unavailable (%s); items paused, retrying", what, exc)
                 await asyncio.sleep(delay)
-                delay = min(2.0, delay * 2)
+                delay = min(opts.store_retry_max_seconds, delay * 2)
 
     def poke(self) -> None:
         """Wake every bounded wait (a batch was cancelled or the run drains); they re-check why."""
@@ -411,7 +501,7 @@ class _Run:
                 return "released"
         return None
 
-    async def bounded(self, coro: Awaitable, item: WorkItem) -> tuple[bool, Any]:
+    async def bounded(self, coro: Awaitable[_T], item: WorkItem) -> tuple[bool, _T | None]:
         """Await ``coro`` unless the item's deadline passes or the run is poked first.
         Returns (finished, value); when not finished the coroutine was cancelled (value: what it
         returned anyway if it won the race, else None)."""
@@ -430,6 +520,7 @@ class _Run:
         if task in done:
             return True, task.result()
         task.cancel()
+        value: _T | None
         try:
             value = await task
         except asyncio.CancelledError:
@@ -448,7 +539,7 @@ class _Run:
 
     async def admit_bounded(
         self, limits: ProviderLimits, est: int, item: WorkItem, result: ItemResult
-    ) -> tuple[Reservation, AsyncExitStack, AsyncExitStack] | None:
+    ) -> Admitted | None:
         """``admit`` that gives up (None, nothing held) when the item has to stop while waiting."""
         while True:
             finished, admitted = await self.bounded(
@@ -480,8 +571,23 @@ class _Run:
             )
         return result, None
 
-    async def run_item(self, item: WorkItem) -> tuple[ItemResult, AsyncExitStack | None]:
-        b, opts = self.b, self.b.options
+    # ---- one item: attempts until it succeeds, fails for good or has to stop --------------------------
+
+    async def run_item(self, item: WorkItem) -> Finished:
+        """Attempts (breaker → quota → send → decide) until the item has its final result. Returns the
+        result and its in-flight slot (None if nothing was sent), which the caller closes once the
+        result is stored."""
+        state = self._item_state(item)
+        if isinstance(state, ItemResult):
+            return state, None
+        while True:
+            done = await self._step(state)
+            if done is not None:
+                return done
+
+    def _item_state(self, item: WorkItem) -> _ItemState | ItemResult:
+        """The item's candidates in order (its failed result ``no_provider`` when it cannot be routed)."""
+        b = self.b
         result = ItemResult(item.custom_id, "failed")
         key = item.key or item.custom_id
         try:
@@ -493,144 +599,314 @@ class _Run:
             )
         except RoutingError as exc:
             result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
+            return result
+        est = estimate_tokens(item.messages, item.params, b.options.default_max_tokens)
+        return _ItemState(item, result, key, cands, est)
+
+    async def _step(self, state: _ItemState) -> Finished | None:
+        """One pass: stop? backoff? breaker permit, then one attempt. None: go round again."""
+        item, result = state.item, state.result
+        reason = self.stop_reason(item, result)
+        if reason:
+            return self.end(result, reason)
+        remaining = state.remaining()
+        if not remaining:
+            return result, None  # the last failure is already recorded on the result
+        if state.delay > 0 and remaining[0].name == state.last_provider:
+            # backoff / Retry-After before retrying the same provider (ends early on the deadline)
+            await self.sleep(state.delay, item, result)
+            state.delay = 0.0
+            return None
+        state.delay = 0.0
+        choice, probe, wait = await self._permit(remaining)
+        if choice is None:
+            return await self._wait_for_breaker(state, remaining, wait)
+        return await self._attempt(state, choice, probe)
+
+    async def _permit(
+        self, remaining: list[ProviderConfig]
+    ) -> tuple[ProviderConfig | None, bool, float | None]:
+        """The first candidate whose breaker lets a call through, and whether that call is the half-open
+        probe. None if every breaker is open, with the shortest wait any of them named."""
+        wait: float | None = None
+        for p in remaining:
+            permit = await self.ride(
+                "breaker",
+                self.b.breaker.allow,
+                p.name,
+                probe_ttl_seconds=p.timeout_seconds + self.b.options.breaker_probe_grace_seconds,
+            )
+            if permit.allowed:
+                return p, permit.probe, None
+            wait = permit.wait_seconds if wait is None else min(wait, permit.wait_seconds)
+        return None, False, wait
+
+    async def _wait_for_breaker(
+        self, state: _ItemState, remaining: list[ProviderConfig], wait: float | None
+    ) -> Finished | None:
+        """Every candidate's breaker is open: wait for the first probe, or give up once the item has
+        waited ``max_breaker_wait_seconds`` in all."""
+        opts = self.b.options
+        if state.breaker_waited >= opts.max_breaker_wait_seconds:
+            _breaker_gave_up(state.result, remaining, state.breaker_waited, opts.max_breaker_wait_seconds)
+            return state.result, None
+        wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
+        slept_from = time.monotonic()
+        await self.sleep(
+            min(wait, opts.max_breaker_wait_seconds - state.breaker_waited), state.item, state.result
+        )
+        state.breaker_waited += time.monotonic() - slept_from
+        return None
+
+    async def _attempt(self, state: _ItemState, choice: ProviderConfig, probe: bool) -> Finished | None:
+        """Quota for ``choice``, then the send, then what the answer means for the item."""
+        item, result = state.item, state.result
+        limits = await self.ride("limits", self.limits, choice)
+        waited_from = time.monotonic()
+        try:
+            admitted = await self.ride("quota", self.admit_bounded, limits, state.est, item, result)
+        except BudgetExceeded as exc:  # the team's budget is used up: not retried, nothing was sent
+            result.error_type, result.error_message = ErrorType.BUDGET_EXCEEDED, str(exc)
+            result.error_status_code = None
             return result, None
-        est = estimate_tokens(item.messages, item.params, opts.default_max_tokens)
-        per_provider: dict[str, int] = {}
-        impossible: set[str] = set()
-        last_provider, delay, breaker_waited = "", 0.0, 0.0
-
-        def usable(p: ProviderConfig) -> bool:
-            return p.name not in impossible and per_provider.get(p.name, 0) <= p.max_retries
-
-        while True:
-            reason = self.stop_reason(item, result)
-            if reason:
-                return self.end(result, reason)
-            remaining = [p for p in cands if usable(p)]
-            if not remaining:
-                return result, None  # the last failure is already recorded on the result
-            if delay > 0 and remaining[0].name == last_provider:
-                # backoff / Retry-After before retrying the same provider (ends early on the deadline)
-                await self.sleep(delay, item, result)
-                delay = 0.0
-                continue
-            delay = 0.0
-            choice, probe, wait = None, False, None
-            for p in remaining:
-                permit = await self.ride(
-                    "breaker", b.breaker.allow, p.name, probe_ttl_seconds=p.timeout_seconds + 5.0
-                )
-                if permit.allowed:
-                    choice, probe = p, permit.probe
-                    break
-                wait = permit.wait_seconds if wait is None else min(wait, permit.wait_seconds)
-            if choice is None:
-                if breaker_waited >= opts.max_breaker_wait_seconds:
-                    _breaker_gave_up(result, remaining, breaker_waited, opts.max_breaker_wait_seconds)
-                    return result, None
-                wait = max(0.05, wait or 0.0) + self.rng.uniform(0, 0.05)
-                slept_from = time.monotonic()
-                await self.sleep(min(wait, opts.max_breaker_wait_seconds - breaker_waited), item, result)
-                breaker_waited += time.monotonic() - slept_from
-                continue
-
-            limits = await self.ride("limits", self.limits, choice)
-            waited_from = time.monotonic()
-            try:
-                admitted = await self.ride("quota", self.admit_bounded, limits, est, item, result)
-            except BudgetExceeded as exc:  # the team's budget is used up: not retried, nothing was sent
-                result.error_type, result.error_message = ErrorType.BUDGET_EXCEEDED, str(exc)
+        except QuotaImpossible as exc:
+            state.impossible.add(choice.name)
+            if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:
+                result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
                 result.error_status_code = None
-                return result, None
-            except QuotaImpossible as exc:
-                impossible.add(choice.name)
-                if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:
-                    result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
-                    result.error_status_code = None
-                continue
-            if admitted is None:  # stopped before the send (nothing held, token given back)
-                return self.end(result, self.stop_reason(item, result) or "cancelled")
-            reservation, held, slot = admitted
-            b.observer.on_quota_wait(choice.name, time.monotonic() - waited_from)
-            sent: HttpOutcome | None = None
-            try:
-                async with held:  # long lane + provider lease: released as soon as the answer is in
-                    started = _now_iso()
-                    sent = await self.http.get(choice).chat(item.messages, item.params, request_id=key)
-            except BaseException as exc:
-                if sent is None or not _is_store_failure(exc):
-                    await slot.aclose()
-                    raise
-                # the answer is in; only the lease release failed (store down): it expires by itself
-                log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
-            outcome: HttpOutcome = sent
-            try:
-                per_provider[choice.name] = per_provider.get(choice.name, 0) + 1
-                result.attempts += 1
-                last_provider = choice.name
-                usage = outcome.usage
-                if usage is not None:
-                    await self.ride(
-                        "reconcile", b.store.reconcile, limits, reservation, usage["total_tokens"]
-                    )
-                entry = {
-                    "provider": choice.name,
-                    "status_code": outcome.status_code,
-                    "error_type": outcome.error_type,
-                    "latency_ms": outcome.latency_ms,
-                    "prompt_tokens": usage["prompt_tokens"] if usage else 0,
-                    "completion_tokens": usage["completion_tokens"] if usage else 0,
-                    "tokens": usage["total_tokens"] if usage else 0,
-                    "used": False,
-                    "at": started,
-                }
-                if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
-                    entry["detail"] = outcome.detail
-                result.attempt_log.append(entry)
-                b.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id)  # fmt: skip
-                result.provider, result.latency_ms = choice.name, outcome.latency_ms
+            return None
+        if admitted is None:  # stopped before the send (nothing held, token given back)
+            return self.end(result, self.stop_reason(item, result) or "cancelled")
+        reservation, held, slot = admitted
+        self.b.observer.on_quota_wait(choice.name, time.monotonic() - waited_from)
+        outcome, started = await self._send(state, choice, held, slot)
+        return await self._after_send(state, choice, probe, limits, reservation, outcome, started, slot)
 
-                if outcome.ok:
-                    await self.ride("breaker", b.breaker.record, choice.name, ok=True)
-                    entry["used"] = True
-                    result.status, result.response = "succeeded", outcome.body
-                    result.error_type, result.error_status_code, result.error_message = "", None, ""
-                    if usage is not None:
-                        result.prompt_tokens = usage["prompt_tokens"]
-                        result.completion_tokens = usage["completion_tokens"]
-                        result.total_tokens = usage["total_tokens"]
-                    return result, slot
-
-                result.retry_extra_tokens += entry["tokens"]
-                result.error_type = outcome.error_type
-                result.error_status_code = outcome.status_code
-                result.error_message = outcome.message
-                retry_after = (
-                    rate_limit_wait(outcome.headers, ceiling=opts.retry.max_rate_limit_wait_seconds)
-                    if outcome.status_code
-                    else None
+    async def _send(
+        self, state: _ItemState, choice: ProviderConfig, held: Stack, slot: Stack
+    ) -> tuple[HttpOutcome, str]:
+        """The HTTP call, holding the long lane and the provider lease (released as soon as the answer is
+        in). Returns the outcome and when it was sent."""
+        sent: HttpOutcome | None = None
+        started = ""
+        try:
+            async with held:  # long lane + provider lease: released as soon as the answer is in
+                started = _now_iso()
+                sent = await self.http.get(choice).chat(
+                    state.item.messages, state.item.params, request_id=state.key
                 )
-                if outcome.error_type in BREAKER_FAILURES:
-                    await self.ride(
-                        "breaker", b.breaker.record, choice.name, ok=False, retry_after_seconds=retry_after
-                    )
-                elif probe:  # the provider answered (429 or a 4xx): it is alive
-                    await self.ride("breaker", b.breaker.record, choice.name, ok=True)
-                if outcome.status_code == 429 and retry_after:
-                    await self.ride("penalize", b.store.penalize, limits, retry_after)
-                if not is_retryable_error(outcome.error_type, outcome.status_code):
-                    return result, slot
-                if not any(usable(p) for p in cands):
-                    return result, slot
-            except BaseException:
-                await slot.aclose()  # never leak the process-wide in-flight slot
+        except BaseException as exc:
+            if sent is None or not _is_store_failure(exc):
+                await slot.aclose()
                 raise
-            await slot.aclose()
-            b.observer.on_retry(choice.name, outcome.error_type)
-            if retry_after is not None:
-                delay = retry_after
-            else:
-                delay = opts.retry.backoff(per_provider[choice.name] - 1, self.rng)
+            # the answer is in; only the lease release failed (store down): it expires by itself
+            log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
+        assert sent is not None  # the call returned (an exception without an answer was re-raised)
+        return sent, started
+
+    async def _after_send(
+        self,
+        state: _ItemState,
+        choice: ProviderConfig,
+        probe: bool,
+        limits: ProviderLimits,
+        reservation: Reservation,
+        outcome: HttpOutcome,
+        started: str,
+        slot: Stack,
+    ) -> Finished | None:
+        """Record the attempt; on success or a final failure return the result with its in-flight slot,
+        else give the slot back and set the delay before the next attempt (None: go round again)."""
+        try:
+            entry = await self._record_attempt(state, choice, limits, reservation, outcome, started)
+            if outcome.ok:
+                await self._succeeded(state.result, choice, entry, outcome)
+                return state.result, slot
+            retry_after = await self._failed(state.result, choice, probe, limits, entry, outcome)
+            if not is_retryable_error(outcome.error_type, outcome.status_code):
+                return state.result, slot
+            if not state.remaining():
+                return state.result, slot
+        except BaseException:
+            await slot.aclose()  # never leak the process-wide in-flight slot
+            raise
+        await slot.aclose()
+        self.b.observer.on_retry(choice.name, outcome.error_type)
+        if retry_after is not None:
+            state.delay = retry_after
+        else:
+            state.delay = self.b.options.retry.backoff(state.per_provider[choice.name] - 1, self.rng)
+        return None
+
+    async def _record_attempt(
+        self,
+        state: _ItemState,
+        choice: ProviderConfig,
+        limits: ProviderLimits,
+        reservation: Reservation,
+        outcome: HttpOutcome,
+        started: str,
+    ) -> AttemptEntry:
+        """Count the attempt, settle the bucket with the reported usage, log it on the result and tell
+        the observer."""
+        item, result = state.item, state.result
+        state.per_provider[choice.name] = state.per_provider.get(choice.name, 0) + 1
+        result.attempts += 1
+        state.last_provider = choice.name
+        usage = outcome.usage
+        if usage is not None:
+            await self.ride("reconcile", self.b.store.reconcile, limits, reservation, usage["total_tokens"])
+        entry = _attempt_entry(choice.name, outcome, started)
+        result.attempt_log.append(entry)
+        self.b.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id)  # fmt: skip
+        result.provider, result.latency_ms = choice.name, outcome.latency_ms
+        return entry
+
+    async def _succeeded(
+        self, result: ItemResult, choice: ProviderConfig, entry: AttemptEntry, outcome: HttpOutcome
+    ) -> None:
+        await self.ride("breaker", self.b.breaker.record, choice.name, ok=True)
+        entry["used"] = True
+        result.status, result.response = "succeeded", outcome.body
+        result.error_type, result.error_status_code, result.error_message = "", None, ""
+        usage = outcome.usage
+        if usage is not None:
+            result.prompt_tokens = usage["prompt_tokens"]
+            result.completion_tokens = usage["completion_tokens"]
+            result.total_tokens = usage["total_tokens"]
+
+    async def _failed(
+        self,
+        result: ItemResult,
+        choice: ProviderConfig,
+        probe: bool,
+        limits: ProviderLimits,
+        entry: AttemptEntry,
+        outcome: HttpOutcome,
+    ) -> float | None:
+        """Record a failed attempt on the result, tell the breaker and (a 429) the bucket. Returns the
+        wait the answer asked for (Retry-After / x-ratelimit-reset-*), if believable."""
+        b = self.b
+        result.retry_extra_tokens += entry["tokens"]
+        result.error_type = outcome.error_type
+        result.error_status_code = outcome.status_code
+        result.error_message = outcome.message
+        retry_after = (
+            rate_limit_wait(outcome.headers, ceiling=b.options.retry.max_rate_limit_wait_seconds)
+            if outcome.status_code
+            else None
+        )
+        if outcome.error_type in BREAKER_FAILURES:
+            await self.ride(
+                "breaker", b.breaker.record, choice.name, ok=False, retry_after_seconds=retry_after
+            )
+        elif probe:  # the provider answered (429 or a 4xx): it is alive
+            await self.ride("breaker", b.breaker.record, choice.name, ok=True)
+        if outcome.status_code == 429 and retry_after:
+            await self.ride("penalize", b.store.penalize, limits, retry_after)
+        return retry_after
+
+
+def _attempt_entry(provider: str, outcome: HttpOutcome, started: str) -> AttemptEntry:
+    """The attempt log entry of one HTTP attempt (see gateway_engine.stats)."""
+    usage = outcome.usage
+    entry: AttemptEntry = {
+        "provider": provider,
+        "status_code": outcome.status_code,
+        "error_type": outcome.error_type,
+        "latency_ms": outcome.latency_ms,
+        "prompt_tokens": usage["prompt_tokens"] if usage else 0,
+        "completion_tokens": usage["completion_tokens"] if usage else 0,
+        "tokens": usage["total_tokens"] if usage else 0,
+        "used": False,
+        "at": started,
+    }
+    if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
+        entry["detail"] = outcome.detail
+    return entry
+
+
+class _Queues:
+    """One abatch() call's items, per preferred provider, and the workers that serve them."""
+
+    def __init__(self, batcher: CrossProviderBatcher, run: _Run, on_result: ResultSink | None) -> None:
+        self.b, self.run, self.on_result = batcher, run, on_result
+        self.work: list[WorkItem] = []
+        self.results: list[ItemResult | None] = []
+        self.queues: dict[str, deque[int]] = {}
+        self.alive: dict[str, int] = {}
+
+    def preferred(self, item: WorkItem) -> str:
+        try:
+            return candidates(
+                self.b.table,
+                route=item.route,
+                provider=item.provider,
+                draw=stable_draw(item.batch_id or self.b.salt, item.key or item.custom_id),
+            )[0].name
+        except RoutingError:
+            return ""
+
+    def add(self, raw: object) -> str:
+        """Queue one item behind its preferred provider; returns that provider ("" when not routable)."""
+        index = len(self.work)
+        item = WorkItem.coerce(raw, index)
+        self.work.append(item)
+        self.results.append(None)
+        name = self.preferred(item)
+        self.queues.setdefault(name, deque()).append(index)
+        return name
+
+    def shortest_first(self) -> None:
+        """Order every queue by estimated tokens (ties: input order)."""
+        default = self.b.options.default_max_tokens
+        for name, queue in self.queues.items():
+            est = {i: estimate_tokens(self.work[i].messages, self.work[i].params, default) for i in queue}
+            self.queues[name] = deque(sorted(queue, key=lambda i: (est[i], i)))
+
+    def staff(self, tg: asyncio.TaskGroup, name: str) -> None:
+        """Start workers for ``name``'s queue, up to the provider's worker count."""
+        for _ in range(min(len(self.queues[name]), self.b._provider_workers(name) - self.alive.get(name, 0))):
+            self.alive[name] = self.alive.get(name, 0) + 1  # at creation: items added before it runs see it
+            tg.create_task(self.worker(name))
+
+    async def worker(self, name: str) -> None:
+        queue = self.queues[name]  # counted in ``alive`` by staff() when created
+        try:
+            while queue:
+                index = queue.popleft()
+                result, slot = await self.b._run_one(self.run, self.work[index])
+                await self.finish(index, result, slot)
+        finally:
+            self.alive[name] -= 1
+
+    async def finish(self, index: int, result: ItemResult, slot: Stack | None) -> None:
+        self.results[index] = result
+        self.b.observer.on_item_done(result, team=self.work[index].team, batch_id=self.work[index].batch_id)
+        try:
+            if self.on_result is not None:
+                await self.on_result(index, result)
+        finally:
+            if slot is not None:
+                await slot.aclose()
+
+    async def serve(self, tg: asyncio.TaskGroup, items: Iterable[RawItem] | ItemSource) -> None:
+        """A list: grouped per preferred provider, shortest first. An async source: FIFO per provider as
+        items arrive, until it ends."""
+        if isinstance(items, AsyncIterable):
+            async for raw in items:
+                self.staff(tg, self.add(raw))
+            return
+        for raw in items:
+            self.add(raw)
+        self.shortest_first()
+        for name in self.queues:
+            self.staff(tg, name)
+
+    def final(self) -> list[ItemResult]:
+        final = [r for r in self.results if r is not None]
+        assert len(final) == len(self.work), "every item gets exactly one result"
+        return final
 
 
 def _breaker_gave_up(result: ItemResult, open_for: list[ProviderConfig], waited: float, limit: float) -> None:
@@ -681,19 +957,23 @@ class RunControl:
                 pass
 
 
+class _End:
+    """The end-of-feed marker (``ItemFeed.close``)."""
+
+
 class ItemFeed:
     """An async item source filled from another thread: ``put(items)``, then ``close()`` to end it."""
 
-    _END = object()
+    _END = _End()
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._early: list[Any] = []
+        self._early: list[RawItem | _End] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue | None = None
+        self._queue: asyncio.Queue[RawItem | _End] | None = None
         self.closed = False
 
-    def put(self, items: Iterable[Any]) -> None:
+    def put(self, items: Iterable[RawItem]) -> None:
         self._send(list(items))
 
     def close(self) -> None:
@@ -701,7 +981,7 @@ class ItemFeed:
             self.closed = True
             self._send([self._END])
 
-    def _send(self, batch: list[Any]) -> None:
+    def _send(self, batch: list[RawItem | _End]) -> None:
         with self._lock:
             if self._loop is None:
                 self._early.extend(batch)
@@ -709,24 +989,30 @@ class ItemFeed:
             loop, queue = self._loop, self._queue
         assert queue is not None
         try:
-            loop.call_soon_threadsafe(lambda: [queue.put_nowait(x) for x in batch])
+            loop.call_soon_threadsafe(_put_all, queue, batch)
         except RuntimeError:  # the run is over
             pass
 
-    def __aiter__(self):
+    def __aiter__(self) -> AsyncIterator[RawItem]:
         return self._iterate()
 
-    async def _iterate(self):
+    async def _iterate(self) -> AsyncGenerator[RawItem, None]:
+        queue: asyncio.Queue[RawItem | _End] = asyncio.Queue()
         with self._lock:
-            self._loop, self._queue = asyncio.get_running_loop(), asyncio.Queue()
+            self._loop, self._queue = asyncio.get_running_loop(), queue
             early, self._early = self._early, []
         for x in early:
-            self._queue.put_nowait(x)
+            queue.put_nowait(x)
         while True:
-            x = await self._queue.get()
-            if x is self._END:
+            x = await queue.get()
+            if isinstance(x, _End):
                 return
             yield x
+
+
+def _put_all(queue: asyncio.Queue[RawItem | _End], batch: list[RawItem | _End]) -> None:
+    for x in batch:
+        queue.put_nowait(x)
 
 
 class CrossProviderBatcher:
@@ -739,21 +1025,24 @@ class CrossProviderBatcher:
                                                    global_max_in_flight=32)
         results = batcher.batch([{"custom_id": "1", "route": "intent", "query": "hi"}])
 
-    In the gateway the Celery tasks construct it with the shared quota store and breaker
-    (providers.quota.get_quota_store(), providers.breaker.get_breaker()) and a LimitsSource.
+    What it talks to is typed in ``gateway_engine.protocols``: a ``QuotaStore`` (default: a fresh
+    ``LocalQuotaStore``), a ``Breaker`` (default: a ``LocalBreaker``), an optional ``LimitsProvider``
+    (live limits; without one the routing table's limits apply) and an ``EngineObserver``. The
+    gateway's Celery side (``batches.execution.build_batcher``) passes the shared store, breaker and
+    LimitsSource and builds ``options`` from its settings.
     """
 
     def __init__(
         self,
         table: RoutingTable,
         *,
-        store=None,
-        breaker=None,
-        limits_source=None,
+        store: QuotaStore | None = None,
+        breaker: Breaker | None = None,
+        limits_source: LimitsProvider | None = None,
         options: EngineOptions | None = None,
         global_max_in_flight: int = 64,
         salt: str = "",
-        transport_factory=None,
+        transport_factory: TransportFactory | None = None,
         observer: EngineObserver | None = None,
     ):
         if store is None:
@@ -761,17 +1050,17 @@ class CrossProviderBatcher:
 
             store = LocalQuotaStore(global_max_in_flight=global_max_in_flight)
         self.table = table
-        self.store = store
-        self.breaker = breaker if breaker is not None else LocalBreaker()
+        self.store: QuotaStore = store
+        self.breaker: Breaker = breaker if breaker is not None else LocalBreaker()
         self.limits_source = limits_source
         self.options = options or EngineOptions()
         self.salt = salt
         self.transport_factory = transport_factory
         self.observer: EngineObserver = observer or NULL_OBSERVER
-        self.last_stats: dict | None = None
+        self.last_stats: dict[str, Any] | None = None
 
     @classmethod
-    def from_config(cls, data: Mapping[str, Any], **kwargs) -> CrossProviderBatcher:
+    def from_config(cls, data: Mapping[str, Any], **kwargs: Any) -> CrossProviderBatcher:
         """From the provider file's shape (docs/contract.md §3): {"providers": [...], "routes": [...]}."""
         return cls(routing_table_from_config(data), **kwargs)
 
@@ -782,9 +1071,9 @@ class CrossProviderBatcher:
 
     async def abatch(
         self,
-        items: Iterable[Any] | AsyncIterable[Any],
+        items: Iterable[RawItem] | ItemSource,
         *,
-        on_result: OnResult | None = None,
+        on_result: ResultSink | None = None,
         should_cancel: Callable[[], bool] | None = None,
         batch_id: str = "",
         control: RunControl | None = None,
@@ -796,84 +1085,21 @@ class CrossProviderBatcher:
         run = _Run(self, should_cancel, control)
         started = time.monotonic()
         self.observer.on_run_start(batch_id, len(items) if isinstance(items, list) else 0)
-        work: list[WorkItem] = []
-        results: list[ItemResult | None] = []
-        queues: dict[str, deque[int]] = {}
-        alive: dict[str, int] = {}
-
-        def preferred(item: WorkItem) -> str:
-            try:
-                return candidates(
-                    self.table,
-                    route=item.route,
-                    provider=item.provider,
-                    draw=stable_draw(item.batch_id or self.salt, item.key or item.custom_id),
-                )[0].name
-            except RoutingError:
-                return ""
-
-        async def finish(index: int, result: ItemResult, slot: AsyncExitStack | None) -> None:
-            results[index] = result
-            self.observer.on_item_done(result, team=work[index].team, batch_id=work[index].batch_id)
-            try:
-                if on_result is not None:
-                    await on_result(index, result)
-            finally:
-                if slot is not None:
-                    await slot.aclose()
-
-        async def worker(name: str) -> None:
-            queue = queues[name]  # counted in ``alive`` by staff() when created
-            try:
-                while queue:
-                    index = queue.popleft()
-                    result, slot = await self._run_one(run, work[index])
-                    await finish(index, result, slot)
-            finally:
-                alive[name] -= 1
-
-        def staff(tg: asyncio.TaskGroup, name: str) -> None:
-            for _ in range(min(len(queues[name]), self._provider_workers(name) - alive.get(name, 0))):
-                alive[name] = alive.get(name, 0) + 1  # at creation: items added before it runs see it
-                tg.create_task(worker(name))
-
-        def add(raw: Any) -> str:
-            index = len(work)
-            item = WorkItem.coerce(raw, index)
-            work.append(item)
-            results.append(None)
-            name = preferred(item)
-            queues.setdefault(name, deque()).append(index)
-            return name
-
+        queues = _Queues(self, run, on_result)
         try:
             async with asyncio.TaskGroup() as tg:
-                if isinstance(items, AsyncIterable):
-                    async for raw in items:
-                        staff(tg, add(raw))
-                else:
-                    for raw in items:
-                        add(raw)
-                    default = self.options.default_max_tokens
-                    for name, queue in queues.items():  # shortest estimate first
-                        est = {i: estimate_tokens(work[i].messages, work[i].params, default) for i in queue}
-                        queue_items = sorted(queue, key=lambda i: (est[i], i))
-                        queues[name] = deque(queue_items)
-                        staff(tg, name)
+                await queues.serve(tg, items)
         except BaseExceptionGroup as group:
-            first = group.exceptions[0]
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
-            raise first from None
+            raise _first_leaf(group) from None
         finally:
             self.observer.on_run_end(batch_id)
             await run.http.aclose()
-        final = [r for r in results if r is not None]
-        assert len(final) == len(work), "every item gets exactly one result"
-        self.last_stats = build_stats(batch_id, final, len(work), int((time.monotonic() - started) * 1000))
+        final = queues.final()
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        self.last_stats = build_stats(batch_id, final, len(queues.work), elapsed_ms)
         return final
 
-    async def _run_one(self, run: _Run, item: WorkItem) -> tuple[ItemResult, AsyncExitStack | None]:
+    async def _run_one(self, run: _Run, item: WorkItem) -> Finished:
         try:
             return await run.run_item(item)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -890,10 +1116,10 @@ class CrossProviderBatcher:
             )
             return result, None
 
-    def batch(self, items: Iterable[Any], **kwargs) -> list[ItemResult]:
+    def batch(self, items: Iterable[RawItem], **kwargs: Any) -> list[ItemResult]:
         """Synchronous wrapper (own event loop); closes loop-bound store/breaker clients afterwards."""
 
-        async def main():
+        async def main() -> list[ItemResult]:
             try:
                 return await self.abatch(items, **kwargs)
             finally:
@@ -903,17 +1129,20 @@ class CrossProviderBatcher:
         return asyncio.run(main())
 
 
-def _is_store_failure(exc: BaseException) -> bool:
-    from .breaker import BreakerUnavailable
-    from .quota.types import QuotaStoreUnavailable
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception of a (nested) exception group: what a TaskGroup's caller re-raises."""
+    first = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
+
+def _is_store_failure(exc: BaseException) -> bool:
     return isinstance(exc, (QuotaStoreUnavailable, BreakerUnavailable))
 
 
-async def _aclose_quietly(obj) -> None:
-    close = getattr(obj, "aclose", None)
-    if close is not None:
-        try:
-            await close()
-        except Exception:  # noqa: BLE001 - closing a pool at the end of a run must not mask results
-            log.warning("could not close %r", obj, exc_info=True)
+async def _aclose_quietly(obj: AsyncCloseable) -> None:
+    try:
+        await obj.aclose()
+    except Exception:  # noqa: BLE001 - closing a pool at the end of a run must not mask results
+        log.warning("could not close %r", obj, exc_info=True)

@@ -7,7 +7,7 @@ States: closed → open → half_open → closed (or back to open).
 * open: calls are refused until ``open_until``. The cooldown starts at ``cooldown_seconds`` and doubles
   each time the breaker re-opens without a success in between (capped at ``max_cooldown_seconds``).
   A Retry-After from the provider can lengthen an open period, never shorten it.
-* half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl`` so a
+* half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl_seconds`` so a
   crashed prober doesn't wedge it); its success closes the breaker, its failure re-opens it.
 
 Failures are 5xx, timeouts, connection errors and unreadable answers. 429s (quota, handled by the quota
@@ -23,7 +23,14 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from .protocols import Clock
+
+if TYPE_CHECKING:
+    from .quota.resp import Arg, Reply, RespClient
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 log = logging.getLogger(__name__)
@@ -34,7 +41,12 @@ def log_transition(provider: str, before: str, after: str, retry_after_seconds: 
     if before == after or after == HALF_OPEN:
         return
     event = "breaker_opened" if after == OPEN else "breaker_closed"
-    fields = {"event": event, "provider": provider, "from_state": before, "to_state": after}
+    fields: dict[str, str | float] = {
+        "event": event,
+        "provider": provider,
+        "from_state": before,
+        "to_state": after,
+    }
     if after == OPEN and retry_after_seconds:
         fields["retry_after_seconds"] = retry_after_seconds
     (log.warning if after == OPEN else log.info)("circuit breaker %s for %s", after, provider, extra=fields)
@@ -80,7 +92,7 @@ class BreakerState:
     open_remaining_ms: int
     opened_count: int  # re-opens since the last success (drives the cooldown growth)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -100,7 +112,8 @@ class _S:
 
 
 def _cooldown_ms(cfg: BreakerConfig, opens: int) -> float:
-    return min(cfg.max_cooldown_seconds, cfg.cooldown_seconds * 2 ** max(0, opens - 1)) * 1000.0
+    factor: int = 2 ** max(0, opens - 1)  # int ** int is typed Any (a negative power is a float)
+    return min(cfg.max_cooldown_seconds, cfg.cooldown_seconds * factor) * 1000.0
 
 
 def _allow(s: _S, now: float, probe_ttl_ms: float) -> Permit:
@@ -168,7 +181,7 @@ class LocalBreaker:
 
     backend = "local"
 
-    def __init__(self, config: BreakerConfig | None = None, clock=time.monotonic):
+    def __init__(self, config: BreakerConfig | None = None, clock: Clock = time.monotonic):
         self.config = config or BreakerConfig()
         self._clock = clock
         self._lock = threading.Lock()
@@ -196,7 +209,7 @@ class LocalBreaker:
         log_transition(provider, before, after, retry_after_seconds)
         return after
 
-    def snapshot_sync(self, providers) -> dict[str, BreakerState]:
+    def snapshot_sync(self, providers: Iterable[str]) -> dict[str, BreakerState]:
         with self._lock:
             now = self._now()
             return {
@@ -298,16 +311,27 @@ class RedisBreaker:
 
     backend = "redis"
 
-    def __init__(self, url: str, prefix: str = "bgw:", config: BreakerConfig | None = None):
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "bgw:",
+        config: BreakerConfig | None = None,
+        *,
+        connect_timeout: float = 2.0,
+        command_timeout: float = 5.0,
+    ):
         self.url, self.prefix = url, prefix
         self.config = config or BreakerConfig()
-        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.connect_timeout, self.command_timeout = connect_timeout, command_timeout
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RespClient] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         from .quota.resp import Script
 
         self._script = Script(_LUA)
 
-    def _client(self):
+    def _client(self) -> RespClient:
         """One multiplexed connection per event loop (the quota store's pipelining client): breaker
         calls from many coroutines share it instead of checking connections out of a bounded pool."""
         from .quota.resp import RespClient
@@ -319,11 +343,11 @@ class RedisBreaker:
                 client = self._clients.get(loop)
                 if client is None:
                     client = self._clients[loop] = RespClient(
-                        self.url, connect_timeout=2.0, command_timeout=5.0
+                        self.url, connect_timeout=self.connect_timeout, command_timeout=self.command_timeout
                     )
         return client
 
-    def _args(self, op: str, arg_ms: float, ok: bool = False) -> list:
+    def _args(self, op: str, arg_ms: float, ok: bool = False) -> list[Arg]:
         c = self.config
         return [
             op,
@@ -337,7 +361,7 @@ class RedisBreaker:
             "1" if ok else "0",
         ]
 
-    async def _eval(self, provider: str, args: list):
+    async def _eval(self, provider: str, args: list[Arg]) -> Reply:
         from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -361,7 +385,7 @@ class RedisBreaker:
         log_transition(provider, before, state, retry_after_seconds)
         return state
 
-    def snapshot_sync(self, providers) -> dict[str, BreakerState]:
+    def snapshot_sync(self, providers: Iterable[str]) -> dict[str, BreakerState]:
         import redis
 
         client = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=2)

@@ -6,7 +6,7 @@ per-attempt deadline of the provider's ``timeout_seconds`` covering connect + se
 answer. Every call returns an ``HttpOutcome``; nothing here raises for HTTP or network errors, and
 nothing here retries.
 
-Every answer is cleaned here before anyone stores or counts it (``clean_answer``):
+Every answer is cleaned here before anyone stores or counts it (``_outcome``, ``parse_answer``):
 
 * the body is read in chunks and decompressed here (gzip/deflate, never trusting the sender's
   sizes), and refused as ``invalid_response`` once it passes ``max_answer_bytes`` decompressed — a
@@ -36,8 +36,9 @@ import math
 import re
 import time
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import aiohttp
 import httpx
@@ -191,7 +192,7 @@ _SECRET = re.compile(r"\b(?:bearer\s+\S+|sk-[A-Za-z0-9_-]{6,}\S*|key-[A-Za-z0-9_
 _HEADER_LINE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9-]*:\s.*$", re.M)
 
 
-def _ipv6_or_same(match: re.Match) -> str:
+def _ipv6_or_same(match: re.Match[str]) -> str:
     candidate = match.group(0)
     address = candidate.lstrip("[").split("]")[0]
     try:
@@ -300,7 +301,7 @@ def _declared_too_large(length: str | None, limit: int, encoding: str | None) ->
 # ---- outcomes --------------------------------------------------------------------------------------------
 
 
-def _kept_headers(headers) -> dict[str, str]:
+def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {h: clean_text(str(headers[h]))[:MAX_HEADER_CHARS] for h in KEEP_HEADERS if h in headers}
 
 
@@ -323,7 +324,7 @@ def _connection_failed(started: float, exc: BaseException) -> HttpOutcome:
     )
 
 
-def _rejected(status: int, latency: int, headers, exc: AnswerRejected) -> HttpOutcome:
+def _rejected(status: int, latency: int, headers: Mapping[str, str], exc: AnswerRejected) -> HttpOutcome:
     """An answer we refused to read or keep. On a 2xx it is ``invalid_response``; on an error status
     the status decides the type (the body was never needed)."""
     error_type = ErrorType.INVALID_RESPONSE if 200 <= status < 300 else error_type_for_status(status)
@@ -336,7 +337,7 @@ def _rejected(status: int, latency: int, headers, exc: AnswerRejected) -> HttpOu
     )
 
 
-def _outcome(status: int, latency: int, raw: bytes, headers) -> HttpOutcome:
+def _outcome(status: int, latency: int, raw: bytes, headers: Mapping[str, str]) -> HttpOutcome:
     """An HttpOutcome from a complete answer (status, decompressed body bytes, response headers)."""
     kept = _kept_headers(headers)
     try:
@@ -416,7 +417,9 @@ class ProviderClient:
             follow_redirects=False,
         )
 
-    async def chat(self, messages: list, params: dict | None = None, *, request_id: str = "") -> HttpOutcome:
+    async def chat(
+        self, messages: list[Any], params: Mapping[str, Any] | None = None, *, request_id: str = ""
+    ) -> HttpOutcome:
         payload = {"model": self.config.model, "messages": messages}
         payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
         extra = {"X-Request-ID": request_id} if request_id else None
@@ -478,7 +481,9 @@ class AiohttpProviderClient:
             skip_auto_headers=("Accept-Encoding",),
         )
 
-    async def chat(self, messages: list, params: dict | None = None, *, request_id: str = "") -> HttpOutcome:
+    async def chat(
+        self, messages: list[Any], params: Mapping[str, Any] | None = None, *, request_id: str = ""
+    ) -> HttpOutcome:
         payload = {"model": self.config.model, "messages": messages}
         payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
         headers = self._headers
@@ -519,11 +524,20 @@ class AiohttpProviderClient:
         await self._session.close()
 
 
+# a provider's config -> the httpx transport to call it through (tests inject respx or a mock transport)
+TransportFactory: TypeAlias = Callable[[ProviderConfig], httpx.AsyncBaseTransport]
+
+
 class HttpClients:
     """One client per provider for the lifetime of one engine run (one event loop): aiohttp, or the
     httpx ProviderClient when a transport_factory (config -> httpx transport) is given."""
 
-    def __init__(self, transport_factory=None, *, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
+    def __init__(
+        self,
+        transport_factory: TransportFactory | None = None,
+        *,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    ):
         self._clients: dict[str, AiohttpProviderClient | ProviderClient] = {}
         self._retired: list[AiohttpProviderClient | ProviderClient] = []
         self._transport_factory = transport_factory

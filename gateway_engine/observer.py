@@ -8,7 +8,10 @@ The Prometheus/log/trace implementation lives outside the engine (``observabilit
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .batcher import ItemResult
 
 
 class EngineObserver(Protocol):
@@ -42,7 +45,7 @@ class EngineObserver(Protocol):
     def on_retry(self, provider: str, reason: str) -> None:
         """The engine will try again after a failed attempt at ``provider`` (reason = its error type)."""
 
-    def on_item_done(self, result: Any, *, team: str = "", batch_id: str = "") -> None:
+    def on_item_done(self, result: ItemResult, *, team: str = "", batch_id: str = "") -> None:
         """An item reached its final result (an engine ``ItemResult``) — of that team and batch."""
 
 
@@ -64,7 +67,7 @@ class NullObserver:
     def on_retry(self, provider: str, reason: str) -> None:
         pass
 
-    def on_item_done(self, result: Any, **kwargs: Any) -> None:
+    def on_item_done(self, result: ItemResult, **kwargs: Any) -> None:
         pass
 
 

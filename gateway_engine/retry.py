@@ -6,9 +6,10 @@ Retried: 429, 5xx, timeouts, connection errors and unreadable answers. Never ret
 Waits: a 429's Retry-After / ``x-ratelimit-reset-*`` when given and believable, otherwise exponential
 backoff with full jitter: uniform(0, min(cap, base × 2^n)) for the n-th retry (n = 0 for the first).
 
-Rate-limit headers are believed only up to a ceiling (``DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS``,
-setting ``GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS``): a longer wait is treated as malformed — logged and
-ignored, so the item falls back to its own backoff — instead of pausing a provider for years.
+Rate-limit headers are believed only up to a ceiling (``RetryPolicy.max_rate_limit_wait_seconds``,
+default ``DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS``; the gateway sets it from its settings): a longer wait
+is treated as malformed — logged and ignored, so the item falls back to its own backoff — instead of
+pausing a provider for years.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ CLASS_INVALID = "invalid_response"
 CLASS_OTHER = "other"
 
 DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS = 600.0
-MAX_RETRY_AFTER_SECONDS = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS  # kept for callers of the old name
 # A plain number at least this large in an x-ratelimit-reset* header is a Unix time, not a duration.
 EPOCH_THRESHOLD = 1_000_000_000.0
 
 
 class ErrorType:
-    """Same values as batches.models.ErrorType (kept Django-free so the engine runs in plain Python)."""
+    """The error types an item or attempt can end with (the gateway's ``batches.models.ErrorType`` has
+    the same values)."""
 
     CLIENT_ERROR = "client_error"
     RATE_LIMITED = "rate_limited"
@@ -113,11 +114,12 @@ class RetryPolicy:
 
     def backoff(self, retry_index: int, rng: random.Random | None = None) -> float:
         """Full-jitter delay before the retry number ``retry_index`` (0-based) to the same provider."""
-        ceiling = min(self.cap_seconds, self.base_seconds * (2 ** max(0, retry_index)))
-        return (rng or random).uniform(0.0, ceiling)
+        ceiling = self.ceiling(retry_index)
+        return random.uniform(0.0, ceiling) if rng is None else rng.uniform(0.0, ceiling)
 
     def ceiling(self, retry_index: int) -> float:
-        return min(self.cap_seconds, self.base_seconds * (2 ** max(0, retry_index)))
+        factor: int = 2 ** max(0, retry_index)  # int ** int is typed Any (a negative power is a float)
+        return min(self.cap_seconds, self.base_seconds * factor)
 
 
 def error_type_for_status(status_code: int) -> str:
@@ -229,6 +231,6 @@ def rate_limit_wait(
     wait = parse_retry_after(headers.get("retry-after"), now, ceiling=ceiling)
     if wait is not None:
         return wait
-    resets = [parse_reset_duration(headers.get(h), now, ceiling=ceiling) for h in RESET_HEADERS]
-    resets = [r for r in resets if r is not None]
+    parsed = [parse_reset_duration(headers.get(h), now, ceiling=ceiling) for h in RESET_HEADERS]
+    resets = [r for r in parsed if r is not None]
     return max(resets) if resets else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .retry import (
     CLASS_4XX,
@@ -102,8 +102,8 @@ class StatsBuilder:
             else:
                 acc.items_failed += 1
 
-    def build(self, batch_id: str, task_total: int, total_elapsed_ms: int) -> dict:
-        providers = {}
+    def build(self, batch_id: str, task_total: int, total_elapsed_ms: int) -> dict[str, Any]:
+        providers: dict[str, dict[str, Any]] = {}
         for name in sorted(self.providers):
             acc = self.providers[name]
             lat = acc.latencies
@@ -136,9 +136,24 @@ class StatsBuilder:
         }
 
 
+class ItemOutcome(Protocol):
+    """What stats read of one item (the engine's ItemResult, or a stored BatchItem's fields)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def attempt_log(self) -> Iterable[Mapping[str, Any]] | None: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def completion_tokens(self) -> int | None: ...
+
+
 def build_stats(
-    batch_id: str, results: Iterable, task_total: int | None = None, total_elapsed_ms: int = 0
-) -> dict:
+    batch_id: str, results: Iterable[ItemOutcome], task_total: int | None = None, total_elapsed_ms: int = 0
+) -> dict[str, Any]:
     """Stats from engine ItemResults (anything with status/attempt_log/provider/prompt/completion tokens)."""
     builder = StatsBuilder()
     count = 0

@@ -1,10 +1,12 @@
 """Behaviour shared by both quota stores: the waiting loops, leases with heartbeats, the global cap.
 
 A store implements a handful of atomic primitives (try_acquire, _reconcile_delta, _release, penalize,
-_lease_try, _lease_peek, _lease_refresh, _lease_release, snapshot). Everything that waits lives here, so the Redis store and the
-in-process store behave identically by construction.
+clear_pause, _lease_try, _lease_peek, _lease_refresh, _lease_release, snapshot, config_version and the
+budget ledger's _budget_*). Everything that waits lives here, so the Redis store and the in-process
+store behave identically by construction. What the engine calls on a store is
+``gateway_engine.protocols.QuotaStore``.
 
-No Django ORM in here: this is the hot path of the async execution engine.
+No I/O but the store's own: this is the hot path of the async execution engine.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from .types import (
     BudgetExceeded,
@@ -58,6 +61,8 @@ def jitter_seconds(wait_ms: int) -> float:
 
 # seed(team, period ("day" | "month"), key suffix) -> tokens already used in that period
 BudgetSeed = Callable[[str, str, str], int]
+# the callers of one provider waiting for its buckets in one event loop, FIFO (see acquire)
+_AcquireQueue: TypeAlias = "collections.deque[asyncio.Future[None]]"
 
 
 class Wakeups:
@@ -65,7 +70,7 @@ class Wakeups:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[str, dict[asyncio.Future, None]] = {}
+        self._waiters: dict[str, dict[asyncio.Future[None], None]] = {}
 
     async def wait(self, key: str, timeout: float) -> None:
         loop = asyncio.get_running_loop()
@@ -101,7 +106,7 @@ class Wakeups:
                 continue
 
 
-def _resolve(fut: asyncio.Future) -> None:
+def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -111,10 +116,13 @@ class Lease:
     provider: str
     lease_id: str
     lost: bool = False  # set if a heartbeat found the lease gone (holder stalled longer than the TTL)
-    _heartbeat: dict = field(default_factory=dict, repr=False, compare=False)
+    # "timer" (until the first heartbeat) and "task" (the heartbeat loop), cancelled on release
+    _heartbeat: dict[str, asyncio.TimerHandle | asyncio.Task[None]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
 
-# the default per-process in-flight cap (the Django adapter passes settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT)
+# the default per-process in-flight cap (the gateway passes its own: providers.quota.build_quota_store)
 DEFAULT_GLOBAL_MAX_IN_FLIGHT = 64
 
 
@@ -156,9 +164,9 @@ class BaseQuotaStore:
         self._wakeups = Wakeups()
         self._global_lock = threading.Lock()
         self._global_in_flight = 0
-        self._background: set[asyncio.Future] = set()
+        self._background: set[asyncio.Future[None]] = set()
         self._acquire_queues: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, collections.deque]
+            asyncio.AbstractEventLoop, dict[str, _AcquireQueue]
         ] = weakref.WeakKeyDictionary()
 
     # ---- primitives (subclasses) ---------------------------------------------------------------------
@@ -194,14 +202,17 @@ class BaseQuotaStore:
     async def _lease_refresh(self, limits: ProviderLimits, lease_id: str) -> bool:
         raise NotImplementedError
 
-    async def _lease_release(self, limits: ProviderLimits, lease_id: str) -> None:
+    def _lease_release(self, limits: ProviderLimits, lease_id: str) -> Awaitable[None]:
+        """May be a plain function returning the awaitable: the Redis store puts its ZREM on the wire before
+        the caller first awaits, so a cancelled caller still gives the slot back."""
         raise NotImplementedError
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         raise NotImplementedError
 
     async def config_version(self) -> int:
-        """The shared provider-config version (see providers.live_config)."""
+        """The shared provider-config version: whoever changes providers, routes or teams bumps it (the
+        gateway: providers.live_config); a limits source reloads when it moved."""
         raise NotImplementedError
 
     def _budget_key(self, team: str, suffix: str) -> str:
@@ -263,62 +274,98 @@ class BaseQuotaStore:
         # not overtaken by smaller ones that arrived after it (in this process; across processes the
         # shared buckets decide).
         decision: Decision | None = None
-        if not self._acquire_queue(loop, limits.name, create=False):
-            decision = await self.try_acquire(limits, tokens)
-            if decision.granted:
-                return Reservation(limits.name, tokens)
-            if decision.impossible:
-                raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+        if not self._waiting(loop, limits.name):
+            asked = await self._ask(limits, tokens)
+            if isinstance(asked, Reservation):
+                return asked
+            decision = asked
         queue = self._acquire_queue(loop, limits.name)
-        me = loop.create_future()
+        me: asyncio.Future[None] = loop.create_future()
         queue.append(me)
         try:
             if queue[0] is not me:
-                if deadline is None:
-                    await me
-                else:
-                    try:
-                        await asyncio.wait_for(me, max(0.0, deadline - loop.time()))
-                    except TimeoutError:
-                        raise TimeoutError(
-                            f"provider {limits.name}: still queued for quota after {max_wait_seconds} s"
-                        ) from None
+                await self._wait_turn(me, deadline, limits.name, max_wait_seconds)
                 decision = None  # our turn: ask at once
-            while True:
-                if decision is None:
-                    if current is not None:
-                        limits = current()
-                        tokens = self._check_tokens(limits, tokens)
-                    decision = await self.try_acquire(limits, tokens)
-                    if decision.granted:
-                        return Reservation(limits.name, tokens)
-                    if decision.impossible:
-                        raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
-                delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
-                if deadline is not None and loop.time() + delay > deadline:
-                    raise TimeoutError(
-                        f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
-                    )
-                await asyncio.sleep(delay)
-                decision = None
+            return await self._head_acquire(limits, tokens, decision, deadline, current)
         finally:
-            was_head = queue[0] is me
-            queue.remove(me)
-            if was_head and queue and not queue[0].done():
-                queue[0].set_result(None)  # a cancelled next head wakes its successor itself
-            queues = self._acquire_queues.get(loop)
-            if not queue and queues is not None and queues.get(limits.name) is queue:
-                del queues[limits.name]
+            self._leave_queue(loop, limits.name, queue, me)
 
-    def _acquire_queue(self, loop: asyncio.AbstractEventLoop, name: str, create: bool = True):
+    async def _ask(self, limits: ProviderLimits, tokens: int) -> Reservation | Decision:
+        """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
+        decision = await self.try_acquire(limits, tokens)
+        if decision.granted:
+            return Reservation(limits.name, tokens)
+        if decision.impossible:
+            raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+        return decision
+
+    @staticmethod
+    async def _wait_turn(
+        me: asyncio.Future[None], deadline: float | None, name: str, max_wait_seconds: float | None
+    ) -> None:
+        """Wait until we are the head of the provider's queue (TimeoutError past the deadline)."""
+        if deadline is None:
+            await me
+            return
+        try:
+            await asyncio.wait_for(me, max(0.0, deadline - asyncio.get_running_loop().time()))
+        except TimeoutError:
+            raise TimeoutError(
+                f"provider {name}: still queued for quota after {max_wait_seconds} s"
+            ) from None
+
+    async def _head_acquire(
+        self,
+        limits: ProviderLimits,
+        tokens: int,
+        decision: Decision | None,
+        deadline: float | None,
+        current: Callable[[], ProviderLimits] | None,
+    ) -> Reservation:
+        """As the head of the queue: ask (with the live limits), sleep the wait the store computed, ask
+        again, until granted. ``decision``: an answer already in hand (None: ask at once)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if decision is None:
+                if current is not None:
+                    limits = current()
+                    tokens = self._check_tokens(limits, tokens)
+                asked = await self._ask(limits, tokens)
+                if isinstance(asked, Reservation):
+                    return asked
+                decision = asked
+            delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
+            if deadline is not None and loop.time() + delay > deadline:
+                raise TimeoutError(
+                    f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
+                )
+            await asyncio.sleep(delay)
+            decision = None
+
+    def _leave_queue(
+        self, loop: asyncio.AbstractEventLoop, name: str, queue: _AcquireQueue, me: asyncio.Future[None]
+    ) -> None:
+        was_head = queue[0] is me
+        queue.remove(me)
+        if was_head and queue and not queue[0].done():
+            queue[0].set_result(None)  # a cancelled next head wakes its successor itself
+        queues = self._acquire_queues.get(loop)
+        if not queue and queues is not None and queues.get(name) is queue:
+            del queues[name]
+
+    def _waiting(self, loop: asyncio.AbstractEventLoop, name: str) -> _AcquireQueue | None:
+        """The provider's queue of waiters in this loop, if there is one (may be empty)."""
+        queues = self._acquire_queues.get(loop)
+        return None if queues is None else queues.get(name)
+
+    def _acquire_queue(self, loop: asyncio.AbstractEventLoop, name: str) -> _AcquireQueue:
+        """The provider's queue of waiters in this loop, created if needed."""
         queues = self._acquire_queues.get(loop)
         if queues is None:
-            if not create:
-                return None
             with self._global_lock:
                 queues = self._acquire_queues.setdefault(loop, {})
         queue = queues.get(name)
-        if queue is None and create:
+        if queue is None:
             queue = queues[name] = collections.deque()
         return queue
 
@@ -357,7 +404,7 @@ class BaseQuotaStore:
                 return BudgetReservation(team.name, tuple(keys), tokens)
             period, suffix, limit, ttl = periods[index]
             if status == 1:
-                raise BudgetExceeded(team.name, period, int(limit), int(used), tokens)
+                raise BudgetExceeded(team.name, period, caps[index], int(used), tokens)
             await self._budget_seed(keys[index], await self._seed_value(team, period, suffix, seed), ttl)
         raise RuntimeError(f"team {team.name}: budget ledger keys keep disappearing")
 
@@ -527,9 +574,9 @@ class BaseQuotaStore:
     # ---- global in-flight cap (per worker process) --------------------------------------------------------
     @asynccontextmanager
     async def global_slot(self) -> AsyncIterator[None]:
-        """One of settings.GATEWAY_GLOBAL_MAX_IN_FLIGHT slots for this whole process (all threads and
-        event loops), and, if settings.GATEWAY_CLUSTER_MAX_IN_FLIGHT > 0, one of that many slots across
-        every worker (a lease in the shared store). Wrap every provider call in it."""
+        """One of ``global_max_in_flight`` slots for this whole process (all threads and event loops),
+        and, if ``cluster_max_in_flight`` > 0, one of that many slots across every worker (a lease in
+        the shared store). Waits for both. (The engine takes them without waiting: try_global_slot.)"""
         delay = LEASE_POLL_MIN_S
         while True:
             with self._global_lock:
@@ -575,6 +622,7 @@ class BaseQuotaStore:
         slot.released = True
         try:
             if slot.cluster_lease is not None:
+                assert self._cluster_limits is not None  # a cluster lease is only taken under a cluster cap
                 await self.release_lease(self._cluster_limits, slot.cluster_lease)
         finally:
             self._give_back_global()

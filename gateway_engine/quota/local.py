@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..protocols import Clock
 from .base import BaseQuotaStore, log_pause
 from .types import Decision, ProviderLimits, ProviderQuotaState
 
@@ -71,7 +71,7 @@ class LocalQuotaStore(BaseQuotaStore):
 
     def __init__(
         self,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
         global_max_in_flight: int | None = None,
         cluster_max_in_flight: int | None = 0,  # one process: the per-process cap is the cluster cap
     ):

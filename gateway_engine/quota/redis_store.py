@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections.abc import Awaitable
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -12,7 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import lua
 from .base import BaseQuotaStore, log_pause
-from .resp import RespClient, Script
+from .resp import Arg, Reply, RespClient, Script
 from .types import CONFIG_VERSION_KEY, Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
 
 _UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
@@ -91,19 +92,19 @@ class RedisQuotaStore(BaseQuotaStore):
             f"{exc}). Shared RPM/TPM limits cannot be enforced, so nothing is sent; the item stays retryable."
         )
 
-    async def _run(self, script: str, keys: list[str], args: list):
+    async def _run(self, script: str, keys: list[str], args: list[Arg]) -> Reply:
         try:
             return await self._scripts[script](self.client(), keys, args)
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 
-    async def _await(self, reply):
+    async def _await(self, reply: Awaitable[Reply]) -> Reply:
         try:
             return await reply
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 
-    def _command(self, *args):
+    def _command(self, *args: Arg) -> Awaitable[Reply]:
         """Sends the command at once (when connected); returns an awaitable for the reply."""
         try:
             return self._await(self.client().call(*args))
@@ -115,7 +116,7 @@ class RedisQuotaStore(BaseQuotaStore):
         return base + "b", base + "o", base + "l"
 
     @staticmethod
-    def _rates(limits: ProviderLimits) -> list:
+    def _rates(limits: ProviderLimits) -> list[Arg]:
         return [
             repr(limits.rpm_per_ms),
             repr(float(limits.rpm_capacity)),
@@ -123,7 +124,7 @@ class RedisQuotaStore(BaseQuotaStore):
             repr(float(limits.tpm_capacity)),
         ]
 
-    def _bucket_call(self, limits: ProviderLimits, tokens: int) -> tuple[list[str], list]:
+    def _bucket_call(self, limits: ProviderLimits, tokens: int) -> tuple[list[str], list[Arg]]:
         """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, plus the team share bucket."""
         bucket, obs, _ = self._keys(limits.name)
         keys, args = [bucket, obs], [*self._rates(limits), int(tokens)]
@@ -190,7 +191,7 @@ class RedisQuotaStore(BaseQuotaStore):
         ttl_ms = int(limits.lease_ttl_seconds * 1000)
         return int(await self._run("LEASE_REFRESH", [leases], [lease_id, ttl_ms])) == 1
 
-    def _lease_release(self, limits: ProviderLimits, lease_id: str):
+    def _lease_release(self, limits: ProviderLimits, lease_id: str) -> Awaitable[None]:
         # not `async def`: ZREM is on the wire before the caller first awaits, even if it is cancelled
         _, _, leases = self._keys(limits.name)
         return self._command("ZREM", leases, lease_id)

@@ -21,6 +21,7 @@ import collections
 import hashlib
 import ssl as ssl_module
 import time
+from typing import Any, TypeAlias, cast
 
 import hiredis
 from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection, parse_url
@@ -28,12 +29,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+# A command's arguments, and a reply as hiredis decodes it: bytes | int | None | list of replies (hiredis
+# types it Any; callers convert each field with int()/float()/decode() where they read it).
+Arg: TypeAlias = str | bytes | int | float
+Reply: TypeAlias = Any
+_Pending: TypeAlias = "collections.deque[tuple[asyncio.Future[Reply], float]]"
+
 
 class _Protocol(asyncio.Protocol):
     def __init__(self, client: RespClient) -> None:
         self.client = client
         self.reader = hiredis.Reader()
-        self.pending: collections.deque[tuple[asyncio.Future, float]] = collections.deque()
+        self.pending: _Pending = collections.deque()
         self.transport: asyncio.Transport | None = None
         self.closed_exc: BaseException | None = None
         self.out: list[bytes] = []  # commands written in this loop iteration, flushed in one send
@@ -43,8 +50,9 @@ class _Protocol(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"".join(out))
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a stream connection (TCP, TLS or Unix socket): the loop hands over a full Transport
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -104,7 +112,7 @@ class RespClient:
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
         self._proto: _Protocol | None = None
-        self._connecting: asyncio.Future | None = None
+        self._connecting: asyncio.Future[_Protocol] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -139,7 +147,8 @@ class RespClient:
             try:
                 await asyncio.wait_for(asyncio.gather(*handshake), self.command_timeout)
             except BaseException:
-                proto.transport.abort()
+                if proto.transport is not None:
+                    proto.transport.abort()
                 raise
         self._proto = proto
         if self._watchdog is None:
@@ -161,21 +170,21 @@ class RespClient:
         self._schedule_watchdog(loop)
 
     @staticmethod
-    def _send(proto: _Protocol, args) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
+    def _send(proto: _Protocol, args: tuple[Arg, ...]) -> asyncio.Future[Reply]:
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         proto.pending.append((fut, time.monotonic()))
         if not proto.out:
             fut.get_loop().call_soon(proto.flush)
-        proto.out.append(hiredis.pack_command(args))
+        proto.out.append(hiredis.pack_command(args))  # type: ignore[arg-type]  # its stub says a 1-tuple
         return fut
 
-    async def _connect_and_send(self, args) -> object:
+    async def _connect_and_send(self, args: tuple[Arg, ...]) -> Reply:
         if self._connecting is None or self._connecting.done():
             self._connecting = asyncio.ensure_future(self._connect())
         proto = await asyncio.shield(self._connecting)
         return await self._send(proto, args)
 
-    def call(self, *args) -> asyncio.Future:
+    def call(self, *args: Arg) -> asyncio.Future[Reply]:
         """Send a command now (if connected) and return an awaitable for its reply."""
         if self._closed:
             raise RedisConnectionError("client is closed")
@@ -203,7 +212,7 @@ class Script:
         self.text = text
         self.sha = hashlib.sha1(text.encode()).hexdigest()
 
-    async def __call__(self, client: RespClient, keys: list, args: list):
+    async def __call__(self, client: RespClient, keys: list[str], args: list[Arg]) -> Reply:
         try:
             return await client.call("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:

@@ -2,7 +2,8 @@
 
 Contract between the quota engine (gateway_engine/quota/*) and its callers:
 
-    store = get_quota_store()                     # providers.quota builds it (Redis or in-process, by settings)
+    store = RedisQuotaStore(url, prefix="bgw:")   # or LocalQuotaStore() in one process (the gateway's
+                                                  # process-wide one: providers.quota.get_quota_store())
     res = await store.acquire(limits, tokens)     # waits locally until BOTH the RPM bucket (1) and the
                                                   # TPM bucket (tokens) grant; raises QuotaImpossible
                                                   # if tokens can never fit, QuotaStoreUnavailable if
@@ -16,6 +17,8 @@ Contract between the quota engine (gateway_engine/quota/*) and its callers:
     await store.reconcile(limits, res, actual)    # refund or charge the difference to the TPM bucket
     await store.penalize(limits, retry_after_s)   # a 429 with Retry-After: pause every worker
     state = await store.snapshot(limits)          # ProviderQuotaState for dashboards and metrics
+
+The subset the execution engine calls is typed as gateway_engine.protocols.QuotaStore.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class ProviderLimits:
     lease_grace_seconds: float = 10.0
     # Conformance margin: seconds of refill taken off each bucket's burst capacity, so requests that
     # reach the provider with up to this much jitter still fit a provider bucket configured exactly
-    # like ours (settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS). The refill rate is never reduced.
+    # like ours (the gateway sets it from GATEWAY_QUOTA_JITTER_MARGIN_SECONDS). The refill rate is never
+    # reduced.
     margin_seconds: float = 0.0
     # Team share cap: when team is set and team_share < 1, every grant also takes one token from the
     # per-(provider, team) RPM bucket of rate rpm × team_share (same burst and margin), atomically
@@ -162,7 +166,7 @@ class ProviderQuotaState:
 
 @dataclass(frozen=True)
 class TeamLimits:
-    """A team's live limits (batches.Team), loaded by LimitsSource like the providers' limits."""
+    """A team's live limits (the gateway loads them from its Team rows, like the providers' limits)."""
 
     name: str
     daily_token_budget: int | None = None

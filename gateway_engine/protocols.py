@@ -1,0 +1,153 @@
+"""The engine's seams: what ``CrossProviderBatcher`` needs from the outside world, as typed Protocols.
+
+The engine calls nothing else on these objects. The concrete implementations:
+
+* ``QuotaStore``: ``quota.LocalQuotaStore`` (one process) and ``quota.RedisQuotaStore`` (every worker);
+* ``Breaker``: ``breaker.LocalBreaker`` and ``breaker.RedisBreaker``;
+* ``LimitsProvider``: the gateway's ``providers.quota.LimitsSource`` (live limits from the database);
+* ``ItemSource``: ``batcher.ItemFeed`` (or any async iterable of items);
+* ``ResultSink``: the ``on_result`` callback of ``abatch`` (the gateway's ``EngineThread._on_result``);
+* ``Clock``: ``time.monotonic`` or a test's fake clock (``tests.clock.FakeClock``).
+
+``tests/engine/test_types_conformance.py`` assigns each concrete class to its Protocol, so mypy
+(``make lint``) proves they conform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+if TYPE_CHECKING:  # annotations only: this module imports nothing of the engine at run time
+    from .batcher import ItemResult, WorkItem
+    from .breaker import Permit
+    from .quota.base import BudgetSeed, GlobalSlot, Lease
+    from .quota.types import BudgetReservation, ProviderLimits, Reservation, TeamLimits
+
+__all__ = [
+    "AsyncCloseable",
+    "Breaker",
+    "Clock",
+    "ItemSource",
+    "LimitsProvider",
+    "QuotaStore",
+    "RawItem",
+    "ResultSink",
+]
+
+# one work item as a caller hands it over: a WorkItem or a contract ITEM dict (WorkItem.coerce checks it)
+RawItem: TypeAlias = "WorkItem | Mapping[str, Any]"
+
+
+class Clock(Protocol):
+    """Monotonic seconds (``time.monotonic``); tests pass a fake clock they step by hand."""
+
+    def __call__(self) -> float: ...
+
+
+class AsyncCloseable(Protocol):
+    async def aclose(self) -> None:
+        """Release what is bound to the running event loop (called at the end of each ``asyncio.run``)."""
+
+
+class QuotaStore(AsyncCloseable, Protocol):
+    """Buckets, concurrency leases, the in-flight cap and team budgets (docs/quota.md)."""
+
+    @property
+    def global_max_in_flight(self) -> int:
+        """This process's in-flight cap (sizes the engine's long-item lane)."""
+        ...
+
+    async def acquire(
+        self, limits: ProviderLimits, tokens: int = 0, *, current: Callable[[], ProviderLimits] | None = None
+    ) -> Reservation:
+        """Wait for 1 request and ``tokens`` tokens of the provider's buckets (QuotaImpossible if they
+        can never fit); ``current()`` gives the live limits on every retry."""
+        ...
+
+    async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
+        """Give an unused grant back (1 request and the reserved tokens)."""
+
+    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
+        """Settle a grant with the provider's reported usage (and the team budget with it)."""
+
+    async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
+        """Pause the provider's bucket for every worker (a 429 with Retry-After)."""
+        ...
+
+    async def try_lease(self, limits: ProviderLimits) -> Lease | None:
+        """A provider concurrency slot if one is free now, else None. Never waits."""
+        ...
+
+    async def release_lease(self, limits: ProviderLimits, lease: Lease) -> None: ...
+
+    async def wait_for_lease(self, limits: ProviderLimits) -> None:
+        """Wait until a provider concurrency slot looks free. Takes nothing."""
+
+    async def try_global_slot(self) -> GlobalSlot | None:
+        """An in-flight slot of this process if one is free now, else None. Never waits."""
+        ...
+
+    async def release_global_slot(self, slot: GlobalSlot) -> None: ...
+
+    async def wait_for_global_slot(self) -> None:
+        """Wait until an in-flight slot looks free. Takes nothing."""
+
+    async def reserve_budget(
+        self, team: TeamLimits, tokens: int, seed: BudgetSeed | None = None
+    ) -> BudgetReservation:
+        """Reserve tokens against the team's day and month budgets (BudgetExceeded: no room)."""
+        ...
+
+    async def give_back_budget(self, budget: BudgetReservation) -> None:
+        """Refund a budget reservation nothing was settled against."""
+
+
+class Breaker(AsyncCloseable, Protocol):
+    """Per-provider circuit breaker (gateway_engine.breaker)."""
+
+    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0) -> Permit:
+        """May a call go to ``provider`` now (and is it the half-open probe)?"""
+        ...
+
+    async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
+        """One call's health signal; returns the state after it."""
+        ...
+
+
+class LimitsProvider(Protocol):
+    """Live provider and team limits (the gateway's LimitsSource, reloaded on every config change)."""
+
+    @property
+    def budget_seed(self) -> BudgetSeed | None:
+        """Re-seeds a missing budget ledger from the caller's records (None: start at 0)."""
+        ...
+
+    async def get(self, name: str) -> ProviderLimits:
+        """The provider's current limits; LookupError if it no longer exists."""
+        ...
+
+    async def team(self, name: str) -> TeamLimits | None:
+        """The team's current limits; None if there is no such team."""
+        ...
+
+    def peek(self, name: str, default: ProviderLimits) -> ProviderLimits:
+        """The cached limits now (no await): waiters re-ask the bucket with them."""
+        ...
+
+    def peek_team(self, name: str) -> TeamLimits | None:
+        """The cached team limits now (no await)."""
+        ...
+
+
+class ItemSource(Protocol):
+    """An async feed of work items (``ItemFeed``): served FIFO per provider as they arrive, until it ends."""
+
+    def __aiter__(self) -> AsyncIterator[RawItem]: ...
+
+
+class ResultSink(Protocol):
+    """``abatch``'s ``on_result``: called once per item with its input index and final result. The item's
+    in-flight slot is held until the returned awaitable is done (the caller stores the result there)."""
+
+    def __call__(self, index: int, result: ItemResult, /) -> Awaitable[None]: ...
