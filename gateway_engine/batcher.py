@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, ParamSpec, TypeAlias, TypedDict, TypeVar
 
 from .breaker import BreakerUnavailable, LocalBreaker
-from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome, TransportFactory
+from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome, TransportFactory, check_transport
 from .observer import NULL_OBSERVER, EngineObserver
 from .protocols import AsyncCloseable, Breaker, ItemSource, LimitsProvider, QuotaStore, RawItem, ResultSink
 from .quota.types import (
@@ -221,6 +221,11 @@ class EngineOptions:
     store_retry_max_seconds: float = 2.0
     # a half-open probe's permit lasts the provider's timeout plus this (a crashed prober can't wedge it)
     breaker_probe_grace_seconds: float = 5.0
+    # the HTTP client providers are called with: "aiohttp" (default, less CPU per call) or "httpx"
+    transport: str = "aiohttp"
+
+    def __post_init__(self) -> None:
+        check_transport(self.transport)
 
 
 def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_tokens: int) -> int:
@@ -283,7 +288,11 @@ class _Run:
         control: RunControl | None = None,
     ):
         self.b = batcher
-        self.http = HttpClients(batcher.transport_factory, max_answer_bytes=batcher.options.max_answer_bytes)
+        self.http = HttpClients(
+            batcher.transport_factory,
+            transport=batcher.options.transport,
+            max_answer_bytes=batcher.options.max_answer_bytes,
+        )
         self.should_cancel = should_cancel or (lambda: False)
         self.control = control
         self.wake = asyncio.Event()  # replaced by a fresh one each time it is set (see poke)
