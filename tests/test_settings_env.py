@@ -84,3 +84,10 @@ def test_bad_redis_url_is_refused_by_name():
     result = _import_settings("gateway_site.settings.local", REDIS_URL="http://127.0.0.1:6379")
     assert result.returncode != 0
     assert "REDIS_URL" in result.stderr
+
+
+def test_unknown_provider_transport_is_refused_by_name():
+    result = _import_settings("gateway_site.settings.local", GATEWAY_PROVIDER_TRANSPORT="requests")
+    assert result.returncode != 0
+    assert "GATEWAY_PROVIDER_TRANSPORT='requests': must be 'aiohttp' or 'httpx'" in result.stderr
+    assert _import_settings("gateway_site.settings.local", GATEWAY_PROVIDER_TRANSPORT="httpx").returncode == 0
