@@ -18,10 +18,10 @@ from django.utils import timezone
 from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
 from gateway_engine.retry import (
     CLASS_OTHER,
+    ERROR_CLASS_KEYS,
     ERROR_CLASS_TABLE,
     OTHER_LABEL,
     ErrorClassRule,
-    error_class,
 )
 from providers.models import Provider
 
@@ -30,14 +30,13 @@ from providers.models import Provider
 # the engine's classifier cannot disagree.
 
 ERROR_CLASSES = [(rule.key, rule.label) for rule in ERROR_CLASS_TABLE] + [(CLASS_OTHER, OTHER_LABEL)]
-ERROR_CLASS_KEYS = [key for key, _ in ERROR_CLASSES]
 
 
 def _rule_q(rule: ErrorClassRule) -> Q:
     """The rule as a Q: error_type in its types OR status code in its range (NULL status: no match)."""
     q = Q(error_type__in=sorted(rule.types)) if rule.types else Q(pk__in=[])
-    if rule.status_from is not None:
-        q |= Q(error_status_code__gte=rule.status_from, error_status_code__lt=rule.status_to)
+    if (bounds := rule.status_range) is not None:
+        q |= Q(error_status_code__gte=bounds[0], error_status_code__lt=bounds[1])
     return q
 
 
@@ -60,14 +59,6 @@ def error_class_q(klass: str) -> Q:
 def error_class_expr() -> Case:
     """SQL CASE giving each row its class, generated from the table."""
     return Case(*[When(cond, then=Value(key)) for key, cond in _CLASS_CONDITIONS], default=Value(CLASS_OTHER))
-
-
-_error_class_expr = error_class_expr
-
-
-def error_class_of(error_type: str, status_code: int | None) -> str:
-    """For single rows: the engine's classifier itself."""
-    return error_class(error_type, status_code)
 
 
 # --- batch history ------------------------------------------------------------------------------
@@ -448,7 +439,7 @@ class FailureGroups:
 def failure_groups(qs: QuerySet[BatchItem]) -> FailureGroups:
     """Counts by provider × error class, and by status code: two GROUP BY queries."""
     grouped = (
-        qs.annotate(klass=_error_class_expr()).values("provider", "klass").annotate(n=Count("id")).order_by()
+        qs.annotate(klass=error_class_expr()).values("provider", "klass").annotate(n=Count("id")).order_by()
     )
     by_provider: dict[str, dict[str, int]] = defaultdict(dict)
     for row in grouped:

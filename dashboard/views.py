@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
 from batches.submission import SubmissionError
+from gateway_engine.retry import error_class
 from providers.adapters import provider_limits
 from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
 
@@ -184,7 +185,7 @@ def item_detail(request, item_id: int):
         {
             "nav": "batches",
             "item": item,
-            "error_class": selectors.error_class_of(item.error_type, item.error_status_code)
+            "error_class": error_class(item.error_type, item.error_status_code)
             if item.error_type or item.error_status_code
             else "",
             "request_json": _pretty(item.payload),

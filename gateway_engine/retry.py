@@ -71,14 +71,19 @@ class ErrorClassRule:
     status_from: int | None = None
     status_to: int | None = None
 
+    @property
+    def status_range(self) -> tuple[int, int] | None:
+        """[from, to) of the status codes in this class (a lone status_from: that code only), or None.
+        The dashboard's SQL uses the same range."""
+        if self.status_from is None:
+            return None
+        return self.status_from, self.status_to or self.status_from + 1
+
     def matches(self, error_type: str, status_code: int | None) -> bool:
         if error_type in self.types:
             return True
-        return (
-            self.status_from is not None
-            and status_code is not None
-            and self.status_from <= status_code < (self.status_to or self.status_from + 1)
-        )
+        bounds = self.status_range
+        return bounds is not None and status_code is not None and bounds[0] <= status_code < bounds[1]
 
 
 # The single source of truth: the engine's stats, the dashboard's SQL (dashboard.selectors builds its

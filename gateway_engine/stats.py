@@ -15,17 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .retry import (
-    CLASS_4XX,
-    CLASS_5XX,
-    CLASS_429,
-    CLASS_CONNECTION,
-    CLASS_INVALID,
-    CLASS_TIMEOUT,
-    error_class,
-)
+from .retry import CLASS_429, ERROR_CLASS_TABLE, error_class
 
-ERROR_CLASSES = (CLASS_4XX, CLASS_5XX, CLASS_429, CLASS_TIMEOUT, CLASS_CONNECTION, CLASS_INVALID)
+# every errors_by_class starts with the table's classes at 0 ("other" is added only if it occurs)
+ERROR_CLASSES = tuple(rule.key for rule in ERROR_CLASS_TABLE)
 
 
 def p95(values: list[int]) -> int:
