@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
+from gateway_engine.http import RESERVED_PARAMS
 from gateway_engine.routing import RoutingError, candidates, stable_draw
 from providers.models import Provider
 from providers.selectors import known_route_names
@@ -59,9 +60,6 @@ COMPLETION_WINDOW_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_COMPLETION_WINDOW = timedelta(seconds=10)
 MAX_COMPLETION_WINDOW = timedelta(days=7)
-# The gateway sets these itself: {"model": provider.model, "messages": ..., **params}; a caller's value
-# would silently override the provider's model or the messages, and streaming is not supported.
-RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
 
 JSON_MEDIA_TYPES = frozenset({"application/json"})
 JSONL_MEDIA_TYPES = frozenset({"application/jsonl", "application/x-ndjson", "application/jsonlines"})

@@ -61,7 +61,10 @@ DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_USAGE_TOKENS = 10_000_000  # per answer and per count; no model answers more
 MAX_JSON_DEPTH = 64
 READ_CHUNK = 64 * 1024
-RESERVED_PARAMS = ("model", "messages")
+# The gateway sets these itself ({"model": provider.model, "messages": …, **params}): a caller's value
+# would override the provider's model or the messages, and streamed answers are not read. Submission
+# (batches.submission) refuses them in an item's params; the clients below never send them.
+RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
 REPLACEMENT = "\ufffd"
 
 

@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from batches.models import Batch, BatchPriority, BatchStatus, ErrorType, ItemStatus
 from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
+from gateway_engine.http import RESERVED_PARAMS
 
 # --- errors ---------------------------------------------------------------------------------------
 
@@ -104,7 +105,9 @@ class ItemSerializer(serializers.Serializer):
     )
     params = serializers.DictField(
         required=False,
-        help_text="Passed to the provider as-is (e.g. max_tokens, temperature); model/messages/stream are reserved.",
+        help_text="Passed to the provider as-is (e.g. max_tokens, temperature); "
+        + "/".join(sorted(RESERVED_PARAMS))
+        + " are reserved.",
     )
 
 

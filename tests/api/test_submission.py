@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import types
 import uuid
 
+import httpx
 import pytest
+import respx
 from django.test import override_settings
 
 from batches.models import Batch, BatchItem
+from gateway_engine.http import RESERVED_PARAMS, ProviderClient
+from gateway_engine.routing import ProviderConfig
 
 from .helpers import DROP, URL, item, post_json, post_jsonl
 
@@ -464,3 +469,41 @@ def test_bad_batch_options_are_400_naming_the_field_and_store_nothing(
     assert response.status_code == 400
     assert [e["field"] for e in response.json()["errors"]] == [field]
     assert Batch.objects.count() == 0
+
+
+@pytest.mark.parametrize("key", sorted(RESERVED_PARAMS))
+def test_reserved_params_are_refused_here_and_never_sent_by_the_engine(client, routes, row_counts, key):
+    """One constant (gateway_engine.http.RESERVED_PARAMS): what submission refuses in params is
+    exactly what the engine's clients keep out of the request body."""
+    response = post_json(client, {"items": [item(0, params={key: "x", "max_tokens": 5})]})
+    assert response.status_code == 400, response.content
+    assert any(e["field"] == f"params.{key}" for e in response.json()["errors"]), response.json()
+    assert row_counts() == (0, 0)
+
+    config = ProviderConfig.from_dict(
+        {
+            "name": "p",
+            "base_url": "http://p.test/v1",
+            "model": "m",
+            "rpm": 60,
+            "tpm": 1000,
+            "max_concurrency": 1,
+        }
+    )
+
+    async def call():
+        provider = ProviderClient(config)
+        try:
+            return await provider.chat([{"role": "user", "content": "hi"}], {key: "x", "max_tokens": 5})
+        finally:
+            await provider.aclose()
+
+    with respx.mock:
+        answer = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+        route = respx.post("http://p.test/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=answer)
+        )
+        assert asyncio.run(call()).ok
+    assert [json.loads(c.request.content) for c in route.calls] == [
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
+    ]
