@@ -60,7 +60,8 @@ def get_batch_for_team(team: Team, batch_id: Any) -> Batch:
 
 
 def item_status_counts(batch: Batch) -> dict[str, int]:
-    """{status: count} over every ItemStatus (zeros included)."""
+    """{status: count} over every ItemStatus (zeros included): one GROUP BY on the (batch, status)
+    index. The batch page and ``submit_batch --wait`` both read it."""
     counts = {status.value: 0 for status in ItemStatus}
     rows = BatchItem.objects.filter(batch=batch).values_list("status").annotate(n=Count("id")).order_by()
     for status, n in rows:

@@ -229,14 +229,6 @@ def _truncate(moment: dt.datetime, unit: str) -> dt.datetime:
     return moment
 
 
-def item_status_counts(batch: Batch) -> dict[str, int]:
-    """Items per status (pending/running/…), one GROUP BY on the (batch, status) index."""
-    rows = BatchItem.objects.filter(batch=batch).values("status").annotate(n=Count("id")).order_by()
-    counts = {status: 0 for status in ItemStatus.values}
-    counts.update({row["status"]: row["n"] for row in rows})
-    return counts
-
-
 @dataclass
 class ProviderBatchRow:
     """One line of the seed's batch log, per provider.

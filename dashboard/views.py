@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
+from batches.selectors import item_status_counts
 from batches.submission import SubmissionError
 from gateway_engine.retry import error_class
 from providers.adapters import provider_limits
@@ -87,7 +88,7 @@ def batch_detail(request, batch_id):
         height=220,
         width=HALF_CHART_WIDTH,
     )
-    status_counts = selectors.item_status_counts(batch)
+    status_counts = item_status_counts(batch)
     item_status = _item_status_choice(request.GET.get("items"), status_counts)
     page = _page(request, selectors.batch_items(batch, item_status or None))
     return render(
