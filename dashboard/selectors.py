@@ -525,22 +525,14 @@ class ProviderConfigView:
     timeout_seconds: float
     max_retries: int
     enabled: bool
-    key_source: str  # "environment", "database" or "none" — never the key itself
+    key_source: str  # Provider.api_key_source: "environment", "database" or "none" — never the key itself
     routes: tuple[str, ...]
 
 
 def provider_configs() -> list[tuple[ProviderConfigView, object]]:
     """(safe view, Provider) pairs; the Provider is for building quota limits, not for templates."""
-    import os
-
     out = []
     for p in Provider.objects.prefetch_related("routes").order_by("name"):
-        if os.environ.get(p.secret_env_name):
-            source = "environment"
-        elif p.api_key:
-            source = "database"
-        else:
-            source = "none"
         routes = tuple(
             sorted(
                 f"{r.route} (p{r.priority}, w{r.weight}{'' if r.enabled else ', off'})"
@@ -558,7 +550,7 @@ def provider_configs() -> list[tuple[ProviderConfigView, object]]:
             timeout_seconds=p.timeout_seconds,
             max_retries=p.max_retries,
             enabled=p.enabled,
-            key_source=source,
+            key_source=p.api_key_source,
             routes=routes,
         )
         out.append((view, p))

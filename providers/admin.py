@@ -160,13 +160,13 @@ class ProviderAdmin(BoundedNumbersMixin, admin.ModelAdmin):
 
     @admin.display(description="key source")
     def key_source(self, obj: Provider) -> str:
-        import os
-
-        if obj.pk and os.environ.get(obj.secret_env_name):
-            return f"environment ({obj.secret_env_name})"
-        if obj.pk and obj.api_key:
-            return "database (hidden)"
-        return f"none (set it here or in {obj.secret_env_name})" if obj.pk else "-"
+        if not obj.pk:
+            return "-"
+        return {
+            "environment": f"environment ({obj.secret_env_name})",
+            "database": "database (hidden)",
+            "none": f"none (set it here or in {obj.secret_env_name})",
+        }[obj.api_key_source]
 
 
 @admin.register(RoutingRule)

@@ -163,13 +163,22 @@ class Provider(models.Model):
                     }
                 )
 
+    @property
+    def api_key_source(self) -> str:
+        """Where the key to send comes from: "environment" (GATEWAY_PROVIDER_SECRET_<NAME>, wins),
+        "database" or "none". What the admin and the dashboard show instead of the key."""
+        if os.environ.get(self.secret_env_name):
+            return "environment"
+        return "database" if self.api_key else "none"
+
     def resolved_api_key(self) -> str:
         """The key to send: the environment variable wins over the database value."""
-        return os.environ.get(self.secret_env_name) or self.api_key
+        source = self.api_key_source
+        return os.environ[self.secret_env_name] if source == "environment" else self.api_key
 
     @property
     def has_api_key(self) -> bool:
-        return bool(self.resolved_api_key())
+        return self.api_key_source != "none"
 
 
 class RoutingRule(models.Model):
