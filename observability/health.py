@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from gateway_site.redis import sync_redis
+
 log = logging.getLogger(__name__)
 
 WORKER_HEARTBEAT_SECONDS = 5.0
@@ -50,11 +52,7 @@ def heartbeat_key(worker: str) -> str:
 
 
 def _redis():
-    import redis
-
-    return redis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=CHECK_TIMEOUT_SECONDS, socket_connect_timeout=CHECK_TIMEOUT_SECONDS
-    )
+    return sync_redis(timeout=CHECK_TIMEOUT_SECONDS, connect_timeout=CHECK_TIMEOUT_SECONDS)
 
 
 def check_database() -> Check:
@@ -92,26 +90,22 @@ def check_migrations() -> Check:
 def check_redis() -> Check:
     if not shared_mode():
         return Check("redis", True, "single-process mode", skipped=True)
-    client = _redis()
     try:
-        client.ping()
+        with _redis() as client:
+            client.ping()
         return Check("redis", True)
     except Exception as exc:  # noqa: BLE001
         return Check("redis", False, f"{type(exc).__name__}: {exc}")
-    finally:
-        client.close()
 
 
 def check_workers() -> Check:
     if not shared_mode() or settings.CELERY_TASK_ALWAYS_EAGER:
         return Check("celery_workers", True, "tasks run in this process", skipped=True)
-    client = _redis()
     try:
-        workers = sorted(k.decode() for k in client.scan_iter(match=heartbeat_pattern(), count=500))
+        with _redis() as client:
+            workers = sorted(k.decode() for k in client.scan_iter(match=heartbeat_pattern(), count=500))
     except Exception as exc:  # noqa: BLE001
         return Check("celery_workers", False, f"{type(exc).__name__}: {exc}")
-    finally:
-        client.close()
     if not workers:
         return Check(
             "celery_workers", False, f"no worker heartbeat in the last {WORKER_HEARTBEAT_TTL_SECONDS} s"
@@ -133,19 +127,13 @@ def worker_name() -> str:
 
 
 def beat_once(name: str | None = None) -> None:
-    client = _redis()
-    try:
+    with _redis() as client:
         client.set(heartbeat_key(name or worker_name()), str(time.time()), ex=WORKER_HEARTBEAT_TTL_SECONDS)
-    finally:
-        client.close()
 
 
 def forget(name: str | None = None) -> None:
-    client = _redis()
-    try:
+    with _redis() as client:
         client.delete(heartbeat_key(name or worker_name()))
-    finally:
-        client.close()
 
 
 class Heartbeat(threading.Thread):

@@ -15,8 +15,9 @@ import weakref
 
 from django.conf import settings
 
-from gateway_engine.quota.local import bump_local_config_version, local_config_version
+from gateway_engine.quota.local import bump_local_config_version
 from gateway_engine.quota.types import CONFIG_VERSION_KEY
+from gateway_site.redis import sync_redis
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,6 @@ def config_version_key() -> str:
 def config_channel() -> str:
     """The pub/sub channel a change is announced on (message: the new version)."""
     return f"{settings.GATEWAY_REDIS_PREFIX}config:changed"
-
-
-def _sync_redis():
-    import redis
-
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
 def register_listener(source) -> None:
@@ -60,25 +55,12 @@ def bump_config_version() -> int:
         if settings.GATEWAY_QUOTA_BACKEND != "redis":
             return local
         try:
-            client = _sync_redis()
-            try:
+            with sync_redis() as client:
                 version = int(client.incr(config_version_key()))
                 client.publish(config_channel(), str(version))
                 return version
-            finally:
-                client.close()
         except Exception:  # the change is saved; workers still pick it up on their periodic refresh
             log.exception("could not publish the provider config version to Redis")
             return local
     finally:
         _notify_local()
-
-
-def current_config_version() -> int:
-    if settings.GATEWAY_QUOTA_BACKEND != "redis":
-        return local_config_version()
-    client = _sync_redis()
-    try:
-        return int(client.get(config_version_key()) or 0)
-    finally:
-        client.close()

@@ -8,6 +8,7 @@ import threading
 from django.conf import settings
 
 from batches.scheduling import FairState, charge
+from gateway_site.redis import sync_redis
 
 # F = max(V, F_team) + n / weight; V = max(V, start) — the Redis twin of batches.scheduling.fair.charge
 _CHARGE_LUA = """
@@ -72,6 +73,4 @@ def fair_clock():
 
 
 def redis_client():
-    import redis
-
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=3, socket_connect_timeout=2)
+    return sync_redis(timeout=3)

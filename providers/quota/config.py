@@ -177,17 +177,14 @@ class LimitsSource:
 
     def _listen_loop(self) -> None:
         """Subscribe to the config channel; reload on every announcement. Reconnects with backoff."""
-        import redis
-
+        from gateway_site.redis import sync_redis
         from providers.live_config import config_channel
 
         delay, resubscribe = 0.1, False
         while not self._stop.is_set():
             client = pubsub = None
             try:
-                client = redis.Redis.from_url(
-                    settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=None
-                )
+                client = sync_redis(timeout=None)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(config_channel())
                 delay = 0.1

@@ -1,0 +1,37 @@
+"""The one place production code builds a synchronous Redis client (redis-py).
+
+    with sync_redis() as client:          # settings.REDIS_URL, 2 s timeouts; closed on exit
+        client.get(key)
+
+The engine (gateway_engine) builds its own clients from the URL it is given; everything on the Django
+side (providers, batches, observability, dashboard, openai_api) uses this.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    import redis
+
+DEFAULT_TIMEOUT_SECONDS = 2.0
+
+
+def sync_redis(
+    url: str | None = None,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT_SECONDS,
+    connect_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> redis.Redis:
+    """A new client for ``url`` (default settings.REDIS_URL). ``timeout`` bounds each command (None:
+    wait forever, for a pub/sub listener); ``connect_timeout`` bounds connecting. No REDIS_URL: an
+    error, never a silent local fallback."""
+    import redis
+
+    url = url or settings.REDIS_URL
+    if not url:
+        raise ImproperlyConfigured("REDIS_URL is not set: this needs the shared Redis")
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
