@@ -371,10 +371,6 @@ LIST_ITEM_FIELDS = (
 )
 
 
-def failed_items(batch: Batch) -> QuerySet[BatchItem]:
-    return batch_items(batch, ItemStatus.FAILED)
-
-
 def batch_items(batch: Batch, status: str | None = None) -> QuerySet[BatchItem]:
     """The batch's items in submission order, optionally of one status (the batch page's item list)."""
     qs = BatchItem.objects.filter(batch=batch)

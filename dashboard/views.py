@@ -240,7 +240,7 @@ def providers(request):
             {
                 "config": view,
                 "quota": state,
-                "breaker": live.breaker_label(breaker) if breaker is not None else None,
+                "breaker": breaker["state"] if breaker is not None else None,
                 "breaker_detail": live.breaker_detail(breaker),
                 "recent": recent.get(view.name),
                 "rpm_wait_ms": live.bucket_wait_ms(getattr(state, "rpm_tokens_available", None), view.rpm),

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-OUTCOMES = ("ok", "4xx", "429", "5xx", "timeout", "connection", "invalid_response")
-TOKEN_KINDS = ("prompt", "completion", "wasted")
+from gateway_engine.retry import ERROR_CLASS_KEYS
 
 provider_requests = Counter(
     "gateway_provider_requests",
-    "HTTP attempts sent to a provider, by outcome (ok, 4xx, 429, 5xx, timeout, connection, invalid_response).",
+    f"HTTP attempts sent to a provider, by outcome (ok, {', '.join(ERROR_CLASS_KEYS)}).",
     ["provider", "outcome"],
 )
 provider_request_duration = Histogram(
@@ -65,18 +64,4 @@ engine_runs = Gauge(
     "gateway_engine_runs",
     "Engine runs (chunks) in progress, summed over live processes.",
     multiprocess_mode="livesum",
-)
-
-# names exported by LiveStateCollector (for the Grafana panel check and the docs)
-LIVE_METRICS = (
-    "gateway_quota_tokens_available",
-    "gateway_quota_capacity",
-    "gateway_quota_paused_seconds",
-    "gateway_leases_in_flight",
-    "gateway_leases_max",
-    "gateway_provider_configured_rpm",
-    "gateway_breaker_state",
-    "gateway_batches",
-    "gateway_queue_items",
-    "gateway_scrape_errors",
 )

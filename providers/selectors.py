@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-
-from .models import Provider, RoutingRule
-
-
-def enabled_providers() -> QuerySet[Provider]:
-    return Provider.objects.filter(enabled=True).order_by("name")
+from .models import RoutingRule
 
 
 def known_route_names() -> set[str]:
@@ -17,12 +11,4 @@ def known_route_names() -> set[str]:
         RoutingRule.objects.filter(enabled=True, provider__enabled=True)
         .values_list("route", flat=True)
         .distinct()
-    )
-
-
-def rules_for_routes(routes: set[str]) -> QuerySet[RoutingRule]:
-    return (
-        RoutingRule.objects.filter(route__in=routes, enabled=True, provider__enabled=True)
-        .select_related("provider")
-        .order_by("route", "priority", "provider__name")
     )

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from django.conf import settings
 
@@ -89,8 +89,8 @@ def seed_budget_from_db(team: str, period: str, suffix: str) -> int:
 
 
 class LimitsSource:
-    """`limits = await source.get("alpha")`; `await source.get_many()` -> {name: ProviderLimits};
-    `await source.team("acme")` -> TeamLimits or None; `source.peek("alpha")` (sync, cached only)."""
+    """`limits = await source.get("alpha")`; `await source.team("acme")` -> TeamLimits or None;
+    `source.peek("alpha", default)` (sync, cached only)."""
 
     _shared: LimitsSource | None = None
     _shared_lock = threading.Lock()
@@ -291,17 +291,6 @@ class LimitsSource:
             return None
         await self._maybe_refresh()
         return self._teams.get(name)
-
-    async def get_many(self, names: Iterable[str] | None = None) -> dict[str, ProviderLimits]:
-        await self._maybe_refresh()
-        if names is None:
-            return dict(self._limits)
-        out = {}
-        for name in names:
-            if name not in self._limits:
-                raise UnknownProvider(name)
-            out[name] = self._limits[name]
-        return out
 
 
 def _int_or_none(value) -> int | None:

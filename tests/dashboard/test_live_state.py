@@ -71,13 +71,19 @@ def test_redis_down_shows_a_banner_not_a_crash(staff_client, seeded, settings, f
     assert all(r["quota"] is None for r in response.context["rows"])
 
 
-def test_missing_engine_function_is_reported(monkeypatch, staff_client, seeded):
-    monkeypatch.setattr(live, "QUOTA_FUNCTIONS", ("no_such_function",))
-    monkeypatch.setattr(live, "BREAKER_MODULE", "providers.no_such_module")
+def test_any_snapshot_failure_is_reported_verbatim(monkeypatch, staff_client, seeded):
+    def broken(what):
+        def fail(_names):
+            raise RuntimeError(f"{what} exploded")
+
+        return fail
+
+    monkeypatch.setattr(live, "snapshot_all_sync", broken("quota"))
+    monkeypatch.setattr(live, "breaker_snapshot_sync", broken("breaker"))
     response = staff_client.get(reverse("dashboard:providers"))
     assert response.status_code == 200
-    assert "no_such_function" in response.context["quota_error"]
-    assert "no_such_module" in response.context["breaker_error"]
+    assert response.context["quota_error"] == "quota store unavailable: RuntimeError: quota exploded"
+    assert response.context["breaker_error"] == "breaker state unavailable: RuntimeError: breaker exploded"
 
 
 def test_recent_activity_error_rate_and_latency(staff_client, seeded):
