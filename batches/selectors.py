@@ -8,6 +8,8 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
 
+from gateway_engine.result import result_dict
+
 from .models import Batch, BatchItem, ItemStatus, Team, TeamUsageDaily
 
 # Columns a RESULT is built from (values_list order matters: see result_from_row).
@@ -26,14 +28,6 @@ RESULT_COLUMNS = (
     "completion_tokens",
     "total_tokens",
 )
-
-# Items that have no outcome yet (or never will) appear in results with ok=false and an error whose
-# type is the item's status, so a client can tell "not run yet" from a provider failure.
-NOT_FINISHED_MESSAGES = {
-    ItemStatus.PENDING: "not sent yet",
-    ItemStatus.RUNNING: "in flight",
-    ItemStatus.CANCELLED: "cancelled before it was sent",
-}
 
 USAGE_GROUPS = ("day", "provider")
 USAGE_SUMS = (
@@ -70,57 +64,10 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 
 def result_from_row(row: tuple) -> dict[str, Any]:
-    """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order."""
-    (
-        _seq,
-        custom_id,
-        status,
-        provider,
-        attempts,
-        latency_ms,
-        response,
-        error_type,
-        error_status_code,
-        error_message,
-        prompt_tokens,
-        completion_tokens,
-        total_tokens,
-    ) = row
-    ok = status == ItemStatus.SUCCEEDED
-    if ok:
-        error = None
-    elif status == ItemStatus.FAILED:
-        error = {
-            "type": error_type or "gateway_error",
-            "status_code": error_status_code,
-            "message": error_message,
-        }
-    else:
-        error = {
-            "type": status,
-            "status_code": None,
-            "message": error_message or NOT_FINISHED_MESSAGES.get(status, status),
-        }
-    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
-        usage = None
-    else:
-        prompt, completion = prompt_tokens or 0, completion_tokens or 0
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
-        }
-    return {
-        "custom_id": custom_id,
-        "ok": ok,
-        "status": status,
-        "provider": provider,
-        "attempts": attempts,
-        "latency_ms": latency_ms or 0,
-        "response": response,
-        "error": error,
-        "usage": usage,
-    }
+    """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order, built by the
+    engine's own builder (gateway_engine.result.result_dict)."""
+    _seq, custom_id, status, *values = row
+    return result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
 
 
 def _result_rows(batch: Batch, statuses: Sequence[str] | None = None) -> QuerySet:

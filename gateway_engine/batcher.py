@@ -66,6 +66,7 @@ from .quota.types import (
     Reservation,
     TeamLimits,
 )
+from .result import result_dict
 from .retry import ErrorType, RetryPolicy, is_retryable_error, rate_limit_wait
 from .routing import (
     ProviderConfig,
@@ -168,29 +169,21 @@ class ItemResult:
         return self.status == "succeeded"
 
     def as_result(self) -> dict[str, Any]:
-        """The contract's RESULT object."""
-        return {
-            "custom_id": self.custom_id,
-            "ok": self.ok,
-            "provider": self.provider,
-            "attempts": self.attempts,
-            "latency_ms": self.latency_ms,
-            "response": self.response,
-            "error": None
-            if self.ok
-            else {
-                "type": self.error_type,
-                "status_code": self.error_status_code,
-                "message": self.error_message,
-            },
-            "usage": None
-            if self.prompt_tokens is None
-            else {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.total_tokens,
-            },
-        }
+        """The contract's RESULT object (gateway_engine.result, as the stored item reads back)."""
+        return result_dict(
+            self.custom_id,
+            self.status,
+            provider=self.provider,
+            attempts=self.attempts,
+            latency_ms=self.latency_ms,
+            response=self.response,
+            error_type=self.error_type,
+            error_status_code=self.error_status_code,
+            error_message=self.error_message,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            total_tokens=self.total_tokens,
+        )
 
 
 @dataclass(frozen=True)

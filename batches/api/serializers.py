@@ -253,7 +253,8 @@ class ResultUsageSerializer(serializers.Serializer):
 
 class ResultSerializer(serializers.Serializer):
     """One RESULT of docs/contract.md §4 (plus `status`, the item's state). Rows come pre-shaped from
-    batches.selectors.result_from_row, so to_representation passes them through."""
+    gateway_engine.result.result_dict (via batches.selectors.result_from_row), so to_representation
+    passes them through."""
 
     custom_id = serializers.CharField()
     ok = serializers.BooleanField(help_text="True only for items that succeeded.")

@@ -16,24 +16,6 @@ from gateway_engine import ItemResult
 from .common import ENGINE_TO_ITEM_STATUS, log, worker_id
 
 WRITE_BATCH_ROWS = 500
-RESULT_FIELDS = [
-    "status",
-    "provider",
-    "attempts",
-    "latency_ms",
-    "response",
-    "error_type",
-    "error_status_code",
-    "error_message",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "retry_extra_tokens",
-    "attempt_log",
-    "claimed_by",
-    "claim_expires_at",
-    "finished_at",
-]
 
 
 def write_results(
@@ -87,6 +69,8 @@ _VALUE_COLUMNS = (
     ("completion_tokens", "bigint"), ("total_tokens", "bigint"), ("retry_extra_tokens", "bigint"),
     ("attempt_log", "jsonb"),
 )  # fmt: skip
+# what the other databases' bulk_update writes: the same columns, and the claim cleared
+RESULT_FIELDS = [name for name, _ in _VALUE_COLUMNS[1:]] + ["claimed_by", "claim_expires_at", "finished_at"]
 _UPDATE_SQL = (
     "WITH u AS (UPDATE {items} AS t SET "
     + ", ".join(f"{name} = v.{name}" for name, _ in _VALUE_COLUMNS[1:])
@@ -142,18 +126,15 @@ def _unstorable(result: ItemResult, exc: BaseException) -> ItemResult:
     )
 
 
+def _stored_values(result: ItemResult) -> dict:
+    """The columns an engine result is stored in (_VALUE_COLUMNS but the id; both write paths)."""
+    values = {name: getattr(result, name) for name, _ in _VALUE_COLUMNS[1:]}
+    values["status"] = ENGINE_TO_ITEM_STATUS[result.status]
+    return values
+
+
 def _update_values_once(entries: list[tuple[BatchItem, ItemResult]], owner: str, now, batch_id: str) -> int:
-    rows = [
-        {
-            "id": item.id, "status": ENGINE_TO_ITEM_STATUS[r.status], "provider": r.provider,
-            "attempts": r.attempts, "latency_ms": r.latency_ms, "response": r.response,
-            "error_type": r.error_type, "error_status_code": r.error_status_code,
-            "error_message": r.error_message, "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.completion_tokens, "total_tokens": r.total_tokens,
-            "retry_extra_tokens": r.retry_extra_tokens, "attempt_log": r.attempt_log,
-        }
-        for item, r in entries
-    ]  # fmt: skip
+    rows = [{"id": item.id, **_stored_values(r)} for item, r in entries]
     sql = _UPDATE_SQL.format(items=BatchItem._meta.db_table, batches=Batch._meta.db_table)
     params = [now, json.dumps(rows, allow_nan=False), ItemStatus.RUNNING, owner]
     params += [
@@ -178,29 +159,9 @@ def _bulk_update_owned(entries, owner: str, now, counts: dict) -> int:
     for item, result in entries:
         if item.id not in owned:
             continue
-        status = ENGINE_TO_ITEM_STATUS[result.status]
-        counts[status] += 1
-        rows.append(
-            BatchItem(
-                id=item.id,
-                status=status,
-                provider=result.provider,
-                attempts=result.attempts,
-                latency_ms=result.latency_ms,
-                response=result.response,
-                error_type=result.error_type,
-                error_status_code=result.error_status_code,
-                error_message=result.error_message,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                total_tokens=result.total_tokens,
-                retry_extra_tokens=result.retry_extra_tokens,
-                attempt_log=result.attempt_log,
-                claimed_by="",
-                claim_expires_at=None,
-                finished_at=now,
-            )
-        )
+        values = _stored_values(result)
+        counts[values["status"]] += 1
+        rows.append(BatchItem(id=item.id, **values, claimed_by="", claim_expires_at=None, finished_at=now))
     if rows:
         BatchItem.objects.bulk_update(rows, RESULT_FIELDS, batch_size=WRITE_BATCH_ROWS)
     return len(rows)

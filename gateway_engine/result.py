@@ -1,0 +1,74 @@
+"""The contract's RESULT object (docs/contract.md §4, plus ``status``), built from plain values.
+
+The one builder of a per-item result dict: the engine's ``ItemResult.as_result()`` and the stored
+item read back (``batches.selectors.result_from_row``: REST results pages, the JSONL stream, the
+OpenAI output and error files) both call ``result_dict``, so a result looks the same whichever path
+shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# An item without an outcome (yet) has ok=false and an error whose type is its status, so a client
+# can tell "not run yet" from a provider failure.
+NOT_FINISHED_MESSAGES = {
+    "pending": "not sent yet",
+    "running": "in flight",
+    "cancelled": "cancelled before it was sent",
+}
+# a failed item that names no error type (should not happen; never shown as an empty type)
+DEFAULT_ERROR_TYPE = "gateway_error"
+
+
+def result_dict(
+    custom_id: str,
+    status: str,
+    *,
+    provider: str = "",
+    attempts: int = 0,
+    latency_ms: int | None = None,
+    response: Any = None,
+    error_type: str = "",
+    error_status_code: int | None = None,
+    error_message: str = "",
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    total_tokens: int | None = None,
+) -> dict[str, Any]:
+    """One RESULT: {custom_id, ok, status, provider, attempts, latency_ms, response, error, usage}."""
+    ok = status == "succeeded"
+    if ok:
+        error = None
+    elif status == "failed":
+        error = {
+            "type": error_type or DEFAULT_ERROR_TYPE,
+            "status_code": error_status_code,
+            "message": error_message,
+        }
+    else:
+        error = {
+            "type": status,
+            "status_code": None,
+            "message": error_message or NOT_FINISHED_MESSAGES.get(status, status),
+        }
+    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
+        usage = None
+    else:
+        prompt, completion = prompt_tokens or 0, completion_tokens or 0
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
+        }
+    return {
+        "custom_id": custom_id,
+        "ok": ok,
+        "status": status,
+        "provider": provider,
+        "attempts": attempts,
+        "latency_ms": latency_ms or 0,
+        "response": response,
+        "error": error,
+        "usage": usage,
+    }
