@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, parse_entry
 from .quota.types import ProviderLimits
 
 
@@ -33,8 +34,8 @@ class ProviderConfig:
     model: str
     limits: ProviderLimits
     api_key: str = field(default="", repr=False)  # never in reprs, logs or tracebacks
-    max_retries: int = 3
-    enabled: bool = True
+    max_retries: int = PROVIDER_FIELDS["max_retries"].default
+    enabled: bool = PROVIDER_FIELDS["enabled"].default
 
     @property
     def timeout_seconds(self) -> float:
@@ -45,27 +46,26 @@ class ProviderConfig:
         return self.limits.max_concurrency
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProviderConfig:
-        """From one entry of the provider file (docs/contract.md §3); missing optional keys get model defaults."""
-        for key in ("name", "base_url", "model", "rpm", "tpm", "max_concurrency"):
-            if key not in data:
-                raise ValueError(f"provider config: {key} is required")
+    def from_dict(cls, data: Mapping[str, Any], where: str = "provider") -> ProviderConfig:
+        """From one entry of the provider file (docs/contract.md §3), checked and completed by the
+        one table of its fields (gateway_engine.provider_file); ValueError names every problem."""
+        v = parse_entry(where, data, PROVIDER_FIELDS)
         limits = ProviderLimits(
-            name=str(data["name"]),
-            rpm=int(data["rpm"]),
-            tpm=int(data["tpm"]),
-            burst_seconds=float(data.get("burst_seconds", 5.0)),
-            max_concurrency=int(data["max_concurrency"]),
-            timeout_seconds=float(data.get("timeout_seconds", 30.0)),
+            name=v["name"],
+            rpm=v["rpm"],
+            tpm=v["tpm"],
+            burst_seconds=v["burst_seconds"],
+            max_concurrency=v["max_concurrency"],
+            timeout_seconds=v["timeout_seconds"],
         )
         return cls(
             name=limits.name,
-            base_url=str(data["base_url"]),
-            model=str(data["model"]),
+            base_url=v["base_url"],
+            model=v["model"],
             limits=limits,
-            api_key=str(data.get("api_key") or ""),
-            max_retries=int(data.get("max_retries", 3)),
-            enabled=bool(data.get("enabled", True)),
+            api_key=v["api_key"],
+            max_retries=v["max_retries"],
+            enabled=v["enabled"],
         )
 
 
@@ -73,9 +73,9 @@ class ProviderConfig:
 class RouteRule:
     route: str
     provider: str
-    priority: int = 0
-    weight: int = 1
-    enabled: bool = True
+    priority: int = ROUTE_FIELDS["priority"].default
+    weight: int = ROUTE_FIELDS["weight"].default
+    enabled: bool = ROUTE_FIELDS["enabled"].default
 
 
 @dataclass(frozen=True)
@@ -96,16 +96,12 @@ def routing_table(providers: Iterable[ProviderConfig], rules: Iterable[RouteRule
 
 def routing_table_from_config(data: Mapping[str, Any]) -> RoutingTable:
     """From the provider file's JSON shape: {"providers": [...], "routes": [...]}."""
-    providers = [ProviderConfig.from_dict(p) for p in data.get("providers", [])]
+    providers = [
+        ProviderConfig.from_dict(p, f"providers[{i}]") for i, p in enumerate(data.get("providers", []))
+    ]
     rules = [
-        RouteRule(
-            route=str(r["route"]),
-            provider=str(r["provider"]),
-            priority=int(r.get("priority", 0)),
-            weight=int(r.get("weight", 1)),
-            enabled=bool(r.get("enabled", True)),
-        )
-        for r in data.get("routes", [])
+        RouteRule(**parse_entry(f"routes[{i}]", r, ROUTE_FIELDS))
+        for i, r in enumerate(data.get("routes", []))
     ]
     return routing_table(providers, rules)
 

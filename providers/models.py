@@ -10,13 +10,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
-# Sane upper bounds: large enough for any real account tier, small enough to catch a typo.
-MAX_RPM = 1_000_000
-MAX_TPM = 1_000_000_000
-MAX_CONCURRENCY = 10_000
-MAX_BURST_SECONDS = 3_600
-MAX_TIMEOUT_SECONDS = 3_600
-MAX_RETRIES = 20
+from gateway_engine.provider_file import PROVIDER_FIELDS, ROUTE_FIELDS
+
+# Defaults and bounds come from the provider file's one table (gateway_engine.provider_file): sane upper
+# bounds, large enough for any real account tier, small enough to catch a typo.
+_P, _R = PROVIDER_FIELDS, ROUTE_FIELDS
 
 http_url_validator = URLValidator(schemes=["http", "https"])
 
@@ -49,27 +47,44 @@ class Provider(models.Model):
     )
     model = models.CharField(max_length=200, help_text="Model name sent in every request.")
     # Write-only: never rendered back (admin uses a password widget, the API never serializes it).
-    api_key = models.CharField(max_length=1000, blank=True, default="")
+    api_key = models.CharField(max_length=1000, blank=True, default=_P["api_key"].default)
     rpm = models.PositiveIntegerField(
-        "RPM", validators=[MinValueValidator(1), MaxValueValidator(MAX_RPM)], help_text="Requests per minute."
+        "RPM",
+        validators=[MinValueValidator(_P["rpm"].minimum), MaxValueValidator(_P["rpm"].maximum)],
+        help_text="Requests per minute.",
     )
     tpm = models.PositiveIntegerField(
-        "TPM", validators=[MinValueValidator(1), MaxValueValidator(MAX_TPM)], help_text="Tokens per minute."
+        "TPM",
+        validators=[MinValueValidator(_P["tpm"].minimum), MaxValueValidator(_P["tpm"].maximum)],
+        help_text="Tokens per minute.",
     )
     max_concurrency = models.PositiveIntegerField(
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
+        validators=[
+            MinValueValidator(_P["max_concurrency"].minimum),
+            MaxValueValidator(_P["max_concurrency"].maximum),
+        ],
         help_text="Requests in flight at once, across all workers.",
     )
     burst_seconds = models.FloatField(
-        default=5.0,
-        validators=[MinValueValidator(1.0), MaxValueValidator(MAX_BURST_SECONDS)],
+        default=_P["burst_seconds"].default,
+        validators=[
+            MinValueValidator(_P["burst_seconds"].minimum),
+            MaxValueValidator(_P["burst_seconds"].maximum),
+        ],
         help_text="Bucket capacity = rate × burst_seconds.",
     )
     timeout_seconds = models.FloatField(
-        default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(MAX_TIMEOUT_SECONDS)]
+        default=_P["timeout_seconds"].default,
+        validators=[
+            MinValueValidator(_P["timeout_seconds"].minimum),
+            MaxValueValidator(_P["timeout_seconds"].maximum),
+        ],
     )
-    max_retries = models.PositiveSmallIntegerField(default=3, validators=[MaxValueValidator(MAX_RETRIES)])
-    enabled = models.BooleanField(default=True)
+    # positive: the table's minimum 0
+    max_retries = models.PositiveSmallIntegerField(
+        default=_P["max_retries"].default, validators=[MaxValueValidator(_P["max_retries"].maximum)]
+    )
+    enabled = models.BooleanField(default=_P["enabled"].default)
     # scheme://host:port the provider's key was last confirmed for; a different base_url origin
     # disables the provider until a superuser confirms it (the key must not follow a typo or a staff edit).
     confirmed_origin = models.CharField(max_length=500, blank=True, default="", editable=False)
@@ -184,15 +199,17 @@ class Provider(models.Model):
 class RoutingRule(models.Model):
     route = models.SlugField(max_length=64, help_text="Route tag used by items, e.g. 'intent'.")
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="routes")
-    priority = models.PositiveSmallIntegerField(
-        default=0, validators=[MaxValueValidator(1000)], help_text="0 first; higher numbers are fallbacks."
+    priority = models.PositiveSmallIntegerField(  # positive: the table's minimum 0
+        default=_R["priority"].default,
+        validators=[MaxValueValidator(_R["priority"].maximum)],
+        help_text="0 first; higher numbers are fallbacks.",
     )
     weight = models.PositiveIntegerField(
-        default=1,
-        validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
+        default=_R["weight"].default,
+        validators=[MinValueValidator(_R["weight"].minimum), MaxValueValidator(_R["weight"].maximum)],
         help_text="Traffic share among rules of equal priority.",
     )
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=_R["enabled"].default)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

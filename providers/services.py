@@ -1,4 +1,7 @@
-"""Write-side operations on providers and routing rules: the provider-file loader."""
+"""Write-side operations on providers and routing rules: the provider-file loader.
+
+The file's fields, types, defaults and bounds are gateway_engine.provider_file's one table (the engine
+parses the same file with it); bounds are checked here by the models' validators, built from it."""
 
 from __future__ import annotations
 
@@ -8,30 +11,16 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .models import Provider, RoutingRule, secret_env_name
+from gateway_engine.provider_file import (
+    PROVIDER_FIELDS,
+    ROUTE_FIELDS,
+    SECRET_FIELDS,
+    defaults,
+    given_values,
+    type_errors,
+)
 
-PROVIDER_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
-    # name: (accepted JSON types, required)
-    "name": (str, True),
-    "base_url": (str, True),
-    "model": (str, True),
-    "rpm": (int, True),
-    "tpm": (int, True),
-    "max_concurrency": (int, True),
-    "burst_seconds": ((int, float), False),
-    "timeout_seconds": ((int, float), False),
-    "max_retries": (int, False),
-    "enabled": (bool, False),
-    "api_key": (str, False),
-}
-ROUTE_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
-    "route": (str, True),
-    "provider": (str, True),
-    "priority": (int, False),
-    "weight": (int, False),
-    "enabled": (bool, False),
-}
-SECRET_FIELDS = {"api_key"}
+from .models import Provider, RoutingRule, secret_env_name
 
 
 class ProviderConfigError(Exception):
@@ -51,22 +40,10 @@ class LoadReport:
         return bool(self.changes)
 
 
-def _type_errors(where: str, entry: Any, spec: dict) -> list[str]:
-    if not isinstance(entry, dict):
-        return [f"{where}: must be an object"]
-    errors = []
-    for name, (types, required) in spec.items():
-        if name not in entry:
-            if required:
-                errors.append(f"{where}.{name}: is required")
-            continue
-        value = entry[name]
-        # bool is an int subclass in Python: refuse true/false where a number is expected
-        wrong_bool = isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))
-        if wrong_bool or not isinstance(value, types):
-            expected = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
-            errors.append(f"{where}.{name}: must be {expected}, got {type(value).__name__} {value!r}")
-    return errors
+def _route_values(entry: dict) -> dict:
+    """priority, weight and enabled of a route entry (the table's defaults where the file omits them)."""
+    options = defaults(ROUTE_FIELDS)
+    return {**options, **{k: v for k, v in given_values(entry, ROUTE_FIELDS).items() if k in options}}
 
 
 def _validation_messages(where: str, exc: ValidationError) -> list[str]:
@@ -116,18 +93,15 @@ def load_provider_config(
     for i, entry in enumerate(providers_in):
         label = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) else None
         where = f"providers[{i}]" + (f" ({label})" if label else "")
-        type_errors = _type_errors(where, entry, PROVIDER_FIELDS)
-        if type_errors:
-            errors.extend(type_errors)
+        problems = type_errors(where, entry, PROVIDER_FIELDS)
+        if problems:
+            errors.extend(problems)
             continue
         if label in seen:
             errors.append(f"{where}.name: duplicate provider name in file")
             continue
         seen.add(label)
-        values = {k: v for k, v in entry.items() if k in PROVIDER_FIELDS}
-        for float_field in ("burst_seconds", "timeout_seconds"):
-            if float_field in values:
-                values[float_field] = float(values[float_field])
+        values = given_values(entry, PROVIDER_FIELDS)  # a key the file omits keeps the stored value
         env_name = secret_env_name(label)
         twin = env_names.get(env_name)
         if twin is not None and twin != label:
@@ -168,9 +142,9 @@ def load_provider_config(
     route_keys: set[tuple[str, str]] = set()
     for i, entry in enumerate(routes_in):
         where = f"routes[{i}]"
-        type_errors = _type_errors(where, entry, ROUTE_FIELDS)
-        if type_errors:
-            errors.extend(type_errors)
+        problems = type_errors(where, entry, ROUTE_FIELDS)
+        if problems:
+            errors.extend(problems)
             continue
         where = f"routes[{i}] ({entry['route']} → {entry['provider']})"
         if entry["provider"] not in provider_names:
@@ -181,12 +155,7 @@ def load_provider_config(
             errors.append(f"{where}: duplicate (route, provider) pair in file")
             continue
         route_keys.add(key)
-        probe = RoutingRule(
-            route=entry["route"],
-            priority=entry.get("priority", 0),
-            weight=entry.get("weight", 1),
-            enabled=entry.get("enabled", True),
-        )
+        probe = RoutingRule(route=entry["route"], **_route_values(entry))
         try:
             probe.full_clean(exclude=["provider"], validate_unique=False, validate_constraints=False)
         except ValidationError as exc:
@@ -210,11 +179,7 @@ def load_provider_config(
         current = {(r.route, r.provider.name): r for r in RoutingRule.objects.select_related("provider")}
         for entry, _where in planned_routes:
             key = (entry["route"], entry["provider"])
-            values = {
-                "priority": entry.get("priority", 0),
-                "weight": entry.get("weight", 1),
-                "enabled": entry.get("enabled", True),
-            }
+            values = _route_values(entry)
             rule = current.get(key)
             if rule is None:
                 RoutingRule.objects.create(route=key[0], provider=saved[key[1]], **values)

@@ -160,3 +160,132 @@ def test_env_secret_overrides_database_key(make_provider, monkeypatch):
     assert p.resolved_api_key() == "db-key"
     monkeypatch.setenv("GATEWAY_PROVIDER_SECRET_MY_PROV", "env-key")
     assert p.resolved_api_key() == "env-key"
+
+
+# ---- one table of the provider file's fields (gateway_engine.provider_file) ----------------------------
+
+
+def _model_field_bounds(model, name):
+    """(minimum, maximum) a model field enforces: its Min/MaxValueValidators, the database's integer
+    range included (0 for positive fields)."""
+    from django.core.validators import MaxValueValidator, MinValueValidator
+
+    validators = model._meta.get_field(name).validators
+    lows = [v.limit_value for v in validators if isinstance(v, MinValueValidator)]
+    highs = [v.limit_value for v in validators if isinstance(v, MaxValueValidator)]
+    return (max(lows) if lows else None), (min(highs) if highs else None)
+
+
+@pytest.mark.parametrize(
+    ("model", "spec_name"), [(Provider, "PROVIDER_FIELDS"), (RoutingRule, "ROUTE_FIELDS")]
+)
+def test_model_defaults_and_bounds_are_the_tables(model, spec_name):
+    from gateway_engine import provider_file
+
+    spec = getattr(provider_file, spec_name)
+    for name, f in spec.items():
+        if name in ("route", "provider") and model is RoutingRule:
+            continue  # the rule's route slug and its foreign key
+        field = model._meta.get_field(name)
+        if f.required:
+            assert not field.has_default(), name
+        else:
+            assert field.get_default() == f.default, name
+        if f.minimum is not None or f.maximum is not None:
+            assert _model_field_bounds(model, name) == (f.minimum, f.maximum), name
+
+
+def _contract_provider_file() -> dict:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "contract.md").read_text(encoding="utf-8")
+    section = text[text.index("Provider file format") :]
+    return json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+
+
+def test_contract_example_names_every_field_with_the_tables_defaults():
+    from gateway_engine.provider_file import PROVIDER_FIELDS, ROUTE_FIELDS
+
+    data = _contract_provider_file()
+    entry = data["providers"][0]
+    assert set(entry) == set(PROVIDER_FIELDS)
+    for name, f in PROVIDER_FIELDS.items():
+        if not f.required and name != "api_key":
+            assert entry[name] == f.default, name
+    for route in data["routes"]:
+        assert set(route) <= set(ROUTE_FIELDS) and {"route", "provider"} <= set(route)
+
+
+@pytest.mark.django_db
+def test_engine_and_loader_read_one_file_alike(tmp_path):
+    """The same file through the engine's parser and through load_providers → rows → adapters gives
+    the same ProviderConfig and rules: the defaults of omitted keys included."""
+    from dataclasses import replace
+
+    from gateway_engine.routing import routing_table_from_config
+    from providers.adapters import routing_table_from_models
+
+    data = _contract_provider_file()
+    minimal = {k: data["providers"][0][k] for k in ("base_url", "model", "rpm", "tpm", "max_concurrency")}
+    data["providers"].append({**minimal, "name": "beta"})  # every optional key omitted
+    data["routes"].append({"route": "other", "provider": "beta"})
+    run(tmp_path, data)
+    engine = routing_table_from_config(data)
+    loaded = routing_table_from_models(Provider.objects.all(), RoutingRule.objects.select_related("provider"))
+    assert set(loaded.providers) == set(engine.providers) == {"alpha", "beta"}
+    for name, config in engine.providers.items():
+        stored = loaded.providers[name]
+        # the adapter adds the settings' jitter margin to the limits; everything else is the file's
+        stored = replace(stored, limits=replace(stored.limits, margin_seconds=0.0))
+        assert stored == config and stored.api_key == config.api_key, name
+    assert sorted(loaded.rules, key=repr) == sorted(engine.rules, key=repr)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("rpm", True, ".rpm: must be int, got bool True"),
+        ("tpm", "lots", ".tpm: must be int, got str 'lots'"),
+        ("burst_seconds", "5", ".burst_seconds: must be int or float"),
+        ("enabled", 1, ".enabled: must be bool"),
+        ("model", None, ".model: is required"),
+        ("rpm", 0, ".rpm"),
+        ("tpm", 10**10, ".tpm"),
+        ("max_concurrency", 10**9, ".max_concurrency"),
+        ("burst_seconds", 0.5, ".burst_seconds"),
+        ("timeout_seconds", 0.01, ".timeout_seconds"),
+        ("max_retries", 21, ".max_retries"),
+        ("max_retries", -1, ".max_retries"),
+    ],
+)
+@pytest.mark.django_db
+def test_engine_and_loader_refuse_the_same_provider_entries(tmp_path, field, value, message):
+    from gateway_engine.routing import ProviderConfig
+
+    entry = dict(EXAMPLE["providers"][0])
+    if value is None:
+        entry.pop(field)
+    else:
+        entry[field] = value
+    with pytest.raises(ValueError) as engine_err:
+        ProviderConfig.from_dict(entry, "providers[0]")
+    assert message in str(engine_err.value)
+    with pytest.raises(CommandError) as loader_err:
+        run(tmp_path, {"providers": [entry]})
+    assert message in str(loader_err.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("priority", 1001), ("priority", -1), ("weight", 0), ("weight", "1")]
+)
+@pytest.mark.django_db
+def test_engine_and_loader_refuse_the_same_route_entries(tmp_path, field, value):
+    from gateway_engine.routing import routing_table_from_config
+
+    data = json.loads(json.dumps(EXAMPLE))
+    data["routes"][0][field] = value
+    with pytest.raises(ValueError, match=rf"routes\[0\]\.{field}"):
+        routing_table_from_config(data)
+    with pytest.raises(CommandError, match=rf"routes\[0\]( \(intent → alpha\))?\.{field}"):
+        run(tmp_path, data)

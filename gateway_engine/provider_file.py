@@ -1,0 +1,113 @@
+"""The provider file (docs/contract.md §3): every field of a provider and a route entry, its JSON
+type, whether it is required, its default and its bounds.
+
+The one table behind the engine's ``ProviderConfig.from_dict`` / ``routing_table_from_config``, the
+loader (``providers.services.load_provider_config``, ``manage.py load_providers``) and the Provider /
+RoutingRule model field defaults and validators (providers/models.py). Django-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+JsonTypes = type | tuple[type, ...]
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    types: JsonTypes  # accepted JSON types (true/false is never a number)
+    required: bool = False
+    default: Any = None  # for optional fields: the value when the key is absent
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.types, tuple) and float in self.types
+
+
+PROVIDER_FIELDS: dict[str, FieldSpec] = {
+    "name": FieldSpec(str, required=True),
+    "base_url": FieldSpec(str, required=True),
+    "model": FieldSpec(str, required=True),
+    "rpm": FieldSpec(int, required=True, minimum=1, maximum=1_000_000),
+    "tpm": FieldSpec(int, required=True, minimum=1, maximum=1_000_000_000),
+    "max_concurrency": FieldSpec(int, required=True, minimum=1, maximum=10_000),
+    "burst_seconds": FieldSpec((int, float), default=5.0, minimum=1.0, maximum=3_600),
+    "timeout_seconds": FieldSpec((int, float), default=30.0, minimum=0.1, maximum=3_600),
+    "max_retries": FieldSpec(int, default=3, minimum=0, maximum=20),
+    "enabled": FieldSpec(bool, default=True),
+    "api_key": FieldSpec(str, default=""),
+}
+ROUTE_FIELDS: dict[str, FieldSpec] = {
+    "route": FieldSpec(str, required=True),
+    "provider": FieldSpec(str, required=True),
+    "priority": FieldSpec(int, default=0, minimum=0, maximum=1000),
+    "weight": FieldSpec(int, default=1, minimum=1, maximum=1_000_000),
+    "enabled": FieldSpec(bool, default=True),
+}
+SECRET_FIELDS = frozenset({"api_key"})
+
+
+def defaults(spec: Mapping[str, FieldSpec]) -> dict[str, Any]:
+    """{field: default} of the optional fields."""
+    return {name: f.default for name, f in spec.items() if not f.required}
+
+
+def _type_name(types: JsonTypes) -> str:
+    return types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+
+
+def type_errors(where: str, entry: Any, spec: Mapping[str, FieldSpec]) -> list[str]:
+    """Missing required fields and values of the wrong JSON type, each as '<where>.<field>: …'."""
+    if not isinstance(entry, Mapping):
+        return [f"{where}: must be an object"]
+    errors = []
+    for name, f in spec.items():
+        if name not in entry:
+            if f.required:
+                errors.append(f"{where}.{name}: is required")
+            continue
+        value = entry[name]
+        types = f.types if isinstance(f.types, tuple) else (f.types,)
+        # bool is an int subclass in Python: refuse true/false where a number is expected
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            errors.append(
+                f"{where}.{name}: must be {_type_name(f.types)}, got {type(value).__name__} {value!r}"
+            )
+    return errors
+
+
+def bound_errors(where: str, values: Mapping[str, Any], spec: Mapping[str, FieldSpec]) -> list[str]:
+    """Numbers outside a field's [minimum, maximum] (well-typed values only)."""
+    errors = []
+    for name, value in values.items():
+        f = spec.get(name)
+        if f is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if f.minimum is not None and value < f.minimum:
+            errors.append(f"{where}.{name}: must be at least {f.minimum}, got {value!r}")
+        elif f.maximum is not None and value > f.maximum:
+            errors.append(f"{where}.{name}: must be at most {f.maximum}, got {value!r}")
+    return errors
+
+
+def given_values(entry: Mapping[str, Any], spec: Mapping[str, FieldSpec]) -> dict[str, Any]:
+    """The known fields the entry gives (numbers of float fields as float); no defaults added."""
+    return {
+        name: float(entry[name]) if spec[name].is_float else entry[name] for name in spec if name in entry
+    }
+
+
+def parse_entry(where: str, entry: Any, spec: Mapping[str, FieldSpec]) -> dict[str, Any]:
+    """Every field of one entry: checked (types, required, bounds), defaults filled in. Raises
+    ValueError naming every problem."""
+    errors = type_errors(where, entry, spec)
+    if not errors:
+        values = given_values(entry, spec)
+        errors = bound_errors(where, values, spec)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return {**defaults(spec), **values}
