@@ -30,6 +30,7 @@ RESULT_COLUMNS = (
 )
 
 USAGE_GROUPS = ("day", "provider")
+# TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
 USAGE_SUMS = (
     "requests",
     "items_succeeded",

@@ -16,6 +16,7 @@ from django.db.models import Avg, Case, Count, IntegerField, Q, QuerySet, Sum, V
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
+from batches.selectors import USAGE_SUMS
 from gateway_engine.retry import (
     CLASS_OTHER,
     ERROR_CLASS_KEYS,
@@ -605,17 +606,7 @@ def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
     return (
         qs.select_related("team")
         .order_by("day", "team__name", "provider")
-        .values_list(
-            "day",
-            "team__name",
-            "provider",
-            "requests",
-            "items_succeeded",
-            "items_failed",
-            "prompt_tokens",
-            "completion_tokens",
-            "wasted_tokens",
-        )
+        .values_list("day", "team__name", "provider", *USAGE_SUMS)
         .iterator(chunk_size=2000)
     )
 

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
-from batches.selectors import item_status_counts
+from batches.selectors import USAGE_SUMS, item_status_counts
 from batches.submission import SubmissionError
 from gateway_engine.retry import error_class
 from providers.adapters import provider_limits
@@ -332,20 +332,8 @@ class _Echo:
         return value
 
 
-CSV_HEADER = [
-    "day",
-    "team",
-    "provider",
-    "requests",
-    "items_succeeded",
-    "items_failed",
-    "prompt_tokens",
-    "completion_tokens",
-    "wasted_tokens",
-    "total_tokens",
-    "cost",
-    "wasted_cost",
-]
+# the detail columns of usage_csv_rows (batches.selectors.USAGE_SUMS), then what is computed from them
+CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost"]
 
 
 def _csv_costs(prices, provider: str, prompt: int, completion: int, wasted: int) -> list:
