@@ -10,11 +10,18 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
-from gateway_engine.provider_file import PROVIDER_FIELDS, ROUTE_FIELDS
+from gateway_engine.provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, FieldSpec
 
 # Defaults and bounds come from the provider file's one table (gateway_engine.provider_file): sane upper
 # bounds, large enough for any real account tier, small enough to catch a typo.
 _P, _R = PROVIDER_FIELDS, ROUTE_FIELDS
+
+
+def _bounds(spec: FieldSpec) -> list:
+    """Validators for a field's bounds in the table (a minimum of 0 is a positive field's own)."""
+    out = [MinValueValidator(spec.minimum)] if spec.minimum else []
+    return out + ([MaxValueValidator(spec.maximum)] if spec.maximum is not None else [])
+
 
 http_url_validator = URLValidator(schemes=["http", "https"])
 
@@ -50,39 +57,29 @@ class Provider(models.Model):
     api_key = models.CharField(max_length=1000, blank=True, default=_P["api_key"].default)
     rpm = models.PositiveIntegerField(
         "RPM",
-        validators=[MinValueValidator(_P["rpm"].minimum), MaxValueValidator(_P["rpm"].maximum)],
+        validators=_bounds(_P["rpm"]),
         help_text="Requests per minute.",
     )
     tpm = models.PositiveIntegerField(
         "TPM",
-        validators=[MinValueValidator(_P["tpm"].minimum), MaxValueValidator(_P["tpm"].maximum)],
+        validators=_bounds(_P["tpm"]),
         help_text="Tokens per minute.",
     )
     max_concurrency = models.PositiveIntegerField(
-        validators=[
-            MinValueValidator(_P["max_concurrency"].minimum),
-            MaxValueValidator(_P["max_concurrency"].maximum),
-        ],
+        validators=_bounds(_P["max_concurrency"]),
         help_text="Requests in flight at once, across all workers.",
     )
     burst_seconds = models.FloatField(
         default=_P["burst_seconds"].default,
-        validators=[
-            MinValueValidator(_P["burst_seconds"].minimum),
-            MaxValueValidator(_P["burst_seconds"].maximum),
-        ],
+        validators=_bounds(_P["burst_seconds"]),
         help_text="Bucket capacity = rate × burst_seconds.",
     )
     timeout_seconds = models.FloatField(
         default=_P["timeout_seconds"].default,
-        validators=[
-            MinValueValidator(_P["timeout_seconds"].minimum),
-            MaxValueValidator(_P["timeout_seconds"].maximum),
-        ],
+        validators=_bounds(_P["timeout_seconds"]),
     )
-    # positive: the table's minimum 0
     max_retries = models.PositiveSmallIntegerField(
-        default=_P["max_retries"].default, validators=[MaxValueValidator(_P["max_retries"].maximum)]
+        default=_P["max_retries"].default, validators=_bounds(_P["max_retries"])
     )
     enabled = models.BooleanField(default=_P["enabled"].default)
     # scheme://host:port the provider's key was last confirmed for; a different base_url origin
@@ -199,14 +196,14 @@ class Provider(models.Model):
 class RoutingRule(models.Model):
     route = models.SlugField(max_length=64, help_text="Route tag used by items, e.g. 'intent'.")
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="routes")
-    priority = models.PositiveSmallIntegerField(  # positive: the table's minimum 0
+    priority = models.PositiveSmallIntegerField(
         default=_R["priority"].default,
-        validators=[MaxValueValidator(_R["priority"].maximum)],
+        validators=_bounds(_R["priority"]),
         help_text="0 first; higher numbers are fallbacks.",
     )
     weight = models.PositiveIntegerField(
         default=_R["weight"].default,
-        validators=[MinValueValidator(_R["weight"].minimum), MaxValueValidator(_R["weight"].maximum)],
+        validators=_bounds(_R["weight"]),
         help_text="Traffic share among rules of equal priority.",
     )
     enabled = models.BooleanField(default=_R["enabled"].default)
