@@ -82,7 +82,8 @@ _UPDATE_SQL = (
     "count(*) FILTER (WHERE status = %s) AS cancelled, count(*) FILTER (WHERE status = %s) AS expired, "
     "count(*) AS total FROM u), "
     "b AS (UPDATE {batches} SET completed_count = completed_count + n.ok, "
-    "failed_count = failed_count + n.bad, cancelled_count = cancelled_count + n.cancelled "
+    "failed_count = failed_count + n.bad, cancelled_count = cancelled_count + n.cancelled, "
+    "expired_count = expired_count + n.expired "
     "FROM n WHERE id = %s AND n.total > 0) "
     "SELECT count(*) FROM u"
 )

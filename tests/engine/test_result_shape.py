@@ -98,3 +98,19 @@ def test_engine_result_equals_the_stored_result_read_back(team, provider_server)
         return [(ok, json.loads(line)) for ok, line in split_results(results, "batch_x")]
 
     assert lines(page) == lines(from_engine)
+
+
+def test_the_bulk_write_keeps_every_live_counter(team):
+    """The batch's live counters grow with each bulk write (before finalize recomputes them), expired
+    included."""
+    from gateway_engine import ItemResult
+
+    statuses = ["succeeded", "failed", "cancelled", "expired", "expired"]
+    results = [ItemResult(f"c{i}", s, provider="ok", attempts=1) for i, s in enumerate(statuses)]
+    batch = make_batch(team, [work_item(r.custom_id, provider="ok") for r in results])
+    BatchItem.objects.filter(batch=batch).update(status=ItemStatus.RUNNING, claimed_by=OWNER)
+    rows = {row.custom_id: row for row in BatchItem.objects.filter(batch=batch)}
+    assert write_results(str(batch.pk), [(rows[r.custom_id], r) for r in results], owner=OWNER) == 5
+    batch.refresh_from_db()
+    counters = (batch.completed_count, batch.failed_count, batch.cancelled_count, batch.expired_count)
+    assert counters == (1, 1, 1, 2)
