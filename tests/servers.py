@@ -8,7 +8,9 @@ own with `start_redis()` when it must stop it.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -36,6 +38,18 @@ def wait_for_port(port: int, timeout: float = 10.0) -> bool:
     return False
 
 
+def stop_process_group(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """SIGTERM the process group of a child started with start_new_session=True; SIGKILL it if the
+    child is still there after `timeout` s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
 @dataclass
 class RedisServer:
     proc: subprocess.Popen
@@ -51,20 +65,22 @@ class RedisServer:
             self.proc.wait(10)
 
 
-def start_redis(directory: Path) -> RedisServer:
-    """A throwaway redis-server on a free port: no persistence, data only in memory. Skips without it."""
+def start_redis(directory: Path, port: int | None = None) -> RedisServer:
+    """A throwaway redis-server on a free port: no persistence, data only in memory. Skips without it.
+
+    `port`: start it on that port (a restart of a server this test stopped: clients keep their URL)."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
-    for _ in range(5):  # the probed port can be taken between probe and bind: try another
-        port = free_port()
+    for _ in range(5 if port is None else 1):  # a probed port can be taken before the bind: try another
+        port_now = free_port() if port is None else port
         proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            ["redis-server", "--port", str(port_now), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", str(directory)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        if wait_for_port(port) and proc.poll() is None:
-            return RedisServer(proc, port)
+        if wait_for_port(port_now) and proc.poll() is None:
+            return RedisServer(proc, port_now)
         proc.kill()
         proc.wait(10)
-    raise RuntimeError("redis-server did not start")
+    raise RuntimeError(f"redis-server did not start (port {port or 'free'})")

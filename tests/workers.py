@@ -1,21 +1,24 @@
-"""Real `celery -A gateway_site worker` processes for tests (the one shared launcher).
+"""Real `celery -A gateway_site worker` and `manage.py` subprocesses for tests (the one shared launcher).
 
 Queue names come from `test_queue()`: they start with this run's GATEWAY_REDIS_PREFIX, so the session
 finalizer in tests/conftest.py removes the queue and its kombu binding even if a test dies half-way.
+Every subprocess gets `subprocess_env()`: this run's database, Redis, broker and key prefix.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
+
+from tests.servers import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,8 +40,8 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def worker_env(queue: str, **extra: str) -> dict[str, str]:
-    """The environment of a worker that uses this test run's database, Redis, key prefix and queue."""
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of a manage.py or celery subprocess on this run's database, Redis and key prefix."""
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="gateway_site.settings.test",
@@ -46,42 +49,48 @@ def worker_env(queue: str, **extra: str) -> dict[str, str]:
         REDIS_URL=settings.REDIS_URL,
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         GATEWAY_REDIS_PREFIX=settings.GATEWAY_REDIS_PREFIX,
-        CELERY_TASK_ALWAYS_EAGER="0",
-        CELERY_TASK_DEFAULT_QUEUE=queue,
         DJANGO_LOG_LEVEL="WARNING",
     )
     env.update(extra)
     return env
 
 
+def worker_env(queue: str, **extra: str) -> dict[str, str]:
+    """The environment of a worker that uses this test run's database, Redis, key prefix and queue."""
+    return subprocess_env(**{"CELERY_TASK_ALWAYS_EAGER": "0", "CELERY_TASK_DEFAULT_QUEUE": queue, **extra})
+
+
 def start_worker(
-    name: str, queue: str, log_path: Path, *, loglevel: str = "WARNING", **extra_env: str
+    name: str,
+    queue: str,
+    log_path: Path,
+    *,
+    loglevel: str = "WARNING",
+    pool: tuple[str, ...] = ("-P", "solo"),
+    **extra_env: str,
 ) -> subprocess.Popen:
-    """One solo-pool worker consuming only `queue`; its output goes to `log_path`. cwd = this checkout."""
+    """One worker consuming only `queue` (solo pool unless `pool` says otherwise, e.g. ("-P", "threads",
+    "-c", "4")); `extra_env` overrides settings (GATEWAY_CHUNK_SIZE="50", …); its output goes to
+    `log_path`. cwd = this checkout; its own process group (stop_worker signals the group)."""
     cmd = [
-        sys.executable, "-m", "celery", "-A", "gateway_site", "worker", "-P", "solo", "-Q", queue,
+        sys.executable, "-m", "celery", "-A", "gateway_site", "worker", *pool, "-Q", queue,
         "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle",
         "--without-heartbeat", "-l", loglevel,
     ]  # fmt: skip
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=worker_env(queue, **extra_env),
-        stdout=open(log_path, "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=worker_env(queue, **extra_env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stop_worker(proc: subprocess.Popen) -> None:
     """SIGTERM the worker's process group (warm shutdown), SIGKILL if it does not go within 15 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    stop_process_group(proc, 15)
 
 
 def delete_queue(queue: str) -> None:
@@ -93,3 +102,30 @@ def delete_queue(queue: str) -> None:
         client.delete(queue, f"_kombu.binding.{queue}")
     finally:
         client.close()
+
+
+def send_start_batch(batch_id, queue: str) -> None:
+    """Queue `batches.start_batch` for the workers on `queue` (through the broker: this process itself
+    runs tasks eagerly, and send_task warns about that)."""
+    from celery.exceptions import AlwaysEagerIgnored
+
+    from gateway_site import celery_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AlwaysEagerIgnored)
+        celery_app.send_task("batches.start_batch", args=[str(batch_id)], queue=queue)
+
+
+def manage(*args: str) -> str:
+    """Run `python manage.py ARGS` in another process on this run's database and Redis (cwd = this
+    checkout), as an operator would; asserts it succeeded and returns its output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
