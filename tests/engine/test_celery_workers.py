@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
-import uuid
-import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from celery.exceptions import AlwaysEagerIgnored
-from django.conf import settings
 
 from batches.models import Batch, BatchItem, ItemStatus
-from gateway_site import celery_app
-from tests import workers
+from tests.waiting import wait_until
+from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
 
 from .provider_server import ok_reply
 from .test_execution import make_batch, q
@@ -26,22 +20,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 IN_FLIGHT_CAP = 16
 
 
-def start_worker(name: str, queue: str, log_path: Path) -> subprocess.Popen:
-    return workers.start_worker(
-        name,
-        queue,
-        log_path,
-        GATEWAY_CLAIM_LEASE_SECONDS="3",
-        GATEWAY_CHUNK_SIZE="100",
-        GATEWAY_GLOBAL_MAX_IN_FLIGHT=str(IN_FLIGHT_CAP),
-    )
+WORKER_ENV = {
+    "GATEWAY_CLAIM_LEASE_SECONDS": "3",
+    "GATEWAY_CHUNK_SIZE": "100",
+    "GATEWAY_GLOBAL_MAX_IN_FLIGHT": str(IN_FLIGHT_CAP),
+}
 
 
 def stats_ms(batch) -> int:
     return batch.stats.get("total_elapsed_ms", 0)
-
-
-stop = workers.stop_worker
 
 
 @pytest.mark.timeout(240)
@@ -60,18 +47,15 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
     )
     batch = make_batch(team, [q(f"k{i:04d}", provider="fastp", max_tokens=8) for i in range(2000)])
     bid = str(batch.id)
-    queue = f"engine-test-{uuid.uuid4().hex[:10]}"
-    workers = {n: start_worker(n, queue, tmp_path / f"{n}.log") for n in ("w1", "w2")}
+    queue = test_queue("engine")
+    workers = {n: start_worker(n, queue, tmp_path / f"{n}.log", **WORKER_ENV) for n in ("w1", "w2")}
     try:
-        # send_task always goes through the broker (this process itself runs tasks eagerly)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AlwaysEagerIgnored)
-            celery_app.send_task("batches.start_batch", args=[bid], queue=queue)
-        deadline = time.monotonic() + 120
-        while provider_server.count("fastp") < 500 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert provider_server.count("fastp") >= 500, (
-            "workers did not start: " + (tmp_path / "w1.log").read_text()
+        send_start_batch(bid, queue)
+        wait_until(
+            lambda: provider_server.count("fastp") >= 500,
+            120,
+            what="500 provider calls",
+            on_fail=lambda: (tmp_path / "w1.log").read_text(),
         )
         # kill -9 the worker that holds claims right now
         owners = Counter(
@@ -94,23 +78,18 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
         in_flight_at_kill = {rid for rid in victim_claims if provider_server.hits_for(rid)}
         assert len(in_flight_at_kill) <= IN_FLIGHT_CAP
 
-        while time.monotonic() < deadline:
+        def finished() -> bool:
             batch.refresh_from_db()
-            if batch.completed_at is not None:
-                break
-            time.sleep(0.25)
-        assert batch.completed_at is not None, (
-            "batch did not finish; survivor log:\n"
-            + (tmp_path / f"{'w2' if victim_name == 'w1' else 'w1'}.log").read_text()[-3000:]
+            return batch.completed_at is not None
+
+        survivor_log = tmp_path / f"{'w2' if victim_name == 'w1' else 'w1'}.log"
+        wait_until(
+            finished, 120, 0.25, what="the batch to finish", on_fail=lambda: survivor_log.read_text()[-3000:]
         )
     finally:
         for proc in workers.values():
-            stop(proc)
-        import redis
-
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-        client.delete(queue)
-        client.close()
+            stop_worker(proc)
+        delete_queue(queue)
 
     assert batch.status == "completed"
     statuses = Counter(BatchItem.objects.filter(batch_id=bid).values_list("status", flat=True))

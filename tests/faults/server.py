@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.servers import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,11 +42,5 @@ def broken_provider() -> Iterator[BrokenProvider]:
             raise RuntimeError(f"broken provider did not start: {line!r}")
         yield BrokenProvider(proc, int(line.split()[1]))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_process_group(proc, 10)
         proc.stdout.close()

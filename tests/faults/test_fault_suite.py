@@ -15,20 +15,16 @@ result write and the reaper re-ran the chunk forever) and the second waited ~120
 from __future__ import annotations
 
 import json
-import time
-import warnings
 from collections import Counter
 
 import pytest
-from celery.exceptions import AlwaysEagerIgnored
-from django.conf import settings
 
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.selectors import result_page
-from gateway_site import celery_app
-from tests.engine.test_celery_workers import start_worker, stop
+from tests.engine.test_celery_workers import WORKER_ENV as KILL_TEST_WORKER_ENV
 from tests.factories import make_batch
-from tests.workers import test_queue
+from tests.waiting import wait_until
+from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -53,22 +49,23 @@ PER_MODE = 2
 
 
 @pytest.fixture
-def worker(monkeypatch, tmp_path):
-    monkeypatch.setenv("GATEWAY_MAX_BREAKER_WAIT_SECONDS", "3")
-    monkeypatch.setenv("GATEWAY_RETRY_BASE_SECONDS", "0.05")
-    monkeypatch.setenv("GATEWAY_RETRY_CAP_SECONDS", "0.2")
+def worker(tmp_path):
     queue = test_queue("faults")
     log_path = tmp_path / "worker.log"
-    proc = start_worker("faults", queue, log_path)
+    proc = start_worker(
+        "faults",
+        queue,
+        log_path,
+        **KILL_TEST_WORKER_ENV,  # the kill -9 test's worker, with short breaker waits and retries
+        GATEWAY_MAX_BREAKER_WAIT_SECONDS="3",
+        GATEWAY_RETRY_BASE_SECONDS="0.05",
+        GATEWAY_RETRY_CAP_SECONDS="0.2",
+    )
     try:
         yield queue, log_path
     finally:
-        stop(proc)
-        import redis
-
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-        client.delete(queue, f"_kombu.binding.{queue}")
-        client.close()
+        stop_worker(proc)
+        delete_queue(queue)
 
 
 def items(modes, content: str, prefix: str):
@@ -93,19 +90,18 @@ def make_batch_with(team, rows):
 
 
 def run_to_end(batch: Batch, queue: str, log_path, limit: float) -> Batch:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AlwaysEagerIgnored)
-        celery_app.send_task("batches.start_batch", args=[str(batch.id)], queue=queue)
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    send_start_batch(batch.id, queue)
+
+    def ended() -> bool:
         batch.refresh_from_db()
-        if batch.completed_at is not None:
-            return batch
-        time.sleep(0.25)
-    states = Counter(BatchItem.objects.filter(batch=batch).values_list("status", flat=True))
-    raise AssertionError(
-        f"batch {batch.id} did not end within {limit:g} s: {dict(states)}\n{log_path.read_text()[-3000:]}"
-    )
+        return batch.completed_at is not None
+
+    def states() -> str:
+        counts = Counter(BatchItem.objects.filter(batch=batch).values_list("status", flat=True))
+        return f"{dict(counts)}\n{log_path.read_text()[-3000:]}"
+
+    wait_until(ended, limit, 0.25, what=f"batch {batch.id} to end", on_fail=states)
+    return batch
 
 
 @pytest.mark.timeout(240)

@@ -5,19 +5,15 @@ answer 429 and never see a burst above the bucket's capacity."""
 
 from __future__ import annotations
 
-import math
-import time
-import warnings
-
 import pytest
-from celery.exceptions import AlwaysEagerIgnored
 from rest_framework.test import APIClient
 
 from batches import submission
 from batches.models import Batch
-from gateway_site import celery_app
+from bench.common import peak_burst
 from sim.testing import run_simulator_subprocess
-from tests.workers import delete_queue, start_worker, stop_worker, test_queue
+from tests.waiting import wait_until
+from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -42,15 +38,6 @@ SIM = {
 }
 
 
-def peak_burst(arrivals: list[float], rate: float) -> float:
-    """max over windows [a_j, a_i] of (requests in the window − rate × window length), exact."""
-    best, best_prefix = -math.inf, -math.inf
-    for i, a in enumerate(sorted(arrivals)):
-        best_prefix = max(best_prefix, rate * a - i)
-        best = max(best, (i + 1) - rate * a + best_prefix)
-    return best
-
-
 @pytest.mark.timeout(180)
 def test_post_broker_two_workers_never_exceed_the_providers_rate_limit(
     api_key, make_provider, make_route, redis_sync, tmp_path, monkeypatch
@@ -60,9 +47,7 @@ def test_post_broker_two_workers_never_exceed_the_providers_rate_limit(
 
     def enqueue_start(batch_id: str) -> None:  # the web side hands the batch to this test's queue
         sent.append(batch_id)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AlwaysEagerIgnored)
-            celery_app.send_task("batches.start_batch", args=[batch_id], queue=queue)
+        send_start_batch(batch_id, queue)
 
     monkeypatch.setattr(submission, "enqueue_start", enqueue_start)
     workers = [
@@ -98,15 +83,15 @@ def test_post_broker_two_workers_never_exceed_the_providers_rate_limit(
             batch_id = response.json()["id"]
             assert sent == [batch_id]  # it went to the broker, not run in this process
 
-            deadline = time.monotonic() + 150
-            status = ""
-            while time.monotonic() < deadline:
+            def logs() -> dict:
+                return {p.name: p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*.log")}
+
+            def ended() -> str | None:
                 status = client.get(f"/api/v1/batches/{batch_id}").json()["status"]
-                if status in ("completed", "failed", "cancelled"):
-                    break
-                time.sleep(0.5)
-            logs = {p.name: p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*.log")}
-            assert status == "completed", (status, logs)
+                return status if status in ("completed", "failed", "cancelled") else None
+
+            status = wait_until(ended, 150, 0.5, what="the batch to end", on_fail=lambda: str(logs()))
+            assert status == "completed", (status, logs())
             counters = sim.provider_counters("limited")
             trace = sim.trace()
     finally:
@@ -115,7 +100,7 @@ def test_post_broker_two_workers_never_exceed_the_providers_rate_limit(
         delete_queue(queue)
 
     batch = Batch.objects.get(pk=batch_id)
-    assert batch.items.filter(status="succeeded").count() == ITEMS, logs
+    assert batch.items.filter(status="succeeded").count() == ITEMS
     rows = [row for row in trace if row["provider"] == "limited"]
     statuses = [row["status"] for row in rows]
     assert statuses.count(429) == 0 and counters["rate_limited_429"] == 0, (statuses, counters)
