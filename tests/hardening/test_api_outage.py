@@ -5,58 +5,30 @@ Pre-fix: the DRF throttle's Redis call raised and Django answered an HTML 500.""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
-
 import pytest
 from django.test import override_settings
 
 from batches.models import Batch, BatchItem
+from tests.servers import start_redis
 
 pytestmark = pytest.mark.django_db
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def own_redis(tmp_path):
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield proc, f"redis://127.0.0.1:{port}/0"
-    if proc.poll() is None:
-        proc.terminate()
-        proc.wait(10)
+    server = start_redis(tmp_path)
+    yield server
+    server.stop()
 
 
 BODY = '{"items": [{"custom_id": "a", "route": "intent", "query": "hi"}]}'
 
 
 def test_redis_outage_gives_json_503_with_retry_after_and_stores_nothing(client, route, own_redis):
-    proc, url = own_redis
+    url = own_redis.url
     with override_settings(REDIS_URL=url, CELERY_BROKER_URL=url):
         assert client.get("/api/v1/batches").status_code == 200  # Redis up: the throttle works
-        proc.terminate()
-        proc.wait(10)
+        own_redis.stop()
         before = (Batch.objects.count(), BatchItem.objects.count())
         for method, path in (
             ("get", "/api/v1/batches"),

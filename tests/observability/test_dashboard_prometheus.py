@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from prometheus_client import REGISTRY, generate_latest
 from batches import tasks
 from tests.factories import make_batch
 from tests.factories import work_item as q
+from tests.servers import free_port
 
 from .helpers import metric_names, samples, value
 
@@ -79,12 +79,6 @@ def test_every_grafana_panel_names_only_exported_metrics(ran_batch, client):
     # the dashboard covers the seed's four troubleshooting steps, in order
     rows = [p["title"] for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] == "row"]
     assert [r.split(".")[0] for r in rows] == ["1", "2", "3", "4"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-
 import pytest
 from django.test import override_settings
 
 from observability import health
+from tests.servers import start_redis
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis(port: int, tmp_path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("redis-server did not start")
-
-
-def stop_redis(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    proc.wait(10)
 
 
 def shared(url: str):
@@ -48,18 +17,13 @@ def shared(url: str):
 
 
 def test_readyz_follows_redis_outage_and_healthz_stays_up(client, tmp_path):
-    if not __import__("shutil").which("redis-server"):
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    proc = start_redis(port, tmp_path)
+    server = start_redis(tmp_path)
     beat = None
     try:
-        with shared(f"redis://127.0.0.1:{port}/0"):
+        with shared(server.url):
             beat = health.Heartbeat(interval=0.1)  # a worker's heartbeat thread
             beat.start()
-            deadline = time.monotonic() + 10
-            while client.get("/readyz").status_code != 200 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: client.get("/readyz").status_code == 200, 30, what="/readyz to answer 200")
             ok = client.get("/readyz")
             assert ok.status_code == 200, ok.json()
             assert ok.json()["checks"] == {
@@ -69,7 +33,7 @@ def test_readyz_follows_redis_outage_and_healthz_stays_up(client, tmp_path):
                 "celery_workers": {"status": "ok", "detail": "1 alive"},
             }
 
-            stop_redis(proc)
+            server.stop()
             down = client.get("/readyz")
             assert down.status_code == 503
             body = down.json()
@@ -78,18 +42,16 @@ def test_readyz_follows_redis_outage_and_healthz_stays_up(client, tmp_path):
             assert body["checks"]["database"]["status"] == "ok"
             assert client.get("/healthz").status_code == 200
 
-            proc = start_redis(port, tmp_path)  # back; its memory is empty until the next heartbeat
-            deadline = time.monotonic() + 10
-            while client.get("/readyz").status_code != 200 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert client.get("/readyz").status_code == 200
+            server = start_redis(tmp_path, port=server.port)  # back; empty until the next heartbeat
+            wait_until(
+                lambda: client.get("/readyz").status_code == 200, 30, what="/readyz to answer 200 again"
+            )
             assert client.get("/healthz").status_code == 200
     finally:
         if beat is not None:
             beat.stopped.set()
             beat.join(5)
-        if proc.poll() is None:
-            stop_redis(proc)
+        server.stop()
 
 
 def test_readyz_503_without_a_worker_heartbeat(client, redis_sync, settings):
