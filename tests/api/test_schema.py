@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import pytest
-import schemathesis
-from django.core import signals
-from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from batches.selectors import result_from_row
 from batches.submission import submit_batch
+from tests.openapi_checks import (
+    assert_operations_with_bearer_auth,
+    keep_db_connection,  # noqa: F401 - fixture
+    openapi_document,
+    schemathesis_run,
+)
 
 from .helpers import item
 
 pytestmark = pytest.mark.django_db
-
-# JSONL bodies are text; let schemathesis send generated strings for that media type.
-schemathesis.serializer.alias("application/jsonl", "text/plain")
 
 OPERATIONS = {
     ("/api/v1/batches", "get"),
@@ -35,27 +30,13 @@ OPERATIONS = {
 
 @pytest.fixture
 def document(anon):
-    response = anon.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
-    assert response.status_code == 200
-    return response.json()
+    return openapi_document(anon)
 
 
 def test_schema_documents_every_operation_with_bearer_auth(document):
     assert document["openapi"].startswith("3.")
     # /v1/ (the OpenAI-compatible surface) is checked in tests/openai/test_schema.py
-    found = {
-        (path, method)
-        for path, ops in document["paths"].items()
-        for method in ops
-        if path.startswith("/api/")
-    }
-    assert found == OPERATIONS
-    scheme = document["components"]["securitySchemes"]["ApiKeyAuth"]
-    assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
-    for path, method in OPERATIONS:
-        operation = document["paths"][path][method]
-        assert operation["security"] == [{"ApiKeyAuth": []}], (path, method)
-        assert "401" in operation["responses"] and "429" in operation["responses"]
+    assert_operations_with_bearer_auth(document, "/api/", OPERATIONS)
 
 
 def test_schema_documents_error_shapes(document):
@@ -108,48 +89,9 @@ def test_swagger_ui_is_served_offline(anon):
     )  # no traversal: the normalised path is refused
 
 
-@pytest.fixture
-def keep_db_connection():
-    """Calling the raw WSGI app fires request_started/finished, whose handler would close the test
-    transaction's connection; django.test.Client disconnects it the same way."""
-    signals.request_started.disconnect(close_old_connections)
-    signals.request_finished.disconnect(close_old_connections)
-    yield
-    signals.request_started.connect(close_old_connections)
-    signals.request_finished.connect(close_old_connections)
-
-
 @pytest.mark.timeout(240)
-def test_schemathesis_finds_no_server_errors(api_key, team, routes, keep_db_connection):
-    raw_key = api_key[1]
+def test_schemathesis_finds_no_server_errors(api_key, team, routes, keep_db_connection):  # noqa: F811
     batch = submit_batch(team=team, items=[item(i) for i in range(5)])
-    schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application()).include(
-        path_regex="^/api/"
-    )
-    strategy = st.one_of(
-        schema.as_strategy(),
-        schema.as_strategy(path_parameters={"batch_id": str(batch.id)}),
-    )
-    seen: set[int] = set()
-    calls = []
-
-    @settings(
-        max_examples=300,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(case=strategy)
-    def run(case):
-        response = case.call(headers={"Authorization": f"Bearer {raw_key}"})
-        seen.add(response.status_code)
-        calls.append(case.operation.label)
-        case.validate_response(
-            response, checks=[not_a_server_error, status_code_conformance, response_schema_conformance]
-        )
-
-    run()
+    seen, calls = schemathesis_run("^/api/", api_key[1], {"batch_id": str(batch.id)}, max_examples=300)
     assert 200 in seen and 400 in seen  # the run reached real handlers, not only auth errors
     assert len(calls) >= 250 and len(set(calls)) == len(OPERATIONS)
