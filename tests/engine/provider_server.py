@@ -156,10 +156,10 @@ class ProviderServer:
             self._thread.join(10)
 
 
-def idle_dropping_handler(body: bytes, accepted: list):
+def idle_dropping_handler(body: bytes, accepted: list, closed: list | None = None):
     """An asyncio.start_server handler: keep-alive HTTP/1.1 that answers every POST with `body` and
     drops a connection idle for 0.2 s (a short server-side keep-alive). Appends to `accepted` per
-    connection."""
+    connection, and to `closed` once the server has closed it."""
 
     async def handle(reader, writer):
         accepted.append(1)
@@ -182,5 +182,34 @@ def idle_dropping_handler(body: bytes, accepted: list):
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         writer.close()
+        if closed is not None:
+            await writer.wait_closed()  # the socket is shut: the client's side has its FIN
+            closed.append(1)
 
     return handle
+
+
+async def idle_keepalive_rounds(make_client, messages: list) -> tuple[list, list, int]:
+    """A client (``make_client(port)``) against a raw server that drops every connection idle for 0.2 s:
+    three calls, each after the server has closed the previous connection, then a burst of 8.
+    Returns (the three outcomes, the burst's outcomes, connections the server accepted)."""
+    from tests.waiting import wait_until_async
+
+    body = b'{"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+    accepted: list = []
+    closed: list = []
+    server = await asyncio.start_server(idle_dropping_handler(body, accepted, closed), "127.0.0.1", 0)
+    client = make_client(server.sockets[0].getsockname()[1])
+    try:
+        outcomes = []
+        for _ in range(3):
+            outcomes.append(await client.chat(messages))
+            await wait_until_async(
+                lambda: len(closed) == len(accepted), 30, what="the server to drop the idle connection"
+            )
+        burst = await asyncio.gather(*(client.chat(messages) for _ in range(8)))
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+    return outcomes, list(burst), len(accepted)

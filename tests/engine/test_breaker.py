@@ -2,6 +2,7 @@
 the real Redis with sleeps and margins that hold on a loaded machine."""
 
 import asyncio
+import time
 
 import pytest
 from django.conf import settings
@@ -100,9 +101,14 @@ def test_redis_breaker_opens_probes_and_closes(redis_sync):
         probe = await breaker.allow(p, probe_ttl_seconds=30)
         assert probe.allowed and probe.probe and probe.state == "half_open"
         assert not (await breaker.allow(p, probe_ttl_seconds=30)).allowed  # one probe at a time
+        started = time.monotonic()
         assert await breaker.record(p, ok=False) == "open"  # probe failed: cooldown doubled to 1 s
         refused = await breaker.allow(p)
-        assert 0.5 < refused.wait_seconds <= 1.0
+        elapsed = time.monotonic() - started  # ≥ the server time between the two calls
+        assert breaker.snapshot_sync([p])[p].opened_count == 2
+        # wait = cooldown − time since the failure: ≤ 1 s, and 1 s once that time is added back (a
+        # 0.5 s cooldown passes only if the machine stalled ≥ 0.5 s between the calls)
+        assert refused.wait_seconds <= 1.0 and refused.wait_seconds + elapsed >= 1.0 - 0.005
         await asyncio.sleep(refused.wait_seconds + 0.05)
         assert (await breaker.allow(p, probe_ttl_seconds=30)).probe
         assert await breaker.record(p, ok=True) == "closed"

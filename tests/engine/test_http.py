@@ -8,7 +8,7 @@ import respx
 from gateway_engine.http import HttpClients, ProviderClient
 from gateway_engine.routing import ProviderConfig
 
-from .provider_server import idle_dropping_handler
+from .provider_server import idle_keepalive_rounds
 
 CFG = ProviderConfig.from_dict(
     {
@@ -122,37 +122,12 @@ def test_pool_is_at_least_max_concurrency_and_one_client_per_provider():
 def test_httpx_client_notices_a_server_closing_idle_keepalive_connections():
     """A real socket server that drops each connection 0.2 s after answering (like a short keep-alive)."""
 
-    body = b'{"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
-    accepted = []
+    def make_client(port: int) -> ProviderClient:
+        cfg = {"name": "ka", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "rpm": 60, "tpm": 1000,
+               "max_concurrency": 4, "timeout_seconds": 2}  # fmt: skip
+        return ProviderClient(ProviderConfig.from_dict(cfg))
 
-    handle = idle_dropping_handler(body, accepted)
-
-    async def scenario():
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        cfg = ProviderConfig.from_dict(
-            {
-                "name": "ka",
-                "base_url": f"http://127.0.0.1:{port}/v1",
-                "model": "m",
-                "rpm": 60,
-                "tpm": 1000,
-                "max_concurrency": 4,
-                "timeout_seconds": 2,
-            }
-        )
-        client = ProviderClient(cfg)
-        outcomes = []
-        for _ in range(3):
-            outcomes.append(await client.chat(MSG))
-            await asyncio.sleep(0.6)  # the server has closed the idle connection by now
-        burst = await asyncio.gather(*(client.chat(MSG) for _ in range(8)))
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
-        return outcomes, burst
-
-    outcomes, burst = run(scenario())
+    outcomes, burst, accepted = run(idle_keepalive_rounds(make_client, MSG))
     assert [o.error_type for o in outcomes] == ["", "", ""]
     assert all(o.ok for o in burst)
-    assert len(accepted) >= 3  # a fresh connection after each server-side close
+    assert accepted >= 3  # a fresh connection after each server-side close

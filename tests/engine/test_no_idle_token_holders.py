@@ -8,12 +8,12 @@ capacity + rate × window. Measured here at a real local HTTP server (the simula
 from __future__ import annotations
 
 import asyncio
-import math
 import uuid
 
 import pytest
 from django.conf import settings
 
+from bench.common import peak_burst
 from gateway_engine import CrossProviderBatcher, EngineOptions
 from gateway_engine.quota.local import LocalQuotaStore
 from gateway_engine.quota.redis_store import RedisQuotaStore
@@ -32,15 +32,6 @@ SIM = {
     # no rate limit at the simulator: it only records when requests arrive
     "providers": {"burst": {"model": "burst-m", "median_ms": 5, "sigma": 0.1}},
 }
-
-
-def peak_burst(arrivals: list[float], rate: float) -> float:
-    """max over windows [a_j, a_i] of (requests in the window − rate × window length), exact."""
-    best, best_prefix = -math.inf, -math.inf
-    for i, a in enumerate(sorted(arrivals)):
-        best_prefix = max(best_prefix, rate * a - i)
-        best = max(best, (i + 1) - rate * a + best_prefix)
-    return best
 
 
 @pytest.fixture(params=["local", "redis"])
