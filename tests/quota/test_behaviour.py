@@ -9,6 +9,7 @@ import time
 import pytest
 
 from gateway_engine.quota import QuotaImpossible, Reservation
+from tests.waiting import wait_until_async
 
 from .conftest import assert_within_rate, make_limits, run
 
@@ -110,8 +111,8 @@ def test_penalize_pauses_everyone_and_never_shortens(store):
         assert not (await store.try_acquire(limits)).granted
         assert (await store.snapshot(limits)).paused_until_ms >= until - 5
         await store.penalize(limits, 0.3)
-        await asyncio.sleep(1.05)
-        assert (await store.try_acquire(limits)).granted
+        # the pause ends (its exact length: test_timing_fake_clock.py)
+        await wait_until_async(lambda: granted(store, limits), 30, what="the pause to end")
         assert (await store.snapshot(limits)).paused_until_ms == 0
 
     run(store, body)
@@ -217,10 +218,12 @@ def test_lease_heartbeat_outlives_ttl_and_dead_lease_expires(store):
             assert (await store.snapshot(limits)).leases_in_flight == 1
             assert await store._lease_try(limits, "intruder") > 0
         # a lease whose holder vanished (never released, no heartbeat) frees itself after the TTL
+        # (exactly the TTL: test_timing_fake_clock.py)
         assert await store._lease_try(limits, "ghost") == 0
         assert await store._lease_try(limits, "other") > 0
-        await asyncio.sleep(1.1)
-        assert await store._lease_try(limits, "other") == 0
+        await wait_until_async(
+            lambda: lease_taken(store, limits, "other"), 30, what="the dead lease to expire"
+        )
 
     run(store, body)
 
@@ -313,7 +316,8 @@ def test_cancelled_while_waiting_for_a_lease_leaves_no_slot_behind(store):
             for w in waiters:
                 w.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
-        await asyncio.sleep(0.05)
+        # a waiter cancelled right after the store granted it gives the slot back in the background
+        await wait_until_async(lambda: not store._background, 30, what="the background releases")
         assert (await store.snapshot(limits)).leases_in_flight == 0
 
     run(store, body)
@@ -324,17 +328,35 @@ async def _enter(store, limits):
         await asyncio.sleep(10)
 
 
-def test_acquire_waits_without_polling(store):
-    limits = make_limits(rpm=600, burst_seconds=1.0)  # 10 at once, then one per 100 ms
-    calls = 0
+async def granted(store, limits) -> bool:
+    return (await store.try_acquire(limits)).granted
+
+
+async def lease_taken(store, limits, lease_id: str) -> bool:
+    return await store._lease_try(limits, lease_id) == 0
+
+
+def count_try_acquire(store) -> list[int]:
+    """Count the store's try_acquire calls from now on: [calls so far]."""
+    calls = [0]
     original = store.try_acquire
 
     async def counting(*args, **kwargs):
-        nonlocal calls
-        calls += 1
+        calls[0] += 1
         return await original(*args, **kwargs)
 
     store.try_acquire = counting
+    return calls
+
+
+def queued(store, limits) -> int:
+    """How many callers of this event loop wait in line for the provider's buckets."""
+    return len(store._waiting(asyncio.get_running_loop(), limits.name) or ())
+
+
+def test_acquire_waits_without_polling(store):
+    limits = make_limits(rpm=600, burst_seconds=1.0)  # 10 at once, then one per 100 ms
+    calls = count_try_acquire(store)
 
     async def body():
         for _ in range(15):
@@ -342,22 +364,14 @@ def test_acquire_waits_without_polling(store):
 
     run(store, body)
     # 10 immediate grants + 5 that each wait once; one retry of slack per wait for timer rounding
-    assert 15 <= calls <= 10 + 5 * 2, calls
+    assert 15 <= calls[0] <= 10 + 5 * 2, calls
 
 
 def test_waiters_of_one_process_are_served_in_order(store):
     """A large request is not overtaken by smaller ones that asked after it; one caller polls."""
     limits = make_limits(rpm=6000, tpm=6000, burst_seconds=1.0)  # 100 tokens, 100 tokens/s
     order: list[str] = []
-    calls = 0
-    original = store.try_acquire
-
-    async def counting(*args, **kwargs):
-        nonlocal calls
-        calls += 1
-        return await original(*args, **kwargs)
-
-    store.try_acquire = counting
+    calls = count_try_acquire(store)
 
     async def take(label: str, tokens: int):
         await store.acquire(limits, tokens)
@@ -366,14 +380,14 @@ def test_waiters_of_one_process_are_served_in_order(store):
     async def body():
         await store.acquire(limits, 100)  # drain the TPM bucket
         big = asyncio.create_task(take("big", 90))
-        await asyncio.sleep(0.01)
+        await wait_until_async(lambda: queued(store, limits) == 1, 30, what="the big request to queue")
         smalls = [asyncio.create_task(take(f"small{i}", 5)) for i in range(10)]
         await asyncio.gather(big, *smalls)
 
     run(store, body)
     assert order[0] == "big", order
     assert order[1:] == [f"small{i}" for i in range(10)]
-    assert calls <= 1 + 2 * 11 + 3, calls  # about one store call per grant (+ a retry each for rounding)
+    assert calls[0] <= 1 + 2 * 11 + 3, calls  # about one store call per grant (+ a retry each for rounding)
 
 
 def test_queued_waiter_cancellation_and_deadline(store):
@@ -382,17 +396,17 @@ def test_queued_waiter_cancellation_and_deadline(store):
     async def body():
         await store.acquire(limits)
         head = asyncio.create_task(store.acquire(limits))
-        await asyncio.sleep(0.01)
-        queued = asyncio.create_task(store.acquire(limits))
-        await asyncio.sleep(0.01)
-        queued.cancel()
+        await wait_until_async(lambda: queued(store, limits) == 1, 30, what="the head to queue")
+        second = asyncio.create_task(store.acquire(limits))
+        await wait_until_async(lambda: queued(store, limits) == 2, 30, what="the second to queue")
+        second.cancel()
         with pytest.raises(TimeoutError):
             await store.acquire(limits, max_wait_seconds=0.1)  # third in line, ~2 s away
         head.cancel()
-        await asyncio.gather(head, queued, return_exceptions=True)
-        await asyncio.sleep(1.0)
-        # the line is empty again: a new caller is served as soon as the bucket allows
-        async with asyncio.timeout(5):  # served, not queued behind the cancelled waiters
+        await asyncio.gather(head, second, return_exceptions=True)
+        assert queued(store, limits) == 0
+        # the line is empty again: a new caller is served as soon as the bucket allows (≤ 1 s)
+        async with asyncio.timeout(10):  # served, not queued behind the cancelled waiters
             await store.acquire(limits)
 
     run(store, body)
