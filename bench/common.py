@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: the seed workload, simulator settings, the quota floor, reporting.
+"""Shared pieces of the benchmarks: the seed workload, simulator settings, the quota floor, reporting,
+and running the gateway's pieces (a scratch database, gunicorn, free ports).
 
 docs/seed.md §4 workload: every user message needs three answers from three providers —
 intent (alpha), sentiment (beta) and summary (local). A user request is done when all three are back.
@@ -6,14 +7,20 @@ intent (alpha), sentiment (beta) and summary (local). A user request is done whe
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
 import platform
 import random
 import re
+import socket
 import statistics
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,6 +261,51 @@ def machine() -> str:
     return f"{cores} cores ({cpu}), {ram}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def command_line(script: str, argv: list[str] | None = None) -> str:
+    """How this bench was run, for its report: `.venv/bin/python bench/x.py ARGS` (argv: main()'s own,
+    None = the command line's)."""
+    return " ".join([".venv/bin/python", script, *(argv if argv is not None else sys.argv[1:])])
+
+
+def run_meta(command: str, **extra) -> dict:
+    """When, where and how a result was measured (saved with the rows, rendered by report_header)."""
+    return {"date": utc_now(), "commit": git_rev(), "machine": machine(), "command": command, **extra}
+
+
+SHARED_MACHINE = "other engineers' test suites and benchmarks were running on the same 2 cores at the time"
+
+
+def report_header(title: str, meta: dict, machine_note: str = "") -> list[str]:
+    """The first lines of a docs/benchmarks.md section: title, date and commit, machine, command."""
+    return [
+        f"## {title}",
+        "",
+        f"- date: {meta['date']}; commit {meta['commit']}",
+        f"- machine: {meta['machine']}" + (f"; {machine_note}" if machine_note else ""),
+        f"- command: `{meta['command']}`",
+    ]
+
+
+def add_output_args(ap) -> None:
+    """--out (the docs file a section is written to) and --no-write (print only)."""
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--no-write", action="store_true")
+
+
+def save_and_publish(json_path: Path, meta: dict, rows: list, args, marker: str, text: str) -> None:
+    """Save the rows with their meta to `json_path`; write `text` as the `marker` section of args.out
+    unless args.no_write."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    if not args.no_write:
+        replace_section(Path(args.out), marker, text)
+        print(f"wrote {args.out}")
+
+
 def git_rev() -> str:
     try:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
@@ -311,3 +363,87 @@ def burst_report(trace: list[dict], sim_cfg: dict, gateway: dict) -> str:
         sim_cap = max(1.0, s["rpm"] / 60 * s.get("burst_seconds", 5.0))
         parts.append(f"{name} {burst:.1f} (gateway bucket {gw_cap:.0f}, provider bucket {sim_cap:.0f})")
     return "peak burst seen by the provider (requests − rate × window): " + ", ".join(parts)
+
+
+# --- running the gateway's pieces --------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (bind port 0, read it, close)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_database(url: str) -> None:
+    """Create the PostgreSQL database `url` names if it is missing (anything else: nothing to do)."""
+    if not url.startswith("postgres"):
+        return
+    import psycopg
+
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    admin_url = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django(default_database_url: str, **env: str) -> None:
+    """This process as a Django client of a scratch database (DATABASE_URL, else the default; created
+    and migrated if needed), single-process settings without Redis; `env` sets more variables first."""
+    os.environ.setdefault("DATABASE_URL", default_database_url)
+    os.environ.pop("REDIS_URL", None)
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.local")
+    ensure_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+@contextmanager
+def gunicorn_server(timeout_s: int, wait_s: float, **env: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """gunicorn with 1 sync worker on a free port (this environment plus `env`, DEBUG off), up and
+    answering /healthz: yields (its process, its base URL); stopped afterwards (SIGTERM, SIGKILL after
+    15 s). Celery gets an in-memory broker nobody reads: a batch's engine hand-off is queued, never run.
+    Exits the bench if it does not answer within `wait_s` s."""
+    import httpx
+
+    port = free_port()
+    full_env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gateway_site.settings.local",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "CELERY_BROKER_URL": "memory://",
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+        **env,
+    }
+    full_env.pop("REDIS_URL", None)
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    cmd = [gunicorn, "gateway_site.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+           "--timeout", str(timeout_s), "--log-level", "warning"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("gunicorn did not come up")
+            time.sleep(0.2)
+        yield proc, base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)

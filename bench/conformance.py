@@ -12,7 +12,6 @@ workload; reports items ok, wall, efficiency = t_min / wall (t_min from the prov
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import secrets
 import sys
@@ -22,14 +21,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
     ROOT,
+    SHARED_MACHINE,
+    add_output_args,
     bench_sim_config,
     burst_report,
-    git_rev,
-    machine,
+    command_line,
     quota_floor,
-    replace_section,
+    report_header,
+    run_meta,
+    save_and_publish,
     seed_items,
     sim_summary,
+    utc_now,
 )
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
@@ -79,18 +82,13 @@ def run_one(sim, sim_cfg: dict, items: list[dict], margin: float, workers: int, 
         "sim_429": s["429s"],
         "sim_5xx": s["5xx"],
         "burst": burst_report(sim.trace(), sim_cfg, providers),
-        "run_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "run_at": utc_now(),
     }
 
 
 def render(rows: list[dict], meta: dict) -> str:
     lines = [
-        "## Conformance margin: provider buckets equal to the gateway's",
-        "",
-        f"- date: {meta['date']}; commit {meta['commit']}",
-        f"- machine: {meta['machine']}; other engineers' test suites and benchmarks were running on the "
-        "same 2 cores at the time",
-        f"- command: `{meta['command']}`",
+        *report_header("Conformance margin: provider buckets equal to the gateway's", meta, SHARED_MACHINE),
         f"- workload: the seed workload ({meta['items']} calls, bench/seed_workload.py), simulator "
         f"examples/sim.json at time_scale {meta['time_scale']:g} with every provider's bucket = the gateway's "
         f"(burst 1 real s on both sides; bench/seed_workload.py gives the provider 1.3 s); t_min = "
@@ -118,8 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--users", type=int, default=300)
     ap.add_argument("--time-scale", type=float, default=10.0)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    ap.add_argument("--no-write", action="store_true")
+    add_output_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
 
@@ -129,9 +126,7 @@ def main(argv=None) -> int:
     floor = quota_floor(sim_cfg, items)
     logdir = ROOT / "var" / "bench" / "conformance"
     logdir.mkdir(parents=True, exist_ok=True)
-    command = " ".join(
-        [".venv/bin/python bench/conformance.py", *(argv if argv is not None else sys.argv[1:])]
-    )
+    command = command_line("bench/conformance.py", argv)
     rows = []
     with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
         for margin in [float(m) for m in args.margins.split(",")]:
@@ -140,19 +135,8 @@ def main(argv=None) -> int:
                 row = run_one(sim, sim_cfg, items, margin, workers, logdir, floor["t_min"])
                 print(f"   {json.dumps({k: v for k, v in row.items() if k != 'burst'})}", flush=True)
                 rows.append(row)
-    meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_rev(),
-        "machine": machine(),
-        "command": command,
-        "items": len(items),
-        "time_scale": args.time_scale,
-        "t_min": floor["t_min"],
-    }
-    (logdir / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    if not args.no_write:
-        replace_section(Path(args.out), "conformance-margin", render(rows, meta))
-        print(f"wrote {args.out}")
+    meta = run_meta(command, items=len(items), time_scale=args.time_scale, t_min=floor["t_min"])
+    save_and_publish(logdir / "results.json", meta, rows, args, "conformance-margin", render(rows, meta))
     return 0
 
 

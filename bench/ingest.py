@@ -4,7 +4,7 @@
 
 Runs against PostgreSQL (DATABASE_URL, default a scratch database `gateway_bench_ingest` on
 127.0.0.1:5432, created and migrated if missing). The POST is timed twice: over real HTTP to
-gunicorn (1 sync worker, 127.0.0.1:18401), and in-process through the WSGI test client (API-key
+gunicorn (1 sync worker, a free port on 127.0.0.1), and in-process through the WSGI test client (API-key
 auth, body read, JSONL parse, validation of every item, COPY insert, commit, batch object). The
 engine hand-off after commit is neutralised (in-memory broker / no-op): acceptance time only.
 
@@ -18,50 +18,18 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import git_rev, machine  # noqa: E402
+from bench.common import git_rev, gunicorn_server, machine, replace_section, setup_django  # noqa: E402
 
 BENCH_DB_URL = "postgres://postgres@127.0.0.1:5432/gateway_bench_ingest"
 MARKER = "ingest"
 GOAL_S = 10.0
-PORT = 18401  # this area's port range: 18400-18499
-
-
-def setup_django(items: int) -> None:
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DATABASE_URL", BENCH_DB_URL)
-    os.environ.pop("REDIS_URL", None)  # no broker needed: the engine hand-off is stubbed below
-    os.environ["GATEWAY_MAX_ITEMS_PER_BATCH"] = str(max(items, 50_000))
-    os.environ["GATEWAY_API_THROTTLE_RATE"] = "100000/min"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.local")
-    _ensure_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def _ensure_database(url: str) -> None:
-    if not url.startswith("postgres"):
-        return
-    import psycopg
-
-    name = url.rsplit("/", 1)[1].split("?")[0]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def make_items(n: int) -> list[dict]:
@@ -191,37 +159,13 @@ def measure(n: int, repeat: int, socket: bool) -> dict:
 
 
 def measure_over_socket(body: bytes, raw_key: str, repeat: int) -> list[float]:
-    """The same POST over real HTTP to gunicorn (1 sync worker) on 127.0.0.1:PORT.
+    """The same POST over real HTTP to gunicorn (1 sync worker) on a free port.
 
     Celery gets an in-memory broker there, so start_batch is queued but never run (acceptance only).
     """
     import httpx
 
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "gateway_site.settings.local",
-        "DJANGO_DEBUG": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "CELERY_BROKER_URL": "memory://",
-        "CELERY_TASK_ALWAYS_EAGER": "0",
-    }
-    env.pop("REDIS_URL", None)
-    gunicorn = str(Path(sys.executable).parent / "gunicorn")
-    cmd = [gunicorn, "gateway_site.wsgi:application", "--bind", f"127.0.0.1:{PORT}", "--workers", "1",
-           "--timeout", "120", "--log-level", "warning"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    base = f"http://127.0.0.1:{PORT}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit("gunicorn did not come up")
-            time.sleep(0.2)
+    with gunicorn_server(timeout_s=120, wait_s=30) as (_proc, base):
         times = []
         headers = {"Authorization": f"Bearer {raw_key}", "Content-Type": "application/jsonl"}
         for _ in range(repeat):
@@ -231,13 +175,6 @@ def measure_over_socket(body: bytes, raw_key: str, repeat: int) -> list[float]:
             if response.status_code != 201:
                 raise SystemExit(f"HTTP submission failed: {response.status_code} {response.text[:500]}")
         return times
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def report(r: dict, command: str) -> str:
@@ -282,17 +219,6 @@ in-memory broker nobody reads (gunicorn), so these are acceptance times only.
 """
 
 
-def replace_section(path: Path, body: str) -> None:
-    begin, end = f"<!-- {MARKER}:begin -->", f"<!-- {MARKER}:end -->"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{begin}\n{body.rstrip()}\n{end}"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    text = (
-        pattern.sub(lambda _m: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-    )
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
@@ -300,7 +226,12 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--no-socket", action="store_true", help="skip the run over HTTP to gunicorn")
     args = parser.parse_args()
-    setup_django(args.items)
+    # no broker needed: the engine hand-off is stubbed in measure()
+    setup_django(
+        BENCH_DB_URL,
+        GATEWAY_MAX_ITEMS_PER_BATCH=str(max(args.items, 50_000)),
+        GATEWAY_API_THROTTLE_RATE="100000/min",
+    )
     result = measure(args.items, args.repeat, socket=not args.no_socket)
     command = "python bench/ingest.py" + "".join(
         f" --{k} {v}"
@@ -310,7 +241,7 @@ def main() -> None:
     text = report(result, command)
     print(text)
     if not args.no_write:
-        replace_section(ROOT / "docs" / "benchmarks.md", text)
+        replace_section(ROOT / "docs" / "benchmarks.md", MARKER, text)
         print("written to docs/benchmarks.md")
 
 

@@ -19,7 +19,6 @@ the observer's cost on the hot path, free of the end-to-end run's noise.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shutil
@@ -33,7 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
-from bench.common import ROOT, git_rev, machine, replace_section  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    add_output_args,
+    command_line,
+    replace_section,
+    report_header,
+    run_meta,
+)
 from bench.overhead import SIM_CFG, cpu_between, cpu_snapshot, items, provider_file  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
@@ -152,11 +158,7 @@ def render_latency(res: dict, meta: dict) -> str:
     on, off = statistics.median(res["on"]), statistics.median(res["off"])
     return "\n".join(
         [
-            "## Observability overhead per provider call (engine only)",
-            "",
-            f"- date: {meta['date']}; commit {meta['commit']}",
-            f"- machine: {meta['machine']}",
-            f"- command: `{meta['command']}`",
+            *report_header("Observability overhead per provider call (engine only)", meta),
             f"- {res['rounds']} interleaved rounds of {res['calls_per_round']} sequential calls (1 in flight) "
             "through CrossProviderBatcher against the ~1 ms simulated provider; on = the gateway's observer "
             "writing Prometheus multiprocess files, off = no observer",
@@ -187,11 +189,7 @@ def render(rows: list[dict], meta: dict) -> str:
     cpu_on = statistics.median(r["cpu_busy_s"] for r in on)
     cpu_off = statistics.median(r["cpu_busy_s"] for r in off)
     lines = [
-        "## Observability overhead: metrics on vs off",
-        "",
-        f"- date: {meta['date']}; commit {meta['commit']}",
-        f"- machine: {meta['machine']}",
-        f"- command: `{meta['command']}`",
+        *report_header("Observability overhead: metrics on vs off", meta),
         "- workload: bench/overhead.py's end-to-end throughput (REST → Celery with "
         f"{meta['workers']} workers, Redis + PostgreSQL → ~1 ms simulated provider), {meta['items']} items per run",
         "- on: multiprocess metrics files + engine observer, /metrics scraped every second during the run; "
@@ -228,8 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--provider-concurrency", type=int, default=32)
     ap.add_argument("--note", default="other engineers' test suites were running on the same 2 cores")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    ap.add_argument("--no-write", action="store_true")
+    add_output_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
 
@@ -254,16 +251,12 @@ def main(argv=None) -> int:
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_rev(),
-        "machine": machine(),
-        "command": ".venv/bin/python bench/metrics_overhead.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "workers": args.workers,
-        "items": args.items,
-        "note": args.note,
-    }
+    meta = run_meta(
+        command_line("bench/metrics_overhead.py", argv),
+        workers=args.workers,
+        items=args.items,
+        note=args.note,
+    )
     (logdir / f"metrics_overhead_{'_'.join(sorted(parts))}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "latency": latency}, indent=1)
     )

@@ -19,11 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,35 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import git_rev, machine  # noqa: E402
+from bench.common import git_rev, gunicorn_server, machine, replace_section, setup_django  # noqa: E402
 
 BENCH_DB_URL = "postgres://postgres@127.0.0.1:5432/gateway_bench_openai"
 MARKER = "openai_surface"
 RSS_GOAL_MB = 100
 CREATE_GOAL_S = 10.0
-
-
-def setup_django() -> None:
-    os.environ.setdefault("DATABASE_URL", BENCH_DB_URL)
-    os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.local")
-    _ensure_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def _ensure_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1].split("?")[0]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def prepare_fixtures() -> str:
@@ -136,12 +109,6 @@ def finish_natively(openai_batch_id: str) -> None:
     assert finalize_batch_if_done(str(batch_id))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def proc_kb(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -156,53 +123,22 @@ def worker_pid(master: int) -> int:
     return int(children[0])
 
 
-def start_gunicorn(port: int, files_root: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "gateway_site.settings.local",
-        "DJANGO_DEBUG": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "CELERY_BROKER_URL": "memory://",
-        "CELERY_TASK_ALWAYS_EAGER": "0",
-        "GATEWAY_BACKGROUND_EAGER": "0",
-        "GATEWAY_FILES_ROOT": files_root,
-        "GATEWAY_API_THROTTLE_RATE": "100000/min",
-    }
-    gunicorn = str(Path(sys.executable).parent / "gunicorn")
-    cmd = [gunicorn, "gateway_site.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-           "--timeout", "300", "--log-level", "warning"]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=ROOT, env=env)
-
-
-def wait_up(base: str, proc: subprocess.Popen) -> None:
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            raise SystemExit("gunicorn did not come up")
-        time.sleep(0.2)
-
-
 def measure(lines: int, line_bytes: int, repeat: int) -> dict:
     import openai
 
     raw_key = prepare_fixtures()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         input_path = Path(tmp) / "input.jsonl"
         size = write_input(input_path, lines, line_bytes)
         for _ in range(repeat):
-            proc = start_gunicorn(port, str(Path(tmp) / "files"))  # a fresh worker per run: clean VmHWM
-            try:
-                wait_up(base, proc)
+            with gunicorn_server(  # a fresh worker per run: clean VmHWM
+                timeout_s=300,
+                wait_s=60,
+                GATEWAY_BACKGROUND_EAGER="0",
+                GATEWAY_FILES_ROOT=str(Path(tmp) / "files"),
+                GATEWAY_API_THROTTLE_RATE="100000/min",
+            ) as (proc, base):
                 client = openai.OpenAI(base_url=f"{base}/v1", api_key=raw_key, max_retries=0, timeout=300)
                 client.files.list(limit=1)  # the worker has imported and served /v1 once
                 pid = worker_pid(proc.pid)
@@ -244,13 +180,6 @@ def measure(lines: int, line_bytes: int, repeat: int) -> dict:
                     }
                 )
                 print(runs[-1], flush=True)
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
     return {"lines": lines, "size_mb": size / 1e6, "runs": runs}
 
 
@@ -288,17 +217,6 @@ output-file rows the script plays the engine (every item marked succeeded, then 
 """
 
 
-def replace_section(path: Path, body: str) -> None:
-    begin, end = f"<!-- {MARKER}:begin -->", f"<!-- {MARKER}:end -->"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{begin}\n{body.rstrip()}\n{end}"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    text = (
-        pattern.sub(lambda _m: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-    )
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=50_000)
@@ -306,7 +224,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = parser.parse_args()
-    setup_django()
+    setup_django(BENCH_DB_URL)
     result = measure(args.lines, args.line_bytes, args.repeat)
     defaults = {"lines": 50_000, "line_bytes": 600, "repeat": 3}
     command = "python bench/openai_surface.py" + "".join(
@@ -315,7 +233,7 @@ def main() -> None:
     text = report(result, command)
     print(text)
     if not args.no_write:
-        replace_section(ROOT / "docs" / "benchmarks.md", text)
+        replace_section(ROOT / "docs" / "benchmarks.md", MARKER, text)
         print("written to docs/benchmarks.md")
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
 import statistics
@@ -27,7 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
-from bench.common import ROOT, git_rev, machine, pct, replace_section  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    add_output_args,
+    command_line,
+    pct,
+    replace_section,
+    report_header,
+    run_meta,
+)
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 SIM_CFG = {"providers": {"fast": {"model": "fast-1ms", "median_ms": 1, "sigma": 0, "completion_tokens": 4}}}
@@ -183,11 +190,7 @@ def throughput(
 
 def render(res: dict, meta: dict) -> str:
     lines = [
-        "## Overhead: the gateway against a ~1 ms provider",
-        "",
-        f"- date: {meta['date']}; commit {meta['commit']}",
-        f"- machine: {meta['machine']}",
-        f"- command: `{meta['command']}`",
+        *report_header("Overhead: the gateway against a ~1 ms provider", meta),
         f"- provider max_concurrency {meta['provider_concurrency']} (cluster-wide leases; each engine run "
         "has 2 × that many dispatchers per provider, at most max_concurrency of them past the local gate)",
         "- provider: simulator, median 1 ms, no rate limits in the simulator (gateway rpm/tpm 10^6, far above the rates reached)",
@@ -259,8 +262,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modes", default="shared,single", help="gateway modes for the throughput part")
     ap.add_argument("--provider-concurrency", type=int, default=32)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    ap.add_argument("--no-write", action="store_true")
+    add_output_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
 
@@ -291,14 +293,7 @@ def main(argv=None) -> int:
             print("ERROR", err, flush=True)
         counters = sim.counters()["totals"]
         print("simulator totals", json.dumps(counters), flush=True)
-    meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_rev(),
-        "machine": machine(),
-        "command": ".venv/bin/python bench/overhead.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "provider_concurrency": args.provider_concurrency,
-    }
+    meta = run_meta(command_line("bench/overhead.py", argv), provider_concurrency=args.provider_concurrency)
     (logdir / "overhead.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
     if not args.no_write:
         replace_section(Path(args.out), "overhead", render(res, meta))

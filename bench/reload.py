@@ -18,7 +18,6 @@ GATEWAY_CONFIG_REFRESH_SECONDS = 2 s), the mechanism before the change events.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import secrets
 import statistics
@@ -31,7 +30,17 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, git_rev, machine, replace_section  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    SHARED_MACHINE,
+    add_output_args,
+    command_line,
+    replace_section,
+    report_header,
+    run_meta,
+    save_and_publish,
+    utc_now,
+)
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 OLD_RPM, NEW_RPM, BURST_S = 1200, 240, 5.0
@@ -146,18 +155,13 @@ def run_one(sim, mode: str, logdir: Path) -> dict:
         "holds_after_s": t - m,
         "rate_before": len(before) / 2.0,
         "rate_after": len(after) / 6.0,
-        "run_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "run_at": utc_now(),
     }
 
 
 def render(rows: list[dict], meta: dict) -> str:
     lines = [
-        "## Live reload: commit → new rate holding at the provider",
-        "",
-        f"- date: {meta['date']}; commit {meta['commit']}",
-        f"- machine: {meta['machine']}; other engineers' test suites and benchmarks were running on the "
-        "same 2 cores at the time",
-        f"- command: `{meta['command']}`",
+        *report_header("Live reload: commit → new rate holding at the provider", meta, SHARED_MACHINE),
         f"- scenario: 2 Celery workers (PostgreSQL + Redis), one provider without limits of its own; the "
         f"gateway's rpm lowered {OLD_RPM} → {NEW_RPM} (burst {BURST_S:g} s) by `manage.py load_providers` while "
         "a 3,000-item batch runs. *holds after* = from the commit (its pub/sub announcement, placed on the "
@@ -186,8 +190,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modes", default="pubsub,poll")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    ap.add_argument("--no-write", action="store_true")
+    add_output_args(ap)
     ap.add_argument(
         "--render-only", action="store_true", help="rewrite the docs section from the saved results"
     )
@@ -206,7 +209,7 @@ def main(argv=None) -> int:
 
     exit_cleanly_on_sigterm()
     logdir.mkdir(parents=True, exist_ok=True)
-    command = " ".join([".venv/bin/python bench/reload.py", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line("bench/reload.py", argv)
     sim_cfg = {"trace_tag_regex": r"tag-(\w+)", "providers": {"rl": {"median_ms": 50, "sigma": 0.3}}}
     rows = []
     with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
@@ -215,16 +218,8 @@ def main(argv=None) -> int:
                 row = run_one(sim, mode, logdir)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_rev(),
-        "machine": machine(),
-        "command": command,
-    }
-    (logdir / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    if not args.no_write:
-        replace_section(Path(args.out), "live-reload", render(rows, meta))
-        print(f"wrote {args.out}")
+    meta = run_meta(command)
+    save_and_publish(logdir / "results.json", meta, rows, args, "live-reload", render(rows, meta))
     return 0
 
 

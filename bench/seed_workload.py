@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import sys
 import time
@@ -29,16 +28,19 @@ from bench.common import (  # noqa: E402
     ROUTES,
     bench_sim_config,
     burst_report,
+    command_line,
     fmt_s,
     gateway_providers,
-    git_rev,
     item_user,
-    machine,
     quota_floor,
     replace_section,
+    report_header,
+    run_meta,
+    save_and_publish,
     seed_items,
     sim_summary,
     user_latencies_from_trace,
+    utc_now,
 )
 from sim.testing import SimHandle, run_simulator_subprocess  # noqa: E402
 
@@ -275,7 +277,7 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
         },  # fmt: skip
         "max_per_minute": s["max_per_minute"],
         "notes": res.notes,
-        "run_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "run_at": utc_now(),
     }
     print(
         f"   ok {row['items_ok']}/{row['items']}  wall {row['wall_s']:.1f}s  eff {fmt_s(row['efficiency'])}  "
@@ -289,11 +291,7 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
 def render(rows: list[dict], meta: dict) -> str:
     scale = meta["time_scale"]
     lines = [
-        "## Seed workload: serial vs gather vs LangChain vs the gateway",
-        "",
-        f"- date: {meta['date']}; commit {meta['commit']}",
-        f"- machine: {meta['machine']}",
-        f"- command: `{meta['command']}`",
+        *report_header("Seed workload: serial vs gather vs LangChain vs the gateway", meta),
         f"- workload: {meta['users']} user messages x intent (alpha) / sentiment (beta) / summary (local) = "
         f"{meta['items']} calls; simulator: examples/sim.json providers at time_scale {scale:g} "
         f"(1 simulated minute = {60 / scale:g} real s; provider buckets hold 1.3 real s), "
@@ -385,9 +383,7 @@ def main(argv=None) -> int:
         f"t_min = {floor['t_min']:.2f} s ({json.dumps({k: round(v['floor_s'], 2) for k, v in floor['providers'].items()})})"
     )
     results = dict(previous)
-    command = " ".join(
-        [".venv/bin/python bench/seed_workload.py", *(argv if argv is not None else sys.argv[1:])]
-    )
+    command = command_line("bench/seed_workload.py", argv)
     with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
         ctx = Ctx(sim, sim_cfg, items, logdir)
         for n in rows_wanted:
@@ -398,23 +394,16 @@ def main(argv=None) -> int:
                 print(f"   row {n} failed: {exc!r}", flush=True)
                 results[n] = {"row": n, "name": ROW_NAMES[n], "skipped": f"{type(exc).__name__}: {exc}"[:200]}
 
-    meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_rev(),
-        "machine": machine(),
-        "command": command,
-        "users": args.users,
-        "items": len(items),
-        "time_scale": args.time_scale,
-        "t_min": floor["t_min"],
-        "floor": floor["providers"],
-    }
+    meta = run_meta(
+        command,
+        users=args.users,
+        items=len(items),
+        time_scale=args.time_scale,
+        t_min=floor["t_min"],
+        floor=floor["providers"],
+    )
     ordered = [results[k] for k in sorted(results)]
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps({"meta": meta, "rows": ordered}, indent=1))
-    if not args.no_write:
-        replace_section(Path(args.out), "seed-workload", render(ordered, meta))
-        print(f"wrote {args.out}")
+    save_and_publish(json_path, meta, ordered, args, "seed-workload", render(ordered, meta))
     return 0
 
 

@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,19 +21,13 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import ROOT
+from bench.common import ROOT, free_port
 
 PY = sys.executable
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/gateway_bench"
 # A Redis database of its own so benchmark workers never take tasks from other runs on db 0.
 DEFAULT_REDIS = "redis://127.0.0.1:6379/7"
 TERMINAL = {"completed", "failed", "cancelled"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def recreate_postgres_db(url: str) -> None:
