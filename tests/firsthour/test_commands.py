@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = [
@@ -63,9 +64,7 @@ def test_unmigrated_database_names_the_missing_migrations(tmp_path):
 
 
 def test_unreachable_postgres_is_one_sentence_without_the_password():
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     line = _one_sentence(run(["create_team", "acme"], f"postgres://postgres:s3cret@127.0.0.1:{port}/gateway"))
     assert f"postgresql://postgres@127.0.0.1:{port}/gateway" in line and "s3cret" not in line
 
@@ -85,9 +84,7 @@ def test_submit_batch_wait_without_a_terminal_prints_plain_lines(tmp_path):
     assert run(["migrate", "--noinput"], url).returncode == 0
     assert run(["create_team", "acme"], url).returncode == 0
     # a provider nothing listens on: every item fails fast with a connection error, the batch ends
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     providers = tmp_path / "providers.json"
     provider = {"name": "p", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "rpm": 600}
     provider.update(tpm=1_000_000, max_concurrency=4, max_retries=0)
