@@ -108,6 +108,42 @@ def _forget_dispatchers():
         client.close()
 
 
+ENGINE_THREADS = ("gateway-reaper", "gateway-dispatcher", "batch-")
+
+
+@pytest.fixture(autouse=True)
+def _no_engine_thread_outlives_its_test():
+    """Single-process mode runs the engine on threads of the process: a submission's ``batch-<id>``
+    thread, the ``gateway-dispatcher`` thread and the reconciler (``gateway-reaper``, started once per
+    process by ``batches.tasks._ensure_local_reaper`` and, in production, never stopped). A test that
+    turns that mode on (``GATEWAY_BACKGROUND_EAGER``) must not leave them running in the pytest process:
+    once its settings override ends they carry on with the session's settings — multi-worker mode on
+    the shared Redis — and act as one more dispatcher on later tests' batches, with a quota store other
+    than the one those tests' workers use. (They did: a leaked reconciler started a dispatcher in the
+    pytest process that sent at the provider's full rate during test_redis_restart_mid_batch's Redis
+    outage.) Stops the reconciler, waits for the other threads to end and fails the test if they don't."""
+    yield
+    import threading
+    import time
+
+    from batches import tasks
+
+    reaper = tasks._reaper
+    if reaper is not None:
+        reaper.stopped.set()
+        reaper.join(30)
+        tasks._reaper = None
+    deadline = time.monotonic() + 30
+
+    def running() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith(ENGINE_THREADS) and t.is_alive()]
+
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = running()
+    assert not left, f"engine threads of single-process mode still running after the test: {left}"
+
+
 @pytest.fixture(scope="session")
 def private_redis(tmp_path_factory):
     """This run's own redis-server (free port, no persistence), shared by the session: for tests that

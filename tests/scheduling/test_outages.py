@@ -115,13 +115,13 @@ def test_redis_restart_mid_batch(provider_server, make_provider, team, workers, 
         server.stop()
         at_stop = provider_server.count("rdp")
         time.sleep(3)  # the outage
-        # Expected: paused (at most what was in flight). Seen in 2 of about 10 full-suite runs: traffic went
-        # on at the provider's rate for the whole outage (63 against 33 + 4). Not explained yet (open in
-        # issue #14's note); recorded here instead of failing CI while it is investigated.
+        # paused: at most the calls holding one of the provider's 4 leases when Redis went away. (This was
+        # a print for a while: 2 of ~10 full-suite runs saw ~30 calls here. Not the workers: a reconciler
+        # thread leaked into the pytest process by a single-process-mode test had started a dispatcher
+        # there, on the shared Redis; tests/conftest.py now stops such threads after every test.)
         during = provider_server.count("rdp") - at_stop
-        print(
-            f"\nredis outage: {during} provider requests during the 3 s outage (in flight at the stop: <= 4)"
-        )
+        print(f"\nredis outage: {during} provider requests during the 3 s outage (at most 4 in flight)")
+        assert during <= 4, f"{during} provider requests while Redis was down\n{w.logs()}"
         server.start()
         back, at_back = time.monotonic(), provider_server.count("rdp")
         # traffic resumes well inside one claim lease (nothing waited for claims to expire)
