@@ -164,13 +164,3 @@ def private_redis_sync(private_redis):
     if keys:
         client.delete(*keys)
     client.close()
-
-
-def pytest_collection_modifyitems(config, items):
-    """Multi-process tests (marked ``slow``: real workers, servers and timing on a shared 2-core box) get
-    one rerun. Seen on quiet full runs: a fair-share ratio of 0.64 against 0.75 ± 0.1 and one metrics
-    count off, each passing on every other run. A rerun is reported in the summary ('R'), so a test
-    that needs it stays visible; anything failing twice fails the suite."""
-    for item in items:
-        if item.get_closest_marker("slow") is not None and item.get_closest_marker("flaky") is None:
-            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=1))
