@@ -52,7 +52,7 @@ def api_key(team):
 def make_provider(db):
     def make(name: str = "alpha", **overrides) -> Provider:
         values = dict(
-            base_url=f"http://127.0.0.1:8900/{name}/v1",
+            base_url=f"http://127.0.0.1:9/{name}/v1",  # port 9 (discard): never a running simulator
             model=f"{name}-chat",
             rpm=60,
             tpm=100_000,
