@@ -15,15 +15,18 @@ def _remove_this_runs_redis_keys():
     """At the end of the session delete every key of this run from the shared Redis: the run's key
     prefix (quota, breaker, config, budgets) and the broker queues and kombu bindings of test queues,
     whose names start with the same prefix (see tests.workers.test_queue). Touches nothing else."""
-    yield
+    # read now, not at teardown: a test that points settings at a Redis of its own (an outage test's
+    # private server) must not turn the clean-up towards a server that is gone
     url = getattr(settings, "CELERY_BROKER_URL", "") or ""
     urls = {u for u in (settings.REDIS_URL, url) if u and u.startswith(("redis://", "rediss://", "unix://"))}
+    prefix = settings.GATEWAY_REDIS_PREFIX
+    yield
     import redis
 
     for u in urls:
         client = redis.Redis.from_url(u)
         try:
-            keys = list(client.scan_iter(match=f"*{settings.GATEWAY_REDIS_PREFIX}*", count=1000))
+            keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
             for start in range(0, len(keys), 500):
                 client.delete(*keys[start : start + 500])
         except redis.RedisError:

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 import warnings
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from django.db import connection
 
 from sim.testing import sim_server  # noqa: F401 - fixture re-export
 from tests.engine.conftest import provider_server  # noqa: F401 - fixture re-export
+from tests.workers import test_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ class Workers:
     """Real ``celery -A gateway_site worker`` processes on a queue of their own."""
 
     def __init__(self, tmp_path: Path, **env):
-        self.queue = f"sched-test-{uuid.uuid4().hex[:10]}"
+        self.queue = test_queue("sched")  # inside the run's prefix: the session clean-up finds it
         self.tmp_path = tmp_path
         self.env = env
         self.procs: dict[str, subprocess.Popen] = {}
@@ -111,7 +111,7 @@ class Workers:
 
         client = redis.Redis.from_url(self.env.get("CELERY_BROKER_URL", settings.CELERY_BROKER_URL))
         try:
-            client.delete(self.queue)
+            client.delete(self.queue, f"_kombu.binding.{self.queue}")
         except redis.RedisError:
             pass
         client.close()
