@@ -7,6 +7,7 @@ Every subprocess gets `subprocess_env()`: this run's database, Redis, broker and
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -94,12 +95,22 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 def delete_queue(queue: str) -> None:
-    """Remove a test queue and its kombu binding from the broker."""
+    """Remove a test queue and its kombu binding from the broker, and the queue's messages that a
+    killed worker never acknowledged: kombu keeps those in the broker-wide ``unacked`` hash and any
+    later worker on this Redis (the next test run's) would restore them into the deleted queue."""
     import redis
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
         client.delete(queue, f"_kombu.binding.{queue}")
+        for tag, raw in client.hgetall("unacked").items():
+            try:
+                routing_key = json.loads(raw)[2]
+            except (ValueError, IndexError, TypeError):
+                continue
+            if routing_key == queue:
+                client.hdel("unacked", tag)
+                client.zrem("unacked_index", tag)
     finally:
         client.close()
 
