@@ -9,10 +9,12 @@ import time
 
 import pytest
 from django.db import connection
+from django.db.models import F
 
 from batches import execution
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
 from batches.submission import submit_batch
+from tests import factories
 
 from .provider_server import Reply, ok_reply
 
@@ -26,19 +28,10 @@ def q(cid, route=None, provider=None, **params):
 
 
 def make_batch(team, items) -> Batch:
-    """Store a queued batch the way the submission service does, without starting it."""
-    batch = Batch.objects.create(team=team, total_count=len(items))
-    BatchItem.objects.bulk_create(
-        BatchItem(
-            batch=batch,
-            seq=n,
-            custom_id=i["custom_id"],
-            route=i.get("route", ""),
-            requested_provider=i.get("provider", ""),
-            queue_provider=i.get("provider", ""),  # as submission does for an explicit provider
-            payload={"messages": [{"role": "user", "content": i["query"]}], "params": i["params"]},
-        )
-        for n, i in enumerate(items)
+    """tests.factories.make_batch, with each explicit provider as the item's queue (as submission does)."""
+    batch = factories.make_batch(team, items)
+    BatchItem.objects.filter(batch=batch).exclude(requested_provider="").update(
+        queue_provider=F("requested_provider")
     )
     return batch
 
