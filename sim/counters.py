@@ -52,6 +52,8 @@ class ProviderCounters:
     in_flight: int = 0
     max_in_flight: int = 0
     by_status: Counter = field(default_factory=Counter)
+    # requests per X-Request-ID header ("" = no header), every answer included: GET /_sim/requests
+    by_request_id: dict[str, int] = field(default_factory=dict)
     first_accepted_at: float | None = None
     last_finished_at: float | None = None
     _req_window: SlidingMax | None = None
@@ -60,6 +62,11 @@ class ProviderCounters:
     def __post_init__(self):
         self._req_window = SlidingMax(self.minute_s)
         self._tok_window = SlidingMax(self.minute_s)
+
+    def record_request(self, request_id: str) -> None:
+        """A request reached the provider's chat route (counted before anything can answer it)."""
+        self.requests += 1
+        self.by_request_id[request_id] = self.by_request_id.get(request_id, 0) + 1
 
     def record_status(self, status: int) -> None:
         self.by_status[status] += 1

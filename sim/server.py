@@ -5,10 +5,16 @@ Routes (one port, many providers):
   GET  /{name}/v1/models             the provider's model
   GET  /_sim/health                  liveness + provider names
   GET  /_sim/counters                per-provider counters (see sim/counters.py)
+  GET  /_sim/requests                {"providers": {name: {request_id: count}}}: every request that reached
+                                     a provider's chat route, whatever its answer (400/401, 429, forced,
+                                     outage, 503, 500, hang, disconnect), by its X-Request-ID header
+                                     (missing: ""); the gateway sends the item's custom_id there
   GET  /_sim/trace                   per-request rows [provider, tag, status, arrival_s, done_s] (seconds
                                      since start/reset), when the config sets trace_tag_regex
-  POST /_sim/reset                   zero counters and trace, refill buckets, restart outage clock, scripts
+  POST /_sim/reset                   zero counters, request counts and trace, refill buckets, restart
+                                     outage clock, scripts
   POST /_sim/config                  replace the whole configuration (body: a config document), then reset
+                                     (request counts included)
 
 Request pipeline for a provider, in order (the first rule that answers wins):
   1. malformed body -> 400; wrong/missing key when the provider has ``api_key`` -> 401
@@ -155,7 +161,7 @@ class SimProvider:
 
     async def _handle(self, request: web.Request, box: dict) -> web.Response:
         c = self.counters
-        c.requests += 1
+        c.record_request(request.headers.get("X-Request-ID", ""))
         cfg = self.cfg
         loop_time = asyncio.get_running_loop().time
 
@@ -327,6 +333,9 @@ class SimState:
         for p in self.providers.values():
             p.reset(now)
 
+    def request_counts(self) -> dict:
+        return {"providers": {name: p.counters.by_request_id for name, p in self.providers.items()}}
+
     def counters(self) -> dict:
         now = asyncio.get_running_loop().time()
         per = {name: p.counters.snapshot() for name, p in self.providers.items()}
@@ -377,6 +386,9 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     async def counters(request: web.Request) -> web.Response:
         return web.json_response(state.counters())
 
+    async def requests(request: web.Request) -> web.Response:
+        return web.json_response(state.request_counts())
+
     async def trace(request: web.Request) -> web.Response:
         fields = ["provider", "tag", "status", "arrival_s", "done_s"]
         return web.json_response({"fields": fields, "enabled": state.config.trace_tag_regex is not None,
@@ -396,6 +408,7 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
 
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/counters", counters)
+    app.router.add_get("/_sim/requests", requests)
     app.router.add_get("/_sim/trace", trace)
     app.router.add_post("/_sim/reset", reset)
     app.router.add_post("/_sim/config", set_config)

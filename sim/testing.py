@@ -5,6 +5,7 @@
     with run_simulator_in_thread({"providers": {"alpha": {"rpm": 60}}}) as sim:
         sim.provider_url("alpha")        # "http://127.0.0.1:PORT/alpha/v1" -> Provider.base_url
         sim.counters()["providers"]["alpha"]["ok"]
+        sim.request_counts()["alpha"]    # {X-Request-ID: requests}, every answer included
 
 The pytest fixture ``sim_server`` (import it into a conftest: ``from sim.testing import sim_server``)
 is a factory: ``sim = sim_server(config_dict)``; every simulator it started is stopped at teardown.
@@ -49,13 +50,19 @@ class SimHandle:
     def provider_counters(self, name: str) -> dict:
         return self.counters()["providers"][name]
 
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """GET /_sim/requests: {provider: {request_id: requests}} for every request that reached a
+        provider's chat route, whatever the answer ("" = no X-Request-ID). Zeroed by reset/set_config.
+        The shape ``tests.exactly_once.assert_exactly_once`` reads."""
+        return httpx.get(f"{self.base_url}/_sim/requests", timeout=30).json()["providers"]
+
     def trace(self) -> list[dict]:
         """GET /_sim/trace as dicts {provider, tag, status, arrival_s, done_s} (needs trace_tag_regex)."""
         data = httpx.get(f"{self.base_url}/_sim/trace", timeout=30).json()
         return [dict(zip(data["fields"], row, strict=True)) for row in data["rows"]]
 
     def reset(self) -> None:
-        """Zero the counters, refill the buckets, restart outage clocks and status scripts."""
+        """Zero the counters and request counts, refill the buckets, restart outage clocks and scripts."""
         httpx.post(f"{self.base_url}/_sim/reset", timeout=10).raise_for_status()
 
     def set_config(self, config: dict | SimConfig | str) -> None:

@@ -1,7 +1,9 @@
 """A real local HTTP provider server for engine tests (aiohttp in a background thread).
 
 Every provider is served at /{name}/v1/chat/completions. A behaviour decides each answer:
-``behaviour(name, request_id, attempt_no, body) -> Reply``; the server counts every request.
+``behaviour(name, request_id, attempt_no, body) -> Reply``; the server counts every request as its
+request line arrives (``hits``; per provider and X-Request-ID, "" when missing: ``request_counts()``,
+also ``GET /_sim/requests`` → ``{"providers": {name: {request_id: count}}}`` as the simulator answers).
 """
 
 from __future__ import annotations
@@ -77,6 +79,17 @@ class ProviderServer:
         with self._lock:
             return [h for h in self.hits if h.request_id == request_id]
 
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """{provider: {request_id: requests}}, the simulator's shape (tests.exactly_once reads it)."""
+        with self._lock:
+            out: dict[str, dict[str, int]] = {}
+            for (name, rid), n in self._attempts.items():
+                out.setdefault(name, {})[rid] = n
+            return out
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        return web.json_response({"providers": self.request_counts()})
+
     # ---- server ----------------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
@@ -129,6 +142,7 @@ class ProviderServer:
         async def main():
             app = web.Application()
             app.router.add_post("/{name}/v1/chat/completions", self._handle)
+            app.router.add_get("/_sim/requests", self._requests)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)  # port 0: the kernel picks a free one

@@ -4,8 +4,11 @@
 
 Every path ``/{mode}/v1/chat/completions`` answers in one broken way (the ``mode_*`` methods);
 ``/ok/...``, and any request whose last message's content is exactly "normal", answer normally.
-The server counts every request by its ``X-Request-ID`` (the gateway sends the item's custom_id) and
-by mode: ``GET /counts`` → ``{"by_mode": {...}, "by_request": {...}}``.
+The server counts every request as it arrives (before its body is read, whatever the answer) by its
+``X-Request-ID`` (the gateway sends the item's custom_id; missing = "") and by mode:
+``GET /counts`` → ``{"by_mode": {...}, "by_request": {...}}``; per mode (= the provider's name in the
+tests) and request id, in the simulator's shape: ``GET /_sim/requests`` →
+``{"providers": {mode: {request_id: count}}}``. ``POST /_sim/reset`` zeroes all of them.
 Standard library + aiohttp only (no Django), so it is a plain separate process.
 """
 
@@ -51,14 +54,17 @@ class Broken:
     def __init__(self) -> None:
         self.by_mode: Counter = Counter()
         self.by_request: Counter = Counter()
+        self.by_mode_request: dict[str, Counter] = {}
         self._bomb = _bomb()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         mode = request.match_info["mode"]
         rid = request.headers.get("X-Request-ID", "")
-        body = await request.read()
+        # counted on arrival: a client that gives up while sending its body still made a request
         self.by_mode[mode] += 1
         self.by_request[rid] += 1
+        self.by_mode_request.setdefault(mode, Counter())[rid] += 1
+        body = await request.read()
         if _is_normal(body):  # a normal request answers normally on every path
             return await self.mode_ok(request)
         answer = getattr(self, "mode_" + mode, None)
@@ -68,6 +74,15 @@ class Broken:
 
     async def counts(self, request: web.Request) -> web.Response:
         return web.json_response({"by_mode": self.by_mode, "by_request": self.by_request})
+
+    async def request_counts(self, request: web.Request) -> web.Response:
+        return web.json_response({"providers": self.by_mode_request})
+
+    async def reset(self, request: web.Request) -> web.Response:
+        self.by_mode.clear()
+        self.by_request.clear()
+        self.by_mode_request.clear()
+        return web.json_response({"ok": True})
 
     # ---- modes ----------------------------------------------------------------------------------------
     async def mode_ok(self, request):
@@ -147,6 +162,8 @@ def app() -> web.Application:
     application = web.Application(client_max_size=64 * 1024 * 1024)
     application.router.add_post("/{mode}/v1/chat/completions", broken.handle)
     application.router.add_get("/counts", broken.counts)
+    application.router.add_get("/_sim/requests", broken.request_counts)
+    application.router.add_post("/_sim/reset", broken.reset)
     return application
 
 

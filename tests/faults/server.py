@@ -23,7 +23,22 @@ class BrokenProvider:
         return f"http://127.0.0.1:{self.port}/{mode}/v1"
 
     def counts(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/counts", timeout=10) as response:
+        """GET /counts: {"by_mode": {mode: n}, "by_request": {request_id: n}}."""
+        return self._get("/counts")
+
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """GET /_sim/requests: {mode: {request_id: n}} (a mode is the provider's name in the tests), the
+        simulator's shape, for ``tests.exactly_once.assert_exactly_once``."""
+        return self._get("/_sim/requests")["providers"]
+
+    def reset(self) -> None:
+        """POST /_sim/reset: zero every count (the server is shared by a test module)."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/_sim/reset", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    def _get(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as response:
             return json.loads(response.read())
 
 
