@@ -10,6 +10,7 @@ from celery.signals import (
     before_task_publish,
     task_postrun,
     task_prerun,
+    worker_process_init,
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
@@ -66,14 +67,33 @@ def _worker_shutdown(**kwargs) -> None:
     if _heartbeat is not None:
         _heartbeat.stopped.set()
         _heartbeat.join(5)
+    # the worker's main process (it runs the tasks itself with -P solo/threads) leaves its live gauges
+    _mark_dead(os.getpid())
 
 
-def _process_shutdown(pid=None, **kwargs) -> None:
-    """A pool child exits: drop its live gauges from the multiprocess directory."""
+def _mark_dead(pid: int) -> None:
+    """Drop ``pid``'s live gauges from the multiprocess directory; its counters and histograms stay, so
+    the sums /metrics reports keep counting what exited processes did. Never wipes the directory: the
+    web process and other workers of the host share it."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid or os.getpid())
+        multiprocess.mark_process_dead(pid)
+
+
+def _process_init(**kwargs) -> None:
+    """A new pool child (at start, or replacing one that exited): a process that had this pid before and
+    died without its exit hook may have left live gauges, which this child would otherwise resume."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from .metrics_dir import remove_live_gauges
+
+        remove_live_gauges(directory, os.getpid())
+
+
+def _process_shutdown(pid=None, **kwargs) -> None:
+    """A pool child exits (worker shutdown, --max-tasks-per-child, pool shrink): drop its live gauges."""
+    _mark_dead(pid or os.getpid())
 
 
 def connect() -> None:
@@ -82,4 +102,5 @@ def connect() -> None:
     task_postrun.connect(_postrun, weak=False, dispatch_uid="obs-postrun")
     worker_ready.connect(_worker_ready, weak=False, dispatch_uid="obs-worker-ready")
     worker_shutdown.connect(_worker_shutdown, weak=False, dispatch_uid="obs-worker-shutdown")
+    worker_process_init.connect(_process_init, weak=False, dispatch_uid="obs-process-init")
     worker_process_shutdown.connect(_process_shutdown, weak=False, dispatch_uid="obs-process-shutdown")

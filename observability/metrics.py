@@ -1,9 +1,12 @@
 """Every Prometheus metric the gateway's processes export, in one place.
 
-Processes write their counters and histograms to ``PROMETHEUS_MULTIPROC_DIR`` when that is set (web and
-worker processes of one host share one directory, wiped by the launcher before they start); ``GET
-/metrics`` sums the directory's files (``observability.views.metrics``). Without it (single-process mode)
-the default in-memory registry is used.
+Processes write their counters and histograms to the multiprocess directory (web and worker processes of
+one host share one: ``PROMETHEUS_MULTIPROC_DIR``, else a per-host default derived from ``REDIS_URL`` and
+``GATEWAY_REDIS_PREFIX``, which the settings put in the environment before this module imports
+prometheus_client; ``observability.metrics_dir``); ``GET /metrics`` sums the directory's files
+(``observability.views.metrics``).
+Without one (single-process mode, or turned off) the default in-memory registry is used, and in
+multi-process mode /metrics then says so (``gateway_worker_metrics_collected 0``).
 
 Live state (quota buckets, leases, breakers, batches and queued items) is NOT kept here: it is read from
 Redis and the database at scrape time by ``observability.collector.LiveStateCollector``, so it is never
@@ -11,7 +14,7 @@ duplicated or stale per process.
 
 The only in-process gauge is ``gateway_engine_runs`` with ``multiprocess_mode="livesum"``: the engine
 runs in progress summed over the processes that are alive (a dead worker's file is dropped by
-``mark_process_dead`` in the Celery/gunicorn child-exit hooks).
+``mark_process_dead`` in the Celery/gunicorn exit hooks, and by /metrics for pids gone from the host).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
-from . import health
+from . import health, metrics_dir
 from .collector import LiveStateCollector
 
 
@@ -43,14 +44,35 @@ def _multiprocess_collector():
     return CompleteFilesCollector
 
 
+class WorkerMetricsCollector:
+    """``gateway_worker_metrics_collected``: 1 when this /metrics includes this host's worker processes,
+    0 when it cannot (the same rule as /readyz's worker_metrics check, which says why). Never a silent 0
+    provider requests: a scrape that misses the workers says so."""
+
+    def collect(self):
+        check = health.check_worker_metrics()
+        family = GaugeMetricFamily(
+            "gateway_worker_metrics_collected",
+            "1 when /metrics includes the metrics of this host's worker processes (they write the "
+            "multiprocess directory it reads), 0 when not (see /readyz worker_metrics for why).",
+        )
+        family.add_metric([], 0 if check.warn else 1)
+        yield family
+
+
 def metrics_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     directory = settings.GATEWAY_METRICS_DIR
     if directory:
+        if metrics_dir.is_derived(directory):
+            # the default directory is this host's: live gauges of processes gone without an exit hook
+            # (a pool child killed by SIGKILL) are dropped here, as mark_process_dead would have
+            metrics_dir.sweep_dead_live_gauges(str(directory))
         _multiprocess_collector()(registry, path=str(directory))
     else:
         registry.register(_DefaultRegistry())
     registry.register(LiveStateCollector())
+    registry.register(WorkerMetricsCollector())
     return registry
 
 

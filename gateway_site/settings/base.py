@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
 from observability.logs import logging_config
+from observability.metrics_dir import configure as configure_metrics_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -253,9 +254,18 @@ GATEWAY_LOG_FORMAT = env_str("GATEWAY_LOG_FORMAT", "json")
 if GATEWAY_LOG_FORMAT not in ("json", "console"):
     raise ImproperlyConfigured(f"GATEWAY_LOG_FORMAT={GATEWAY_LOG_FORMAT!r}: must be 'json' or 'console'")
 LOGGING = logging_config(GATEWAY_LOG_FORMAT, env_str("DJANGO_LOG_LEVEL", "INFO"))
-# Prometheus multiprocess directory shared by this host's web and worker processes (wiped at start by
-# the launcher); unset = single-process metrics. GET /metrics requires this bearer token when set.
-GATEWAY_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+# Prometheus multiprocess directory shared by this host's web and worker processes: PROMETHEUS_MULTIPROC_DIR,
+# else (REDIS_URL set) a per-host default derived from REDIS_URL + GATEWAY_REDIS_PREFIX, created here and
+# put in os.environ before prometheus_client is first imported; GATEWAY_METRICS_DIR=off (or an empty
+# PROMETHEUS_MULTIPROC_DIR) = no files. "" = none in use (observability/metrics_dir.py). GET /metrics
+# requires GATEWAY_METRICS_TOKEN as a bearer token when set.
+try:
+    _metrics_dir = configure_metrics_dir()
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+GATEWAY_METRICS_DIR = _metrics_dir.path
+GATEWAY_METRICS_DIR_SOURCE = _metrics_dir.source  # explicit, default, off, single-process, unavailable
+GATEWAY_METRICS_DIR_PROBLEM = _metrics_dir.problem
 GATEWAY_METRICS_TOKEN = env_str("GATEWAY_METRICS_TOKEN", "")
 # Off: the engine observer is not installed (no provider metrics, failed-item events or provider-call
 # spans); for measuring its overhead.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,6 +19,40 @@ def start_worker(name: str, queue: str, log_path: Path, **extra_env: str) -> sub
 
 stop = workers.stop_worker
 delete_queue = workers.delete_queue
+
+
+def children_of(pid: int) -> set[int]:
+    """The direct children of ``pid`` now (a prefork worker's pool children), from /proc."""
+    try:
+        return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
+
+
+class PoolWatch:
+    """Every child the given worker processes had while the watch ran (polled every 5 ms, so a pool child
+    that lives for one task is seen too): ``with PoolWatch(procs) as seen: ...`` then ``seen.children``."""
+
+    def __init__(self, procs: list[subprocess.Popen]):
+        self.procs = procs
+        self.children: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pool-watch", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            for proc in self.procs:
+                self.children |= children_of(proc.pid)
+            if self._stop.wait(0.005):
+                return
+
+    def __enter__(self) -> PoolWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:

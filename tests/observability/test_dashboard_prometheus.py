@@ -14,9 +14,10 @@ import httpx
 import pytest
 import yaml
 from django.test import override_settings
-from prometheus_client import REGISTRY, generate_latest
+from prometheus_client import generate_latest
 
 from batches import tasks
+from observability.views import metrics_registry
 from tests.factories import make_batch
 from tests.factories import work_item as q
 from tests.servers import free_port
@@ -54,8 +55,9 @@ def ran_batch(sim_server, make_provider, team, redis_sync):
                   timeout_seconds=5, price_prompt_per_million="1", price_completion_per_million="2")  # fmt: skip
     make_provider("gamma", base_url=sim.provider_url("gamma"), rpm=60_000, burst_seconds=1, timeout_seconds=5)
     items = [q(f"a{i}", provider="alpha", max_tokens=4) for i in range(10)] + [q("g0", provider="gamma")]
-    # this process's registry accumulates over the test session: tests compare increases
-    before = samples(generate_latest(REGISTRY).decode())
+    # what /metrics sums accumulates over the test session (this process's registry, and the run's
+    # multiprocess directory that earlier tests' workers wrote to): tests compare increases
+    before = samples(generate_latest(metrics_registry()).decode())
     tasks.start_batch.delay(str(make_batch(team, items).id))
     return sim, before
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from observability import health
@@ -31,6 +32,11 @@ def test_readyz_follows_redis_outage_and_healthz_stays_up(client, tmp_path):
                 "migrations": {"status": "ok", "detail": ""},
                 "redis": {"status": "ok", "detail": ""},
                 "celery_workers": {"status": "ok", "detail": "1 alive"},
+                # the heartbeat names this process's directory: this /metrics sees what it writes
+                "worker_metrics": {
+                    "status": "ok",
+                    "detail": f"collected from {settings.GATEWAY_METRICS_DIR}",
+                },
             }
 
             server.stop()

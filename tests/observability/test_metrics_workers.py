@@ -19,7 +19,7 @@ from tests.factories import make_batch
 from tests.factories import work_item as q
 from tests.workers import test_queue
 
-from .helpers import delete_queue, samples, start_worker, stop, value
+from .helpers import PoolWatch, delete_queue, samples, start_worker, stop, value
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -43,6 +43,7 @@ def run_batch_on_two_workers(
         start_worker(n, queue, tmp_path / f"{n}.log", GATEWAY_CHUNK_SIZE="40", **worker_env)
         for n in ("w1", "w2")
     ]
+    watch = PoolWatch(workers).__enter__()  # the pool children, if the workers have a prefork pool
     try:
         token = request_id_var.set(request_id)
         try:
@@ -63,8 +64,9 @@ def run_batch_on_two_workers(
     finally:
         for proc in workers:
             stop(proc)
+        watch.__exit__(None, None, None)
         delete_queue(queue)
-    return batch, workers
+    return batch, workers, watch.children
 
 
 @pytest.mark.timeout(240)
@@ -93,7 +95,7 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
             {p: value(mid, "gateway_leases_in_flight", provider=p) for p in ("alpha", "beta")}
         )
 
-    batch, workers = run_batch_on_two_workers(
+    batch, workers, children = run_batch_on_two_workers(
         sim, team, make_provider, tmp_path, items, "req-obs-1", on_poll=scrape_mid_run,
         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
     )  # fmt: skip
@@ -110,8 +112,9 @@ def test_metrics_after_two_worker_batch_equal_simulator_counts(
     # (A count off here once came from a dispatcher in the pytest process itself, started by a
     # reconciler thread an earlier single-process-mode test had left running: the provider saw its
     # calls, no worker file did. tests/conftest.py now ends such threads after every test.)
+    # (With a prefork pool the engine runs in the workers' pool children: their files count.)
     pids = {p.stem.rsplit("_", 1)[-1] for p in metrics_dir.glob("counter_*.db")}
-    worker_pids = {str(w.pid) for w in workers}
+    worker_pids = {str(pid) for pid in {w.pid for w in workers} | children}
     assert pids & worker_pids and pids <= worker_pids, (pids, worker_pids)
 
     for name in ("alpha", "beta", "gamma"):
