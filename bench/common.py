@@ -238,6 +238,52 @@ def sim_summary(counters: dict) -> dict:
     }
 
 
+def provider_requests(counts: dict[str, dict[str, int]], batches: list[dict]) -> dict:
+    """What the providers saw per custom id against what the gateway counted (issue #19).
+
+    counts: the simulator's request counts ({provider: {X-Request-ID: requests}}, SimHandle.request_counts;
+    the gateway sends the item's custom_id there). batches: the finished batches (their stats).
+    - requests: every request that reached a provider; ids: distinct custom ids among them
+    - duplicates: requests beyond one per custom id, across providers (sum of max(0, n - 1)); legitimate
+      retries (after a 429/5xx/timeout) are in it too, hence
+    - gateway_retries: the batches' stats retry_count sum; gateway_requests: their request_count sum
+      (HTTP attempts the gateway counted); unaccounted = requests - gateway_requests
+    """
+    per_id: dict[str, int] = {}
+    for by_id in counts.values():
+        for rid, n in by_id.items():
+            per_id[rid] = per_id.get(rid, 0) + n
+    provs = [v for b in batches for v in ((b.get("stats") or {}).get("providers") or {}).values()]
+    gw_requests = sum(int(v.get("request_count") or 0) for v in provs)
+    requests = sum(per_id.values())
+    return {
+        "requests": requests,
+        "ids": len(per_id),
+        "no_id": per_id.get("", 0),
+        "duplicates": sum(max(0, n - 1) for n in per_id.values()),
+        "max_per_id": max(per_id.values(), default=0),
+        "gateway_requests": gw_requests,
+        "gateway_retries": sum(int(v.get("retry_count") or 0) for v in provs),
+        "unaccounted": requests - gw_requests,
+    }
+
+
+def fmt_provider_requests(d: dict) -> str:
+    """One report phrase for provider_requests()."""
+    return (
+        f"provider requests {d['requests']} for {d['ids']} custom ids: {d['duplicates']} beyond one per id "
+        f"(max {d['max_per_id']} for one id; gateway retries {d['gateway_retries']}); the batches' stats count "
+        f"{d['gateway_requests']} requests ({d['unaccounted']:+d} not counted)"
+    )
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 # --- reporting ---------------------------------------------------------------------------------------
 
 
@@ -272,8 +318,10 @@ def command_line(script: str, argv: list[str] | None = None) -> str:
 
 
 def run_meta(command: str, **extra) -> dict:
-    """When, where and how a result was measured (saved with the rows, rendered by report_header)."""
-    return {"date": utc_now(), "commit": git_rev(), "machine": machine(), "command": command, **extra}
+    """When, where and how a result was measured (saved with the rows, rendered by report_header); the
+    load average (1/5/15 min) at the end of the run: the machine is shared."""
+    return {"date": utc_now(), "commit": git_rev(), "machine": machine(), "command": command,
+            "loadavg": load_average(), **extra}  # fmt: skip
 
 
 SHARED_MACHINE = "other engineers' test suites and benchmarks were running on the same 2 cores at the time"
@@ -307,10 +355,20 @@ def save_and_publish(json_path: Path, meta: dict, rows: list, args, marker: str,
 
 
 def git_rev() -> str:
+    """The short HEAD commit, with " + working tree" when tracked files outside bench/, sim/ and docs/ (the
+    harness and the report) have uncommitted changes: the measured code is then not exactly that commit."""
     try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
+        rev = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
+    try:
+        dirty = subprocess.check_output(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!sim", ":!docs"],
+            cwd=ROOT, text=True,
+        ).strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        dirty = ""
+    return rev + (" + working tree" if dirty else "")
 
 
 def replace_section(path: Path, marker: str, body: str, header: str = "# Benchmarks\n") -> None:

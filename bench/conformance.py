@@ -26,6 +26,8 @@ from bench.common import (  # noqa: E402
     bench_sim_config,
     burst_report,
     command_line,
+    load_average,
+    provider_requests,
     quota_floor,
     report_header,
     run_meta,
@@ -34,6 +36,7 @@ from bench.common import (  # noqa: E402
     sim_summary,
     utc_now,
 )
+from bench.stack import add_worker_args  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 GATEWAY_BURST_S = 1.0  # bench/common.gateway_providers: every provider's burst_seconds
@@ -46,7 +49,11 @@ def equal_bucket_sim_config(time_scale: float) -> dict:
     return cfg
 
 
-def run_one(sim, sim_cfg: dict, items: list[dict], margin: float, workers: int, logdir: Path, t_min: float):
+def run_one(
+    sim, sim_cfg: dict, items: list[dict], margin: float, workers: int, logdir: Path, t_min: float,
+    pool: tuple = (None, None),
+):  # fmt: skip
+    """pool: (worker_pool, worker_concurrency) for GatewayStack; (None, None) = Celery's defaults."""
     from bench.common import gateway_providers
     from bench.stack import GatewayStack
 
@@ -62,11 +69,15 @@ def run_one(sim, sim_cfg: dict, items: list[dict], margin: float, workers: int, 
         providers,
         logdir / f"m{margin}-w{workers}",
         workers=workers,
+        worker_pool=pool[0],
+        worker_concurrency=pool[1],
         database_url=db,
         extra_env=extra,
     ) as gw:
         sim.reset()
         batch, wall = gw.run_batch(items)
+        label = gw.pool_label
+    sent = provider_requests(sim.request_counts(), [batch])
     counters = sim.counters()
     s = sim_summary(counters)
     stats = batch.get("stats") or {}
@@ -83,6 +94,9 @@ def run_one(sim, sim_cfg: dict, items: list[dict], margin: float, workers: int, 
         "sim_5xx": s["5xx"],
         "burst": burst_report(sim.trace(), sim_cfg, providers),
         "run_at": utc_now(),
+        "pool": label,
+        "provider_requests": sent,
+        "loadavg": load_average(),
     }
 
 
@@ -96,14 +110,18 @@ def render(rows: list[dict], meta: dict) -> str:
         "- margin = `GATEWAY_QUOTA_JITTER_MARGIN_SECONDS`: seconds of refill taken off the gateway's burst "
         "capacity (the refill rate is unchanged)",
         "",
-        "| margin (s) | Celery workers | items ok | wall (s) | efficiency t_min/wall | 429s at provider | 5xx |",
-        "|---|---|---|---|---|---|---|",
+        "| margin (s) | Celery workers | items ok | wall (s) | efficiency t_min/wall | 429s at provider | 5xx "
+        "| provider requests beyond one per id |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         eff = "n/a" if r["efficiency"] is None else f"{r['efficiency']:.3f}"
+        d = r.get("provider_requests")
+        dup = f"{d['duplicates']} ({d['gateway_retries']} retries)" if d else "–"
+        workers = f"{r['workers']} ({r['pool']})" if r.get("pool") else r["workers"]
         lines.append(
-            f"| {r['margin']:g} | {r['workers']} | {r['items_ok']}/{r['items']} | {r['wall_s']:.1f} | {eff} "
-            f"| {r['sim_429']} | {r['sim_5xx']} |"
+            f"| {r['margin']:g} | {workers} | {r['items_ok']}/{r['items']} | {r['wall_s']:.1f} | {eff} "
+            f"| {r['sim_429']} | {r['sim_5xx']} | {dup} |"
         )
     lines += ["", "Notes (peak burst at the provider, requests − rate × window):"]
     lines += [f"- margin {r['margin']:g}, {r['workers']} workers: {r['burst']}" for r in rows]
@@ -116,6 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--users", type=int, default=300)
     ap.add_argument("--time-scale", type=float, default=10.0)
+    add_worker_args(ap)
     add_output_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
@@ -132,7 +151,10 @@ def main(argv=None) -> int:
         for margin in [float(m) for m in args.margins.split(",")]:
             for workers in [int(w) for w in args.workers.split(",")]:
                 print(f"margin {margin:g} s, {workers} workers ...", flush=True)
-                row = run_one(sim, sim_cfg, items, margin, workers, logdir, floor["t_min"])
+                row = run_one(
+                    sim, sim_cfg, items, margin, workers, logdir, floor["t_min"],
+                    (args.worker_pool, args.worker_concurrency),
+                )  # fmt: skip
                 print(f"   {json.dumps({k: v for k, v in row.items() if k != 'burst'})}", flush=True)
                 rows.append(row)
     meta = run_meta(command, items=len(items), time_scale=args.time_scale, t_min=floor["t_min"])

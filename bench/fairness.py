@@ -3,7 +3,8 @@
     .venv/bin/python bench/fairness.py            # all scenarios, writes docs/benchmarks.md ("Fairness")
 
 Production-shaped stack (bench.stack.GatewayStack "shared": gunicorn + 2 × `celery -A gateway_site
-worker`, PostgreSQL + Redis) against the simulator (no limits of its own; the gateway's buckets shape
+worker` with Celery's default prefork pool and concurrency unless --worker-concurrency / --worker-pool
+say otherwise; GATEWAY_DISPATCHERS = the workers' pool children in all; PostgreSQL + Redis) against the simulator (no limits of its own; the gateway's buckets shape
 traffic). Each scenario posts team A's big batch, waits until A's provider is busy, posts team B's
 batch, and measures B's completion (B's created_at → completed_at) and B's share of the provider's
 accepted requests while both were backlogged (B's 10th..(n-10)th accepted request, from the trace).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import secrets
 import sys
 import time
@@ -27,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, git_rev, machine, replace_section  # noqa: E402
-from bench.stack import GatewayStack  # noqa: E402
+from bench.common import ROOT, git_rev, load_average, machine, replace_section  # noqa: E402
+from bench.stack import GatewayStack, add_worker_args  # noqa: E402
 from sim.testing import run_simulator_in_thread  # noqa: E402
 
 PROVIDERS = {  # name: rpm
@@ -151,14 +153,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--scenarios", default=",".join(s[0] for s in SCENARIOS))
     ap.add_argument("--no-write", action="store_true")
+    add_worker_args(ap)
     args = ap.parse_args()
     wanted = set(args.scenarios.split(","))
     logdir = ROOT / "var" / "bench-fairness"
     results = []
     with run_simulator_in_thread(sim_config()) as sim:
+        # one dispatcher per worker process (README: GATEWAY_DISPATCHERS ≈ number of worker processes)
+        per_worker = args.worker_concurrency or (1 if args.worker_pool == "solo" else os.cpu_count() or 1)
         env = {
             "CELERY_TASK_DEFAULT_QUEUE": f"fairness-{secrets.token_hex(4)}",
-            "GATEWAY_DISPATCHERS": str(args.workers),
+            "GATEWAY_DISPATCHERS": str(args.workers * per_worker),
         }
         with GatewayStack(
             "shared",
@@ -167,7 +172,10 @@ def main() -> None:
             workers=args.workers,
             database_url="postgres://postgres@127.0.0.1:5432/gateway_bench_fairness",
             extra_env=env,
+            worker_concurrency=args.worker_concurrency,
+            worker_pool=args.worker_pool,
         ) as gw:
+            pool = gw.pool_label
             for scenario in SCENARIOS:
                 if scenario[0] in wanted:
                     r = run(gw, sim, scenario)
@@ -177,8 +185,9 @@ def main() -> None:
         "## Fairness (bench/fairness.py)",
         "",
         f"{dt.date.today()}, commit {git_rev()}, {machine()}; `.venv/bin/python bench/fairness.py` "
-        f"(gunicorn + {args.workers} × `celery -A gateway_site worker -c 1`, PostgreSQL + Redis, simulator "
-        "without limits of its own). The machine is shared with other engineers' work (see the load average).",
+        f"(gunicorn + {args.workers} × `celery -A gateway_site worker`, {pool}, GATEWAY_DISPATCHERS="
+        f"{env['GATEWAY_DISPATCHERS']}; PostgreSQL + Redis, simulator without limits of its own). The machine is "
+        f"shared with other engineers' work (load average at the end: {load_average()}).",
         "",
         "| scenario | B's completion before | after | fair / floor | goal | B's share while both backlogged "
         "| A's accepted requests during B |",

@@ -41,10 +41,20 @@ from bench.common import (  # noqa: E402
     run_meta,
 )
 from bench.overhead import SIM_CFG, cpu_between, cpu_snapshot, items, provider_file  # noqa: E402
+from bench.stack import add_worker_args, pool_label  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 
-def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool, logdir: Path) -> dict:
+def one_run(
+    sim_url: str,
+    n: int,
+    workers: int,
+    concurrency: int,
+    metrics: bool,
+    logdir: Path,
+    pool: tuple = (None, None),
+) -> dict:
+    """pool: (worker_pool, worker_concurrency) for GatewayStack; (None, None) = Celery's defaults."""
     from bench.stack import GatewayStack
 
     env = {"GATEWAY_METRICS_ENABLED": "1" if metrics else "0"}
@@ -55,7 +65,7 @@ def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool,
         env["PROMETHEUS_MULTIPROC_DIR"] = str(prom_dir)
     name = "on" if metrics else "off"
     with GatewayStack("shared", provider_file(sim_url, concurrency), logdir / name, workers=workers,
-                      extra_env=env) as gw:  # fmt: skip
+                      worker_pool=pool[0], worker_concurrency=pool[1], extra_env=env) as gw:  # fmt: skip
         stop = threading.Event()
         scrapes = []
 
@@ -84,6 +94,7 @@ def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool,
             )
         else:
             requests = None
+        children = gw.worker_children
     return {
         "metrics": name,
         "n": n,
@@ -95,6 +106,7 @@ def one_run(sim_url: str, n: int, workers: int, concurrency: int, metrics: bool,
         "scrapes": len(scrapes),
         "scrapes_ok": sum(1 for code, _ in scrapes if code == 200),
         "requests_counted": requests,
+        "pool_children": children,
     }
 
 
@@ -191,7 +203,8 @@ def render(rows: list[dict], meta: dict) -> str:
     lines = [
         *report_header("Observability overhead: metrics on vs off", meta),
         "- workload: bench/overhead.py's end-to-end throughput (REST → Celery with "
-        f"{meta['workers']} workers, Redis + PostgreSQL → ~1 ms simulated provider), {meta['items']} items per run",
+        f"{meta['workers']} workers ({meta.get('pool', 'prefork pool, -c 1')}), Redis + PostgreSQL → ~1 ms "
+        f"simulated provider), {meta['items']} items per run",
         "- on: multiprocess metrics files + engine observer, /metrics scraped every second during the run; "
         "off: GATEWAY_METRICS_ENABLED=0",
         f"- {meta['note']}",
@@ -226,6 +239,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--provider-concurrency", type=int, default=32)
     ap.add_argument("--note", default="other engineers' test suites were running on the same 2 cores")
+    add_worker_args(ap)
     add_output_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
@@ -247,8 +261,9 @@ def main(argv=None) -> int:
         for i in range(args.runs if "throughput" in parts else 0):
             for metrics in (True, False) if i % 2 == 0 else (False, True):
                 row = one_run(
-                    sim.base_url, args.items, args.workers, args.provider_concurrency, metrics, logdir
-                )
+                    sim.base_url, args.items, args.workers, args.provider_concurrency, metrics, logdir,
+                    (args.worker_pool, args.worker_concurrency),
+                )  # fmt: skip
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     meta = run_meta(
@@ -256,6 +271,9 @@ def main(argv=None) -> int:
         workers=args.workers,
         items=args.items,
         note=args.note,
+        pool=pool_label(
+            args.worker_pool, args.worker_concurrency, rows[0].get("pool_children") if rows else None
+        ),
     )
     (logdir / f"metrics_overhead_{'_'.join(sorted(parts))}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "latency": latency}, indent=1)

@@ -8,7 +8,12 @@ Parts:
              (CrossProviderBatcher, in-process quota store, provider max_concurrency=1); "added" is
              engine per-call wall time minus direct per-call wall time (p50 of the item latencies too)
   throughput end-to-end items/s through REST -> Celery (Redis + PostgreSQL, --workers workers)
-             -> provider: POST of --items items until the batch is terminal; also single-process mode
+             -> provider: POST of --items items until the batch is terminal; also single-process mode.
+             Workers: `celery -A gateway_site worker`, Celery's default prefork pool and concurrency,
+             unless --worker-concurrency / --worker-pool say otherwise (--worker-concurrency 1: the
+             setting of the figures before issue #19). Each run also reports what the provider saw per
+             custom id (the simulator's request counts): requests beyond one per id, against the
+             requests the batch's stats counted.
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ from bench.common import (  # noqa: E402
     ROOT,
     add_output_args,
     command_line,
+    load_average,
     pct,
+    provider_requests,
     replace_section,
     report_header,
     run_meta,
 )
+from bench.stack import add_worker_args  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 SIM_CFG = {"providers": {"fast": {"model": "fast-1ms", "median_ms": 1, "sigma": 0, "completion_tokens": 4}}}
@@ -167,16 +175,33 @@ def cpu_between(before, after, wall: float) -> dict:
 
 
 def throughput(
-    sim_url: str, n: int, workers: int, logdir: Path, concurrency: int, mode: str = "shared"
+    sim_url: str,
+    n: int,
+    workers: int,
+    logdir: Path,
+    concurrency: int,
+    mode: str = "shared",
+    worker_concurrency: int | None = None,
+    worker_pool: str | None = None,
+    sim=None,
 ) -> dict:
     from bench.stack import GatewayStack
 
-    with GatewayStack(mode, provider_file(sim_url, concurrency), logdir / mode, workers=workers) as gw:
+    with GatewayStack(
+        mode, provider_file(sim_url, concurrency), logdir / mode, workers=workers,
+        worker_concurrency=worker_concurrency, worker_pool=worker_pool,
+    ) as gw:  # fmt: skip
+        if sim is not None:
+            sim.reset()  # request counts of this run only
         before, t0 = cpu_snapshot(), time.monotonic()
         batch, wall = gw.run_batch(items(n), timeout=1800, poll=0.2)
         cpu = cpu_between(before, cpu_snapshot(), time.monotonic() - t0)
         stats = batch.get("stats") or {}
+        sent = provider_requests(sim.request_counts(), [batch]) if sim is not None else None
         return {
+            "pool": gw.pool_label if mode == "shared" else None,
+            "provider_requests": sent,
+            "loadavg": load_average(),
             "n": n,
             "mode": mode,
             "workers": workers if mode == "shared" else 0,
@@ -216,14 +241,18 @@ def render(res: dict, meta: dict) -> str:
         ]
     if t:
         lines += [
-            "| end-to-end REST → Celery → provider | items | workers | ok | wall s | items/s |",
-            "|---|---|---|---|---|---|",
+            "| end-to-end REST → Celery → provider | items | workers | ok | wall s | items/s "
+            "| provider requests (beyond one per id; stats count) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for row in t:
             label = "Redis + PostgreSQL" if row["mode"] == "shared" else "single process (SQLite, eager)"
+            workers = f"{row['workers']} ({row['pool']})" if row.get("pool") else (row["workers"] or "–")
+            d = row.get("provider_requests")
+            sent = f"{d['requests']} ({d['duplicates']}; {d['gateway_requests']})" if d else "–"
             lines.append(
-                f"| {label} | {row['n']} | {row['workers'] or '–'} | {row['ok']} | {row['wall_s']:.1f} "
-                f"| **{row['items_per_s']:.0f}** |"
+                f"| {label} | {row['n']} | {workers} | {row['ok']} | {row['wall_s']:.1f} "
+                f"| **{row['items_per_s']:.0f}** | {sent} |"
             )
         lines += [
             "",
@@ -262,6 +291,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modes", default="shared,single", help="gateway modes for the throughput part")
     ap.add_argument("--provider-concurrency", type=int, default=32)
+    add_worker_args(ap)
     add_output_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
@@ -283,8 +313,9 @@ def main(argv=None) -> int:
                 break
             try:
                 row = throughput(
-                    sim.base_url, args.items, args.workers, logdir, args.provider_concurrency, mode
-                )
+                    sim.base_url, args.items, args.workers, logdir, args.provider_concurrency, mode,
+                    args.worker_concurrency, args.worker_pool, sim,
+                )  # fmt: skip
                 res["throughput"].append(row)
                 print("throughput", json.dumps(row), flush=True)
             except Exception as exc:  # noqa: BLE001
@@ -293,7 +324,12 @@ def main(argv=None) -> int:
             print("ERROR", err, flush=True)
         counters = sim.counters()["totals"]
         print("simulator totals", json.dumps(counters), flush=True)
-    meta = run_meta(command_line("bench/overhead.py", argv), provider_concurrency=args.provider_concurrency)
+    meta = run_meta(
+        command_line("bench/overhead.py", argv),
+        provider_concurrency=args.provider_concurrency,
+        worker_concurrency=args.worker_concurrency,
+        worker_pool=args.worker_pool,
+    )
     (logdir / "overhead.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
     if not args.no_write:
         replace_section(Path(args.out), "overhead", render(res, meta))

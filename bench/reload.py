@@ -41,6 +41,7 @@ from bench.common import (  # noqa: E402
     save_and_publish,
     utc_now,
 )
+from bench.stack import add_worker_args  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
 OLD_RPM, NEW_RPM, BURST_S = 1200, 240, 5.0
@@ -88,7 +89,8 @@ def listen_for_commit(redis_url: str, channel: str, box: dict, ready: threading.
     client.close()
 
 
-def run_one(sim, mode: str, logdir: Path) -> dict:
+def run_one(sim, mode: str, logdir: Path, pool: tuple = (None, None)) -> dict:
+    """pool: (worker_pool, worker_concurrency) for GatewayStack; (None, None) = Celery's defaults."""
     from bench.stack import GatewayStack
 
     url = sim.provider_url("rl")
@@ -101,8 +103,10 @@ def run_one(sim, mode: str, logdir: Path) -> dict:
     items = [{"custom_id": f"k{i:05d}", "provider": "rl", "query": f"q tag-k{i:05d}", "params": {"max_tokens": 4}}
              for i in range(3000)]  # fmt: skip
     with GatewayStack(
-        "shared", provider_file(url, OLD_RPM), logdir / mode, workers=2, database_url=db, extra_env=extra
-    ) as gw:
+        "shared", provider_file(url, OLD_RPM), logdir / mode, workers=2, database_url=db, extra_env=extra,
+        worker_pool=pool[0], worker_concurrency=pool[1],
+    ) as gw:  # fmt: skip
+        label = gw.pool_label
         env = gw._env
         sim.reset()
         batch = gw.submit(items)
@@ -156,13 +160,15 @@ def run_one(sim, mode: str, logdir: Path) -> dict:
         "rate_before": len(before) / 2.0,
         "rate_after": len(after) / 6.0,
         "run_at": utc_now(),
+        "pool": label,
     }
 
 
 def render(rows: list[dict], meta: dict) -> str:
     lines = [
         *report_header("Live reload: commit → new rate holding at the provider", meta, SHARED_MACHINE),
-        f"- scenario: 2 Celery workers (PostgreSQL + Redis), one provider without limits of its own; the "
+        f"- scenario: 2 Celery workers ({', '.join(sorted({r.get('pool') or 'prefork pool, -c 1' for r in rows}))}; "
+        "PostgreSQL + Redis), one provider without limits of its own; the "
         f"gateway's rpm lowered {OLD_RPM} → {NEW_RPM} (burst {BURST_S:g} s) by `manage.py load_providers` while "
         "a 3,000-item batch runs. *holds after* = from the commit (its pub/sub announcement, placed on the "
         f"simulator's clock by a marker request) until every later request fits a {NEW_RPM} rpm bucket full at "
@@ -195,6 +201,7 @@ def main(argv=None) -> int:
         "--render-only", action="store_true", help="rewrite the docs section from the saved results"
     )
     ap.add_argument("--extra-json", action="append", default=[], help="more rows (another results.json)")
+    add_worker_args(ap)
     args = ap.parse_args(argv)
     logdir = ROOT / "var" / "bench" / "reload"
     if args.render_only:
@@ -215,7 +222,7 @@ def main(argv=None) -> int:
     with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
         for _ in range(args.runs):
             for mode in args.modes.split(","):
-                row = run_one(sim, mode, logdir)
+                row = run_one(sim, mode, logdir, (args.worker_pool, args.worker_concurrency))
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     meta = run_meta(command)

@@ -2,13 +2,22 @@
 
     .venv/bin/python bench/seed_workload.py                 # all six rows, writes docs/benchmarks.md
     .venv/bin/python bench/seed_workload.py --rows 1,2,3    # some rows (the table keeps the others)
+    .venv/bin/python bench/seed_workload.py --rows 7,5,6 --teams 2 --no-write --json var/bench/x.json
 
 Workload: --users user messages (default 300), each needing intent (alpha), sentiment (beta) and
 summary (local). Simulator: examples/sim.json's providers at --time-scale (default 10x, as in
 examples/sim.json), so beta's 30 rpm (300 real rpm at 10x) is the binding quota. Rows:
   1 serial loop, official openai SDK          2 asyncio.gather, openai SDK default retries
   3 LangChain abatch + InMemoryRateLimiter    4 gateway, single process (SQLite, eager Celery)
-  5 gateway, Redis + PostgreSQL, 2 workers    6 same with 4 workers
+  5 gateway, Redis + PostgreSQL, 2 workers    6 same with 4 workers    7 same with 1 worker
+
+Celery workers are started the standard way (`celery -A gateway_site worker`: the default prefork pool,
+one child per CPU) unless --worker-concurrency / --worker-pool say otherwise (`--worker-concurrency 1`:
+the setting of the figures before issue #19). --teams 2: the gateway rows split the users between two
+teams (odd users team 1, even users team 2) whose batches are POSTed at the same moment; the floor is the
+same (the same 900 calls). Every gateway row reports what the providers saw per custom id (the
+simulator's request counts): requests beyond one per id, against the retries and requests the batches'
+stats counted.
 """
 
 from __future__ import annotations
@@ -29,9 +38,12 @@ from bench.common import (  # noqa: E402
     bench_sim_config,
     burst_report,
     command_line,
+    fmt_provider_requests,
     fmt_s,
     gateway_providers,
     item_user,
+    load_average,
+    provider_requests,
     quota_floor,
     replace_section,
     report_header,
@@ -42,6 +54,7 @@ from bench.common import (  # noqa: E402
     user_latencies_from_trace,
     utc_now,
 )
+from bench.stack import add_worker_args  # noqa: E402
 from sim.testing import SimHandle, run_simulator_subprocess  # noqa: E402
 
 ROW_NAMES = {
@@ -51,6 +64,7 @@ ROW_NAMES = {
     4: "gateway, single process (SQLite, eager Celery)",
     5: "gateway, Redis + PostgreSQL, 2 Celery workers",
     6: "gateway, Redis + PostgreSQL, 4 Celery workers",
+    7: "gateway, Redis + PostgreSQL, 1 Celery worker",
 }
 API_KEY = "sk-bench-not-a-real-key"
 
@@ -61,6 +75,9 @@ class Ctx:
     sim_cfg: dict
     items: list[dict]
     logdir: Path
+    teams: int = 1
+    worker_concurrency: int | None = None
+    worker_pool: str | None = None
 
 
 @dataclass
@@ -68,6 +85,8 @@ class RowResult:
     items_ok: int
     wall: float
     notes: list[str] = field(default_factory=list)
+    name: str | None = None  # the row's label when it says more than ROW_NAMES (pool, teams)
+    extra: dict = field(default_factory=dict)  # more fields for the saved row
 
 
 def provider_of(item: dict) -> str:
@@ -184,21 +203,48 @@ def row_langchain(ctx: Ctx) -> RowResult:
 # --- rows 4-6: the gateway ----------------------------------------------------------------------------
 
 
+def split_teams(items: list[dict], teams: int) -> list[list[dict]]:
+    """The items of user i go to team (i - 1) % teams: every team gets all three calls of its users."""
+    out: list[list[dict]] = [[] for _ in range(teams)]
+    for it in items:
+        out[(int(item_user(it["custom_id"])[1:]) - 1) % teams].append(it)
+    return out
+
+
 def gateway_row(ctx: Ctx, mode: str, workers: int = 0) -> RowResult:
     from bench.stack import GatewayStack
 
     providers = gateway_providers(ctx.sim_cfg, ctx.sim.base_url)
+    teams = ctx.teams if mode == "shared" else 1
     logdir = ctx.logdir / (f"gateway-{mode}-{workers}" if workers else f"gateway-{mode}")
-    with GatewayStack(mode, providers, logdir, workers=workers) as gw:
+    with GatewayStack(
+        mode, providers, logdir, workers=workers, worker_concurrency=ctx.worker_concurrency,
+        worker_pool=ctx.worker_pool,
+    ) as gw:  # fmt: skip
+        heads = [gw.headers] + [gw.add_team(f"bench{t + 1}") for t in range(1, teams)]
         ctx.sim.reset()  # the simulator clock and counters start with the submission
-        batch, wall = gw.run_batch(ctx.items)
-        stats = batch.get("stats") or {}
-        notes = [f"batch status {batch['status']}, stats.success_count={stats.get('success_count')}"]
+        if teams == 1:
+            batch, wall = gw.run_batch(ctx.items)
+            batches = [batch]
+        else:
+            batches, wall = gw.run_batches(list(zip(heads, split_teams(ctx.items, teams), strict=True)))
+        sent = provider_requests(ctx.sim.request_counts(), batches)
+        ok = sum(int((b.get("stats") or {}).get("success_count") or 0) for b in batches)
+        notes = [
+            ", ".join(
+                f"batch status {b['status']}, stats.success_count={(b.get('stats') or {}).get('success_count')}"
+                for b in batches
+            )
+        ]
         notes.append(burst_report(ctx.sim.trace(), ctx.sim_cfg, providers))
-        providers_stats = stats.get("providers") or {}
-        retries = sum((v.get("retry_count") or 0) for v in providers_stats.values())
-        notes.append(f"gateway retries {retries}")
-        return RowResult(int(stats.get("success_count") or 0), wall, notes)
+        notes.append(f"gateway retries {sent['gateway_retries']}")
+        name = ROW_NAMES[ROW_OF_WORKERS.get(workers, 4)]
+        notes.append(fmt_provider_requests(sent))
+        if mode == "shared":
+            name += f" ({gw.pool_label})"
+        if teams > 1:
+            name += f", {teams} teams at once"
+        return RowResult(ok, wall, notes, name=name, extra={"provider_requests": sent, "teams": teams})
 
 
 def row_gateway_single(ctx: Ctx) -> RowResult:
@@ -213,6 +259,10 @@ def row_gateway_4(ctx: Ctx) -> RowResult:
     return gateway_row(ctx, "shared", 4)
 
 
+def row_gateway_1(ctx: Ctx) -> RowResult:
+    return gateway_row(ctx, "shared", 1)
+
+
 ROWS = {
     1: row_serial,
     2: row_gather,
@@ -220,8 +270,10 @@ ROWS = {
     4: row_gateway_single,
     5: row_gateway_2,
     6: row_gateway_4,
+    7: row_gateway_1,
 }
-GATEWAY_ROWS = {4, 5, 6}
+GATEWAY_ROWS = {4, 5, 6, 7}
+ROW_OF_WORKERS = {1: 7, 2: 5, 4: 6}
 
 
 # --- driver -------------------------------------------------------------------------------------------
@@ -239,7 +291,7 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
     users_total = len({item_user(it["custom_id"]) for it in ctx.items})
     row = {
         "row": n,
-        "name": ROW_NAMES[n],
+        "name": res.name or ROW_NAMES[n],
         "items": len(ctx.items),
         "items_ok": res.items_ok,
         "wall_s": res.wall,
@@ -278,14 +330,25 @@ def run_row(n: int, ctx: Ctx, t_min: float) -> dict:
         "max_per_minute": s["max_per_minute"],
         "notes": res.notes,
         "run_at": utc_now(),
+        "loadavg": load_average(),
+        **res.extra,
     }
     print(
         f"   ok {row['items_ok']}/{row['items']}  wall {row['wall_s']:.1f}s  eff {fmt_s(row['efficiency'])}  "
         f"429s {row['sim_429']}  5xx {row['sim_5xx']}  waste {row['waste_pct']:.1f}%  "
-        f"service p50 {fmt_s(row['service_p50'])}s",
+        f"service p50 {fmt_s(row['service_p50'])}s  load {row['loadavg']}"
+        + (f"  dup {row['provider_requests']['duplicates']}" if row.get("provider_requests") else ""),
         flush=True,
     )
     return row
+
+
+def dup_cell(r: dict) -> str:
+    """Requests beyond one per custom id (of them, the gateway's retries), for the gateway's shared rows."""
+    d = r.get("provider_requests")
+    if not d or r["row"] not in GATEWAY_ROWS:
+        return "–"
+    return f"{d['duplicates']} ({d['gateway_retries']} retries)"
 
 
 def render(rows: list[dict], meta: dict) -> str:
@@ -303,18 +366,19 @@ def render(rows: list[dict], meta: dict) -> str:
         ),
         "",
         "| # | approach | items ok | wall (s) | t_min (s) | efficiency t_min/wall | user latency p50 / p95 (s) "
-        "| users done p50 (s) | 429s at provider | 5xx at provider | waste % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| users done p50 (s) | 429s at provider | 5xx at provider | waste % | provider requests beyond one per id |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r.get("skipped"):
-            lines.append(f"| {r['row']} | {r['name']} | not run: {r['skipped']} | | | | | | | | |")
+            lines.append(f"| {r['row']} | {r['name']} | not run: {r['skipped']} | | | | | | | | | |")
             continue
         lines.append(
             f"| {r['row']} | {r['name']} | {r['items_ok']}/{r['items']} | {r['wall_s']:.1f} | {r['t_min_s']:.1f} "
             f"| {fmt_s(r['efficiency']) if r['efficiency'] is not None else 'n/a (items failed)'} "
             f"| {fmt_s(r['service_p50'])} / {fmt_s(r['service_p95'])} "
-            f"| {fmt_s(r['done_p50'], 1)} | {r['sim_429']} | {r['sim_5xx']} | {r['waste_pct']:.1f} |"
+            f"| {fmt_s(r['done_p50'], 1)} | {r['sim_429']} | {r['sim_5xx']} | {r['waste_pct']:.1f} "
+            f"| {dup_cell(r)} |"
         )
     lines += [
         "",
@@ -324,7 +388,10 @@ def render(rows: list[dict], meta: dict) -> str:
         "succeed are left out. *users done* is when a user's last answer left, counted from the start of the run "
         "(all requests are present at t=0). *429s / 5xx* are what the simulated providers answered. *waste %* = "
         "(billed − delivered tokens) / billed: the simulator bills accepted requests (500-after-processing "
-        "and abandoned ones included) and does not bill 429 or 503 rejections, like real providers.",
+        "and abandoned ones included) and does not bill 429 or 503 rejections, like real providers. "
+        "*provider requests beyond one per id*: from the simulator's per-X-Request-ID counts (the gateway sends "
+        "the item's custom_id), sum of max(0, n − 1) over the custom ids; retries after a 429/5xx are in it, "
+        "the gateway's own retry count in brackets (gateway rows only).",
         "",
     ]
     notes = [f"- row {r['row']}: " + "; ".join(r["notes"]) for r in rows if r.get("notes")]
@@ -350,6 +417,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=str(ROOT / "var" / "bench" / "seed_workload.json"))
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--render-only", action="store_true", help="rewrite the docs section from --json")
+    ap.add_argument("--teams", type=int, default=1, help="gateway rows: split the users between N teams")
+    add_worker_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
 
@@ -371,9 +440,13 @@ def main(argv=None) -> int:
     if json_path.exists():
         try:
             saved = json.loads(json_path.read_text())
+            m = saved.get("meta", {})
             if (
-                saved.get("meta", {}).get("users") == args.users
-                and saved["meta"].get("time_scale") == args.time_scale
+                m.get("users") == args.users
+                and m.get("time_scale") == args.time_scale
+                and m.get("teams", 1) == args.teams
+                and m.get("worker_concurrency") == args.worker_concurrency
+                and m.get("worker_pool") == args.worker_pool
             ):
                 previous = {r["row"]: r for r in saved["rows"]}
         except (ValueError, KeyError):
@@ -385,7 +458,7 @@ def main(argv=None) -> int:
     results = dict(previous)
     command = command_line("bench/seed_workload.py", argv)
     with run_simulator_subprocess(sim_cfg, log_path=logdir / "sim.log") as sim:
-        ctx = Ctx(sim, sim_cfg, items, logdir)
+        ctx = Ctx(sim, sim_cfg, items, logdir, args.teams, args.worker_concurrency, args.worker_pool)
         for n in rows_wanted:
             try:
                 results[n] = run_row(n, ctx, floor["t_min"])
@@ -401,6 +474,9 @@ def main(argv=None) -> int:
         time_scale=args.time_scale,
         t_min=floor["t_min"],
         floor=floor["providers"],
+        teams=args.teams,
+        worker_concurrency=args.worker_concurrency,
+        worker_pool=args.worker_pool,
     )
     ordered = [results[k] for k in sorted(results)]
     save_and_publish(json_path, meta, ordered, args, "seed-workload", render(ordered, meta))
