@@ -56,8 +56,18 @@ from typing import Any, Literal, NotRequired, ParamSpec, TypeAlias, TypedDict, T
 
 from .breaker import BreakerUnavailable, LocalBreaker
 from .http import DEFAULT_MAX_ANSWER_BYTES, HttpClients, HttpOutcome, TransportFactory, check_transport
+from .journal import NULL_JOURNAL
 from .observer import NULL_OBSERVER, EngineObserver
-from .protocols import AsyncCloseable, Breaker, ItemSource, LimitsProvider, QuotaStore, RawItem, ResultSink
+from .protocols import (
+    AsyncCloseable,
+    AttemptJournal,
+    Breaker,
+    ItemSource,
+    LimitsProvider,
+    QuotaStore,
+    RawItem,
+    ResultSink,
+)
 from .quota.types import (
     BudgetExceeded,
     ProviderLimits,
@@ -664,6 +674,10 @@ class _Run:
         """Quota for ``choice``, then the send, then what the answer means for the item."""
         item, result = state.item, state.result
         limits = await self.ride("limits", self.limits, choice)
+        # noted durably before it can leave (before the quota wait, so no Redis round trip sits between
+        # the bucket's grant and the send); it counts once the HTTP layer marks it sent (journal.sent)
+        attempt = result.attempts + 1
+        await self.ride("journal", self.b.journal.before_send, item, choice.name, attempt, state.est)
         waited_from = time.monotonic()
         try:
             admitted = await self.ride("quota", self.admit_bounded, limits, state.est, item, result)
@@ -694,8 +708,12 @@ class _Run:
         try:
             async with held:  # long lane + provider lease: released as soon as the answer is in
                 started = _now_iso()
+                item, attempt, journal = state.item, state.result.attempts + 1, self.b.journal
                 sent = await self.http.get(choice).chat(
-                    state.item.messages, state.item.params, request_id=state.key
+                    item.messages,
+                    item.params,
+                    request_id=state.key,
+                    on_sent=lambda: journal.sent(item, attempt),
                 )
         except BaseException as exc:
             if sent is None or not _is_store_failure(exc):
@@ -1046,6 +1064,7 @@ class CrossProviderBatcher:
         salt: str = "",
         transport_factory: TransportFactory | None = None,
         observer: EngineObserver | None = None,
+        journal: AttemptJournal | None = None,
     ):
         if store is None:
             from .quota.local import LocalQuotaStore
@@ -1059,6 +1078,7 @@ class CrossProviderBatcher:
         self.salt = salt
         self.transport_factory = transport_factory
         self.observer: EngineObserver = observer or NULL_OBSERVER
+        self.journal: AttemptJournal = journal or NULL_JOURNAL
         self.last_stats: dict[str, Any] | None = None
 
     @classmethod

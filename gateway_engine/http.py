@@ -421,8 +421,15 @@ class ProviderClient:
         )
 
     async def chat(
-        self, messages: list[Any], params: Mapping[str, Any] | None = None, *, request_id: str = ""
+        self,
+        messages: list[Any],
+        params: Mapping[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        on_sent: Callable[[], None] | None = None,
     ) -> HttpOutcome:
+        """One chat completion. ``on_sent`` is called once the request is handed to the connection
+        (httpx has no hook there: just before the send)."""
         payload = {"model": self.config.model, "messages": messages}
         payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
         extra = {"X-Request-ID": request_id} if request_id else None
@@ -431,6 +438,8 @@ class ProviderClient:
         try:
             async with asyncio.timeout(timeout):
                 request = self._client.build_request("POST", self.url, json=payload, headers=extra)
+                if on_sent is not None:
+                    on_sent()
                 response = await self._client.send(request, stream=True)
                 try:
                     status, headers = response.status_code, response.headers
@@ -459,6 +468,31 @@ class ProviderClient:
         await self._client.aclose()
 
 
+class _SentHook:
+    """The per-request context of ``_SENT_TRACE``: calls ``on_sent`` once."""
+
+    __slots__ = ("on_sent",)
+
+    def __init__(self, on_sent: Callable[[], None]):
+        self.on_sent: Callable[[], None] | None = on_sent
+
+    def fire(self) -> None:
+        on_sent, self.on_sent = self.on_sent, None
+        if on_sent is not None:
+            on_sent()
+
+
+async def _headers_sent(session: Any, ctx: Any, params: Any) -> None:
+    hook = getattr(ctx, "trace_request_ctx", None)
+    if isinstance(hook, _SentHook):
+        hook.fire()
+
+
+_SENT_TRACE = aiohttp.TraceConfig()
+_SENT_TRACE.on_request_headers_sent.append(_headers_sent)
+_SENT_TRACE.freeze()
+
+
 class AiohttpProviderClient:
     """Pooled keep-alive aiohttp client for one provider (same contract as ProviderClient).
 
@@ -478,6 +512,7 @@ class AiohttpProviderClient:
             self._headers["Authorization"] = f"Bearer {config.api_key}"
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=pool, limit_per_host=0, keepalive_timeout=30.0),
+            trace_configs=[_SENT_TRACE],
             cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=None),  # the deadline is asyncio.timeout below
             auto_decompress=False,
@@ -485,8 +520,15 @@ class AiohttpProviderClient:
         )
 
     async def chat(
-        self, messages: list[Any], params: Mapping[str, Any] | None = None, *, request_id: str = ""
+        self,
+        messages: list[Any],
+        params: Mapping[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        on_sent: Callable[[], None] | None = None,
     ) -> HttpOutcome:
+        """One chat completion. ``on_sent`` is called once the request's headers are written to the
+        connection (aiohttp's ``on_request_headers_sent``): after a connection was found or opened."""
         payload = {"model": self.config.model, "messages": messages}
         payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
         headers = self._headers
@@ -498,7 +540,11 @@ class AiohttpProviderClient:
         try:
             async with asyncio.timeout(timeout):
                 async with self._session.post(
-                    self.url, data=data, headers=headers, allow_redirects=False
+                    self.url,
+                    data=data,
+                    headers=headers,
+                    allow_redirects=False,
+                    trace_request_ctx=_SentHook(on_sent) if on_sent is not None else None,
                 ) as response:
                     status, resp_headers = response.status, response.headers
                     try:

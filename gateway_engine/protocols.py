@@ -7,6 +7,8 @@ The engine calls nothing else on these objects. The concrete implementations:
 * ``LimitsProvider``: the gateway's ``providers.quota.LimitsSource`` (live limits from the database);
 * ``ItemSource``: ``batcher.ItemFeed`` (or any async iterable of items);
 * ``ResultSink``: the ``on_result`` callback of ``abatch`` (the gateway's ``EngineThread._on_result``);
+* ``AttemptJournal``: ``journal.NullJournal`` (the default) and ``journal.RedisAttemptJournal`` (the
+  gateway's workers: every attempt noted in Redis before its request leaves, docs/engine.md);
 * ``Clock``: ``time.monotonic`` or a test's fake clock (``tests.clock.FakeClock``).
 
 ``tests/engine/test_types_conformance.py`` assigns each concrete class to its Protocol, so mypy
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: this module imports nothing of the engine
 
 __all__ = [
     "AsyncCloseable",
+    "AttemptJournal",
     "Breaker",
     "Clock",
     "ItemSource",
@@ -138,6 +141,21 @@ class LimitsProvider(Protocol):
     def peek_team(self, name: str) -> TeamLimits | None:
         """The cached team limits now (no await)."""
         ...
+
+
+class AttemptJournal(Protocol):
+    """Where each attempt is noted durably before its request is sent, so an attempt whose answer is
+    never stored (the worker died, the claim was lost) is still counted (docs/engine.md)."""
+
+    async def before_send(self, item: WorkItem, provider: str, attempt: int, est_tokens: int) -> None:
+        """Note that ``item``'s attempt number ``attempt`` (1-based, this run's) may go to ``provider``
+        next, with ``est_tokens`` to reserve (noted before the quota wait; noted again if the item goes
+        round without sending). Raises QuotaStoreUnavailable when the journal is unreachable: then
+        nothing is sent (the engine rides it out like a quota-store outage)."""
+
+    def sent(self, item: WorkItem, attempt: int) -> None:
+        """That attempt's request has been handed to the connection (called from the HTTP layer; must
+        not block or raise): an attempt noted but never marked sent did not leave."""
 
 
 class ItemSource(Protocol):

@@ -11,6 +11,7 @@ import threading
 from django.conf import settings
 
 from gateway_engine.breaker import LocalBreaker, RedisBreaker
+from gateway_site.forksafe import after_fork
 
 _breaker: LocalBreaker | RedisBreaker | None = None
 _breaker_lock = threading.Lock()
@@ -32,6 +33,13 @@ def reset_breaker() -> None:
     global _breaker
     with _breaker_lock:
         _breaker = None
+
+
+@after_fork
+def _forget_after_fork() -> None:
+    """A forked child builds its own breaker (its Redis connections belong to the parent)."""
+    global _breaker, _breaker_lock
+    _breaker, _breaker_lock = None, threading.Lock()
 
 
 def breaker_snapshot_sync(providers) -> dict[str, dict]:

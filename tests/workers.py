@@ -23,6 +23,10 @@ from tests.servers import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The deployment users run: `celery -A gateway_site worker` with Celery's default (prefork) pool and
+# several children. Tests start workers this way unless they say why they need something else.
+DEFAULT_POOL: tuple[str, ...] = ("-c", "2")
+
 
 def test_queue(what: str = "q") -> str:
     """A per-test Celery queue name inside this run's key prefix."""
@@ -67,12 +71,13 @@ def start_worker(
     log_path: Path,
     *,
     loglevel: str = "WARNING",
-    pool: tuple[str, ...] = ("-P", "solo"),
+    pool: tuple[str, ...] = DEFAULT_POOL,
     **extra_env: str,
 ) -> subprocess.Popen:
-    """One worker consuming only `queue` (solo pool unless `pool` says otherwise, e.g. ("-P", "threads",
-    "-c", "4")); `extra_env` overrides settings (GATEWAY_CHUNK_SIZE="50", …); its output goes to
-    `log_path`. cwd = this checkout; its own process group (stop_worker signals the group)."""
+    """One worker consuming only `queue`: Celery's default prefork pool with two children unless `pool`
+    says otherwise (e.g. ("-P", "solo") or ("-P", "threads", "-c", "4")); `extra_env` overrides
+    settings (GATEWAY_CHUNK_SIZE="50", …); its output goes to `log_path`. cwd = this checkout; its own
+    process group (stop_worker signals the group; the pool children are in it)."""
     cmd = [
         sys.executable, "-m", "celery", "-A", "gateway_site", "worker", *pool, "-Q", queue,
         "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle",
@@ -87,6 +92,27 @@ def start_worker(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def pool_children(proc: subprocess.Popen) -> list[int]:
+    """The pids of a prefork worker's pool children (its direct children, from /proc)."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == proc.pid:
+            kids.append(int(entry.name))
+    return sorted(kids)
+
+
+def parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
 def stop_worker(proc: subprocess.Popen) -> None:

@@ -20,7 +20,7 @@ from .claims import (
     renew_claims,
     requeue_expired_claims,
 )
-from .common import ENGINE_TO_ITEM_STATUS, OPEN_ITEM_STATUSES, claim_lease, ride_through, worker_id
+from .common import ENGINE_TO_ITEM_STATUS, OPEN_ITEM_STATUSES, claim_lease, new_owner, ride_through, worker_id
 from .config import build_batcher, engine_options, load_routing_table, work_item
 from .dispatcher import (
     DispatcherSet,
@@ -58,6 +58,7 @@ __all__ = [
     "expire_unsent",
     "finalize_batch_if_done",
     "load_routing_table",
+    "new_owner",
     "queued_work",
     "reconcile",
     "release_claims",

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
 
-from .common import claim_lease, worker_id
+from . import journal
+from .common import claim_lease
 
 CLAIM_FIELDS = (
     "id",
@@ -37,10 +38,11 @@ def claim_items(
     seq_from: int | None = None,
     seq_to: int | None = None,
     limit: int | None = None,
-    owner: str | None = None,
+    owner: str,
 ) -> list[BatchItem]:
-    """Atomically take pending items (and items under expired claims) of a batch for this worker."""
-    owner = owner or worker_id()
+    """Atomically take pending items (and items under expired claims) of a batch for ``owner`` (one
+    slice's owner, ``common.new_owner``)."""
+    _check_owner(owner)
     now = timezone.now()
     claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
     with transaction.atomic():
@@ -49,8 +51,12 @@ def claim_items(
             qs = qs.filter(seq__gte=seq_from)
         if seq_to is not None:
             qs = qs.filter(seq__lt=seq_to)
-        qs = qs.order_by("seq").select_for_update(skip_locked=True, of=("self",)).only(*CLAIM_FIELDS)
-        items = list(qs[:limit] if limit else qs)
+        qs = qs.order_by("seq").select_for_update(skip_locked=True, of=("self",))
+        items = list((qs[:limit] if limit else qs).only(*CLAIM_FIELDS, "claimed_by"))
+        # an expired claim's sent attempts are counted before its item changes hands
+        journal.fold_unknown(
+            [(i.id, i.claimed_by, str(i.batch_id), i.custom_id) for i in items if i.claimed_by]
+        )
         _mark_claimed(items, owner, now)
     return items
 
@@ -67,12 +73,12 @@ def claim_queued(
     provider: str,
     batch_ids: Sequence[str],
     limit: int,
-    owner: str | None = None,
+    owner: str,
     known: Sequence[str] | None = None,
 ) -> list[BatchItem]:
     """Take up to ``limit`` pending items queued for ``provider``, from the batches in the given order
     (the scheduler's order), lowest seq first inside a batch. One short transaction per batch tried."""
-    owner = owner or worker_id()
+    _check_owner(owner)
     where = queue_filter(provider, known)
     taken: list[BatchItem] = []
     for batch_id in batch_ids:
@@ -92,6 +98,12 @@ def claim_queued(
     return taken
 
 
+def _check_owner(owner: str) -> None:
+    """Every claim names its slice: an empty owner would match every released row."""
+    if not owner:
+        raise ValueError("a claim needs an owner (batches.execution.common.new_owner())")
+
+
 def _mark_claimed(items: list[BatchItem], owner: str, now) -> None:
     if not items:
         return
@@ -102,20 +114,31 @@ def _mark_claimed(items: list[BatchItem], owner: str, now) -> None:
     BatchItem.objects.filter(id__in=ids, started_at__isnull=True).update(started_at=now)
 
 
-def renew_claims(batch_id: str | None = None, owner: str | None = None) -> int:
-    """Push this worker's claims' lease forward (all its claims, or one batch's)."""
-    qs = BatchItem.objects.filter(claimed_by=owner or worker_id(), status=ItemStatus.RUNNING)
+def renew_claims(batch_id: str | None, owner: str) -> int:
+    """Push ``owner``'s claims' lease forward (all its claims, or one batch's)."""
+    _check_owner(owner)
+    qs = BatchItem.objects.filter(claimed_by=owner, status=ItemStatus.RUNNING)
     if batch_id is not None:
         qs = qs.filter(batch_id=batch_id)
     return qs.update(claim_expires_at=timezone.now() + claim_lease())
 
 
-def release_claims(owner: str | None = None, ids: Iterable[int] | None = None) -> int:
-    """Give this worker's unsent claims back at once (pending again, claimable by anyone)."""
-    qs = BatchItem.objects.filter(claimed_by=owner or worker_id(), status=ItemStatus.RUNNING)
-    if ids is not None:
-        qs = qs.filter(id__in=list(ids))
-    return qs.update(status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None)
+def release_claims(owner: str, ids: Iterable[int] | None = None) -> int:
+    """Give ``owner``'s claims back at once (pending again, claimable by anyone). Only that slice's:
+    another slice of the same process keeps what it has in flight. An item given back after it was
+    sent (the slice stopped on an error before storing the answer) keeps its journalled attempts."""
+    _check_owner(owner)
+    with transaction.atomic():
+        qs = BatchItem.objects.filter(claimed_by=owner, status=ItemStatus.RUNNING)
+        if ids is not None:
+            qs = qs.filter(id__in=list(ids))
+        rows = list(qs.select_for_update().values_list("id", "batch_id", "custom_id"))
+        if not rows:
+            return 0
+        journal.fold_unknown([(i, owner, str(b), c) for i, b, c in rows], journal.RELEASED)
+        return BatchItem.objects.filter(id__in=[r[0] for r in rows]).update(
+            status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None
+        )
 
 
 def requeue_expired_claims(limit: int = 10_000) -> list[str]:
@@ -125,9 +148,10 @@ def requeue_expired_claims(limit: int = 10_000) -> list[str]:
         rows = list(
             BatchItem.objects.filter(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
             .select_for_update(skip_locked=True)
-            .values_list("id", "batch_id")[:limit]
+            .values_list("id", "batch_id", "custom_id", "claimed_by")[:limit]
         )
         if rows:
+            journal.fold_unknown([(i, owner, str(b), c) for i, b, c, owner in rows])
             BatchItem.objects.filter(id__in=[r[0] for r in rows]).update(
                 status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None
             )
@@ -139,11 +163,13 @@ def _end_unsent(batch_id: str, status: str, error_type: str, message: str, count
     now = timezone.now()
     claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
     with transaction.atomic():
-        ids = list(
+        rows = list(
             BatchItem.objects.filter(claimable, batch_id=batch_id)
             .select_for_update(skip_locked=True)
-            .values_list("id", flat=True)
+            .values_list("id", "claimed_by", "custom_id")
         )
+        journal.fold_unknown([(i, owner, str(batch_id), c) for i, owner, c in rows if owner])
+        ids = [r[0] for r in rows]
         n = BatchItem.objects.filter(id__in=ids).update(
             status=status,
             finished_at=now,

@@ -1,5 +1,5 @@
-"""What every execution module shares: this process's worker identity, the claim lease, status maps,
-and the bounded ride-through for database blips."""
+"""What every execution module shares: claim owners (this process's identity plus one per dispatcher
+slice), the claim lease, status maps, and the bounded ride-through for database blips."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from batches.models import ItemStatus
+from gateway_site.forksafe import ProcessLocal
 
 log = logging.getLogger("batches.execution")
 
@@ -27,14 +28,30 @@ ENGINE_TO_ITEM_STATUS = {
 }
 OPEN_ITEM_STATUSES = (ItemStatus.PENDING, ItemStatus.RUNNING)
 
-_WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
 T = TypeVar("T")
 
 
+def _process_identity() -> str:
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+# Built on first use in each process and rebuilt in a forked child (a prefork pool's children must
+# never share their master's identity: docs/engine.md, "Processes and fork").
+_PROCESS_ID = ProcessLocal(_process_identity)
+
+
 def worker_id() -> str:
-    """Identity written to claimed_by (host:pid:random, per process)."""
-    return _WORKER_ID
+    """This process's identity (host:pid:random), built after fork. Not a claim owner by itself: claims
+    belong to one slice (``new_owner``)."""
+    return _PROCESS_ID.get()
+
+
+def new_owner() -> str:
+    """A claim owner for one dispatcher slice or one ``run_claimed`` call: this process's identity plus
+    a random part (host:pid:random:random). Two slices of one process (threads of a threads pool, a
+    slice that ends while another starts) never renew, release or write each other's claims; the
+    reconciler still sees the process in it."""
+    return f"{worker_id()}:{uuid.uuid4().hex[:8]}"
 
 
 def claim_lease() -> timedelta:

@@ -31,11 +31,16 @@ def engine_options() -> EngineOptions:
     )
 
 
-def build_batcher(batch_id: str = "", table: RoutingTable | None = None) -> CrossProviderBatcher:
-    """The engine wired to the shared quota store, breaker and live limits (chosen by settings)."""
+def build_batcher(
+    batch_id: str = "", table: RoutingTable | None = None, *, owner: str = ""
+) -> CrossProviderBatcher:
+    """The engine wired to the shared quota store, breaker and live limits (chosen by settings), and,
+    for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
     from observability.engine import engine_observer
     from providers.breaker import get_breaker
     from providers.quota import LimitsSource, get_quota_store
+
+    from .journal import journal_for
 
     table = table or load_routing_table()
     return CrossProviderBatcher(
@@ -46,6 +51,7 @@ def build_batcher(batch_id: str = "", table: RoutingTable | None = None) -> Cros
         options=engine_options(),
         salt=str(batch_id),
         observer=engine_observer(batch_id, table),
+        journal=journal_for(owner) if owner else None,
     )
 
 

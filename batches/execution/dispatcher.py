@@ -39,6 +39,7 @@ from django.utils import timezone
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
 from gateway_engine import ItemFeed, ItemResult, RunControl
+from gateway_site.forksafe import after_fork
 from observability import events
 
 from .claims import (
@@ -52,7 +53,7 @@ from .claims import (
     release_claims,
     renew_claims,
 )
-from .common import log, ride_through, worker_id
+from .common import log, new_owner, ride_through
 from .config import build_batcher, load_routing_table, work_item
 from .fairclock import fair_clock, redis_client
 from .finalize import FINISHED_STATUSES, finalize_batch_if_done, snapshot_progress
@@ -139,7 +140,7 @@ class DispatchSlice:
         heartbeat: Callable[[], None] | None = None,
     ):
         self.seconds = float(settings.GATEWAY_DISPATCH_SLICE_SECONDS if seconds is None else seconds)
-        self.owner = owner or worker_id()
+        self.owner = owner or new_owner()  # this slice's claims only (never the process's)
         self.heartbeat = heartbeat
         self.lookahead = float(settings.GATEWAY_DISPATCH_LOOKAHEAD_SECONDS)
         self.aging = float(settings.GATEWAY_PRIORITY_AGING_SECONDS)
@@ -162,7 +163,9 @@ class DispatchSlice:
         self.table = table
         self.clock = fair_clock()
         self.feed, self.control = ItemFeed(), RunControl()
-        engine = EngineThread(build_batcher("", table), self.feed, name="dispatcher", control=self.control)
+        engine = EngineThread(
+            build_batcher("", table, owner=self.owner), self.feed, name="dispatcher", control=self.control
+        )
         engine.start()
         now = time.monotonic()
         end_at = now + self.seconds
@@ -220,9 +223,16 @@ class DispatchSlice:
             raise
         finally:
             # unsent claims go back at once (never left to the claim lease)
-            self.report.released += ride_through("release claims", lambda: release_claims(self.owner))
+            self.report.released += ride_through(
+                "release claims", lambda: release_claims(self.owner), errors=_redis_errors()
+            )
         engine.join()
         ride_through("finalize", self.housekeeping)
+        r = self.report
+        log.info(
+            "dispatcher slice ended: owner=%s claimed=%d written=%d dropped=%d released=%d",
+            self.owner, r.claimed, r.written, r.dropped, r.released,
+        )  # fmt: skip
         return self.report
 
     def _drain_quietly(self, engine: EngineThread) -> None:
@@ -453,6 +463,14 @@ def run_dispatcher_task(token: str, send: Callable[[str], None]) -> SliceReport:
 
 _local_lock = threading.Lock()
 _local_state = {"running": False, "poked": False}
+
+
+@after_fork
+def _forget_local_dispatcher() -> None:
+    """A forked child has no dispatcher thread, whatever its parent had."""
+    global _local_lock
+    _local_lock = threading.Lock()
+    _local_state.update(running=False, poked=False)
 
 
 def run_local_until_idle() -> None:

@@ -25,7 +25,7 @@ from batches.models import Batch, BatchItem, BatchStatus
 from gateway_engine import CrossProviderBatcher, ItemResult, RunControl
 
 from .claims import cancel_claimable, claim_items, release_claims, renew_claims
-from .common import log, worker_id
+from .common import log, new_owner
 from .config import build_batcher, load_routing_table, work_item
 from .finalize import finalize_batch_if_done, snapshot_progress
 from .results import WRITE_BATCH_ROWS, write_results
@@ -142,19 +142,18 @@ class EngineThread:
 
 
 def run_claimed(
-    batch_id: str, items: list[BatchItem], batcher: CrossProviderBatcher | None = None
+    batch_id: str, items: list[BatchItem], batcher: CrossProviderBatcher | None = None, *, owner: str
 ) -> ChunkReport:
-    """Run claimed items through the engine (helper thread) while this thread writes results in bulk,
-    renews the claim lease and watches for a cancel."""
+    """Run items claimed by ``owner`` through the engine (helper thread) while this thread writes
+    results in bulk, renews the claim lease and watches for a cancel."""
     report = ChunkReport(claimed=len(items))
     if not items:
         return report
-    owner = worker_id()
     batch = Batch.objects.filter(id=batch_id).select_related("team").only("expires_at", "team__name").first()
     deadline = batch.expires_at.timestamp() if batch is not None and batch.expires_at else None
     team = batch.team.name if batch is not None else ""
     engine = EngineThread(
-        batcher or build_batcher(batch_id),
+        batcher or build_batcher(batch_id, owner=owner),
         [work_item(i, deadline=deadline, team=team) for i in items],
         name=f"engine-{batch_id}",
         batch_id=str(batch_id),
@@ -210,6 +209,7 @@ def execute_chunk(batch_id: str, seq_from: int | None = None, seq_to: int | None
         total.finalized = batch is not None
         return total
     table = None
+    owner = new_owner()
     chunk = int(settings.GATEWAY_CHUNK_SIZE)
     ranged = seq_from is not None or seq_to is not None
     while True:
@@ -217,14 +217,14 @@ def execute_chunk(batch_id: str, seq_from: int | None = None, seq_to: int | None
             cancel_claimable(batch_id)
             break
         if ranged:
-            items = claim_items(batch_id, seq_from=seq_from, seq_to=seq_to)
+            items = claim_items(batch_id, seq_from=seq_from, seq_to=seq_to, owner=owner)
             ranged = False
         else:
-            items = claim_items(batch_id, limit=chunk)
+            items = claim_items(batch_id, limit=chunk, owner=owner)
         if not items:
             break
         table = table or load_routing_table()
-        report = run_claimed(batch_id, items, build_batcher(batch_id, table))
+        report = run_claimed(batch_id, items, build_batcher(batch_id, table, owner=owner), owner=owner)
         total.claimed += report.claimed
         total.written += report.written
         total.dropped += report.dropped

@@ -104,6 +104,12 @@ class RedisQuotaStore(BaseQuotaStore):
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 
+    def command(self, *args: Arg) -> Awaitable[Reply]:
+        """One plain Redis command on this loop's connection, sent at once (pipelined with whatever is
+        sent before its reply is awaited); QuotaStoreUnavailable when Redis is unreachable. For the
+        attempt journal (gateway_engine.journal), which lives beside the buckets."""
+        return self._command(*args)
+
     def _command(self, *args: Arg) -> Awaitable[Reply]:
         """Sends the command at once (when connected); returns an awaitable for the reply."""
         try:

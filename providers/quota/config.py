@@ -155,6 +155,12 @@ class LimitsSource:
                 cls._shared.close()
             cls._shared = None
 
+    @classmethod
+    def forget_after_fork(cls) -> None:
+        """In a forked child: the parent's source has a listener thread that does not exist here and
+        a lock that thread may have held; the child builds its own source on first use."""
+        cls._shared, cls._shared_lock = None, threading.Lock()
+
     # ---- change events -------------------------------------------------------------------------------
     def invalidate(self) -> None:
         """A change was made in this process: the next get() reloads."""

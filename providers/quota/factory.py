@@ -9,6 +9,7 @@ from django.conf import settings
 
 from gateway_engine.quota.base import BaseQuotaStore
 from gateway_engine.quota.types import ProviderLimits, ProviderQuotaState
+from gateway_site.forksafe import after_fork
 
 _store: BaseQuotaStore | None = None
 _store_lock = threading.Lock()
@@ -55,6 +56,17 @@ def reset_quota_store() -> None:
     with _store_lock:
         _store = None
     LimitsSource.reset_shared()
+
+
+@after_fork
+def _forget_after_fork() -> None:
+    """A forked child builds its own store: the parent's holds the parent's sockets, in-flight slots
+    and budget caches (docs/engine.md, "Processes and fork")."""
+    global _store, _store_lock
+    from .config import LimitsSource
+
+    _store, _store_lock = None, threading.Lock()
+    LimitsSource.forget_after_fork()
 
 
 def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:

@@ -1,4 +1,5 @@
-"""Two real `celery -A gateway_site worker` processes share one 2,000-item batch; one is killed -9."""
+"""Two real `celery -A gateway_site worker` processes (default prefork pool) share one 2,000-item batch;
+one pool child, or one whole worker, is killed -9."""
 
 from __future__ import annotations
 
@@ -8,11 +9,21 @@ import time
 from collections import Counter
 
 import pytest
+from django.db.models import Q
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem, ItemStatus
+from tests.exactly_once import assert_exactly_once, counts_since
 from tests.waiting import wait_until
-from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
+from tests.workers import (
+    delete_queue,
+    parent_pid,
+    pool_children,
+    send_start_batch,
+    start_worker,
+    stop_worker,
+    test_queue,
+)
 
 from .provider_server import ok_reply
 from .test_execution import make_batch, q
@@ -33,9 +44,15 @@ def stats_ms(batch) -> int:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("kill", ["pool-child", "worker-group"])
 def test_two_workers_one_killed_batch_completes_exactly_once(
-    provider_server, make_provider, team, redis_sync, tmp_path
+    provider_server, make_provider, team, redis_sync, tmp_path, kill
 ):
+    """Two default-pool workers (prefork, two children each) share a 2,000-item batch; mid-batch one
+    of them is killed -9: either one pool child that holds claims (its master replaces it) or the
+    whole worker (master and children, the process group). A killed process's in-flight calls may
+    repeat, and every repeat is counted: the attempt journal folds them into the item's attempts and
+    the provider's request_count ("outcome unknown (worker died)")."""
     provider_server.behaviours["fastp"] = lambda n, r, a, b: ok_reply(0.02)
     make_provider(
         "fastp",
@@ -49,6 +66,7 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
     batch = make_batch(team, [q(f"k{i:04d}", provider="fastp", max_tokens=8) for i in range(2000)])
     bid = str(batch.id)
     queue = test_queue("engine")
+    seen = counts_since(provider_server)
     workers = {n: start_worker(n, queue, tmp_path / f"{n}.log", **WORKER_ENV) for n in ("w1", "w2")}
     try:
         send_start_batch(bid, queue)
@@ -58,20 +76,30 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
             what="500 provider calls",
             on_fail=lambda: (tmp_path / "w1.log").read_text(),
         )
-        # kill -9 the worker that holds claims right now
+        # kill -9 a process that holds claims right now (claimed_by = host:pid:…: the pool child's pid)
         owners = Counter(
             BatchItem.objects.filter(batch_id=bid, status=ItemStatus.RUNNING).values_list(
                 "claimed_by", flat=True
             )
         )
-        pids = {int(o.split(":")[1]) for o in owners}
-        victim_name = next(n for n, p in workers.items() if p.pid in pids)
+        child = next(int(o.split(":")[1]) for o, _ in owners.most_common())
+        victim_name = next(n for n, p in workers.items() if parent_pid(child) == p.pid)
         victim = workers[victim_name]
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait(10)
-        claims = BatchItem.objects.filter(
-            batch_id=bid, status=ItemStatus.RUNNING, claimed_by__contains=f":{victim.pid}:"
-        ).values_list("custom_id", "claim_expires_at")
+        if kill == "pool-child":
+            killed = [child]
+            os.kill(child, signal.SIGKILL)
+        else:
+            killed = pool_children(victim)
+            os.killpg(victim.pid, signal.SIGKILL)
+            victim.wait(10)
+        held = Q()
+        for pid in killed:
+            held |= Q(claimed_by__contains=f":{pid}:")
+        claims = (
+            BatchItem.objects.filter(batch_id=bid, status=ItemStatus.RUNNING)
+            .filter(held)
+            .values_list("custom_id", "claim_expires_at")
+        )
         # nobody else may send a victim's item before its claim expires (renewed every lease / 3, so
         # about 2 s away): a call for it that reached the server before then came from the victim
         now, wall = time.monotonic(), timezone.now()
@@ -82,10 +110,10 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
             batch.refresh_from_db()
             return batch.completed_at is not None
 
-        survivor_log = tmp_path / f"{'w2' if victim_name == 'w1' else 'w1'}.log"
-        wait_until(
-            finished, 120, 0.25, what="the batch to finish", on_fail=lambda: survivor_log.read_text()[-3000:]
-        )
+        logs = lambda: "\n".join(p.read_text()[-3000:] for p in tmp_path.glob("*.log"))  # noqa: E731
+        wait_until(finished, 120, 0.25, what="the batch to finish", on_fail=logs)
+        if kill == "pool-child":  # the master replaced its child and lives on
+            assert victim.poll() is None and child not in pool_children(victim)
     finally:
         for proc in workers.values():
             stop_worker(proc)
@@ -101,19 +129,26 @@ def test_two_workers_one_killed_batch_completes_exactly_once(
     in_flight_at_kill = {
         rid for rid, at in reclaimable_at.items() if any(hit.at < at for hit in provider_server.hits_for(rid))
     }
-    assert len(in_flight_at_kill) <= IN_FLIGHT_CAP
+    assert len(in_flight_at_kill) <= IN_FLIGHT_CAP * len(killed)  # the cap is per process
     duplicates = {rid: n - 1 for rid, n in per_item.items() if n > 1}
-    # only the killed worker's in-flight calls were repeated, each at most once
+    # only the killed process's in-flight calls were repeated, each at most once
     assert set(duplicates) <= in_flight_at_kill
-    assert sum(duplicates.values()) <= len(in_flight_at_kill) <= IN_FLIGHT_CAP
+    assert sum(duplicates.values()) <= len(in_flight_at_kill)
+    # ... and each repeat is in the record: attempts per item and request_count = what the server saw
+    summary = assert_exactly_once([bid], [seen])
+    unknown = [
+        e
+        for log in BatchItem.objects.filter(batch_id=bid, attempts__gt=1).values_list(
+            "attempt_log", flat=True
+        )
+        for e in log
+        if e.get("error_type") == "outcome_unknown"
+    ]
+    assert len(unknown) == sum(duplicates.values())
+    assert all(e["detail"] == "outcome unknown (worker died)" for e in unknown)
+    assert batch.stats["providers"]["fastp"]["request_count"] == 2000 + sum(duplicates.values())
     print(
-        f"\nkilled {victim_name} holding {len(victim_claims)} claims, {len(in_flight_at_kill)} calls in flight; "
-        f"{sum(duplicates.values())} duplicate provider calls; batch took {stats_ms(batch)} ms"
-    )
-    # stats count every recorded attempt: the server saw exactly those plus the lost in-flight ones
-    stats = batch.stats
-    assert stats["success_count"] == 2000
-    assert stats["providers"]["fastp"]["request_count"] == provider_server.count("fastp") - sum(
-        duplicates.values()
+        f"\nkilled {kill} of {victim_name} holding {len(victim_claims)} claims, {len(in_flight_at_kill)} "
+        f"calls in flight; {summary['duplicates']} repeated calls, all counted; batch took {stats_ms(batch)} ms"
     )
     assert Batch.objects.filter(id=bid, completed_at=batch.completed_at).count() == 1

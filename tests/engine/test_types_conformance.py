@@ -13,7 +13,16 @@ from typing import Any
 from batches.execution.runner import EngineThread
 from gateway_engine import CrossProviderBatcher, ItemFeed
 from gateway_engine.breaker import LocalBreaker, RedisBreaker
-from gateway_engine.protocols import Breaker, Clock, ItemSource, LimitsProvider, QuotaStore, ResultSink
+from gateway_engine.journal import NullJournal, RedisAttemptJournal
+from gateway_engine.protocols import (
+    AttemptJournal,
+    Breaker,
+    Clock,
+    ItemSource,
+    LimitsProvider,
+    QuotaStore,
+    ResultSink,
+)
 from gateway_engine.quota.local import LocalQuotaStore
 from gateway_engine.quota.redis_store import RedisQuotaStore
 from gateway_engine.routing import routing_table
@@ -33,6 +42,12 @@ def breakers() -> list[Breaker]:
     local: Breaker = LocalBreaker()
     shared: Breaker = RedisBreaker(REDIS_URL, prefix="conformance:")
     return [local, shared]
+
+
+def journals() -> list[AttemptJournal]:
+    null: AttemptJournal = NullJournal()
+    shared: AttemptJournal = RedisAttemptJournal(RedisQuotaStore(REDIS_URL, prefix="conformance:"), "owner")
+    return [null, shared]
 
 
 def limits_providers() -> list[LimitsProvider]:
@@ -83,6 +98,13 @@ def test_breakers_have_every_member_the_engine_calls() -> None:
     assert {"allow", "record", "aclose"} <= set(required)
     for breaker in breakers():
         assert [n for n in required if not hasattr(breaker, n)] == [], type(breaker).__name__
+
+
+def test_journals_have_every_member_the_engine_calls() -> None:
+    required = members(AttemptJournal)
+    assert {"before_send", "sent"} <= set(required)
+    for journal in journals():
+        assert [n for n in required if not hasattr(journal, n)] == [], type(journal).__name__
 
 
 def test_limits_source_has_every_member_the_engine_calls() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -13,11 +12,10 @@ from pathlib import Path
 import pytest
 from celery.exceptions import AlwaysEagerIgnored
 from django.conf import settings
-from django.db import connection
 
 from sim.testing import sim_server  # noqa: F401 - fixture re-export
 from tests.engine.conftest import provider_server  # noqa: F401 - fixture re-export
-from tests.workers import test_queue
+from tests.workers import DEFAULT_POOL, start_worker, test_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +48,8 @@ def queue_batch(team, items, *, priority: str = "normal", window=None):
 class Workers:
     """Real ``celery -A gateway_site worker`` processes on a queue of their own."""
 
-    def __init__(self, tmp_path: Path, **env):
+    def __init__(self, tmp_path: Path, loglevel: str = "WARNING", **env):
+        self.loglevel = loglevel
         self.queue = test_queue("sched")  # inside the run's prefix: the session clean-up finds it
         self.tmp_path = tmp_path
         self.env = env
@@ -58,26 +57,12 @@ class Workers:
         self.stopped = False
 
     def start(self, name: str, *pool: str) -> subprocess.Popen:
-        env = dict(os.environ)
-        db = connection.settings_dict
-        env.update(
-            DJANGO_SETTINGS_MODULE="gateway_site.settings.test",
-            DATABASE_URL=f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
-            f"{db['PORT'] or 5432}/{db['NAME']}",
-            REDIS_URL=settings.REDIS_URL,
-            CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-            GATEWAY_REDIS_PREFIX=settings.GATEWAY_REDIS_PREFIX,
-            CELERY_TASK_ALWAYS_EAGER="0",
-            CELERY_TASK_DEFAULT_QUEUE=self.queue,
-            DJANGO_LOG_LEVEL="WARNING",
-        )
-        env.update({k: str(v) for k, v in self.env.items()})
-        cmd = [sys.executable, "-m", "celery", "-A", "gateway_site", "worker", *(pool or ("-P", "solo"))]
-        cmd += ["-Q", self.queue, "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]
-        cmd += ["--without-heartbeat", "-l", "WARNING"]
-        log = open(self.tmp_path / f"{name}.log", "wb")
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        """A worker on this set's queue: the default prefork pool (tests.workers.DEFAULT_POOL) unless
+        ``pool`` says otherwise."""
+        env = {k: str(v) for k, v in self.env.items()}
+        log_path = self.tmp_path / f"{name}.log"
+        proc = start_worker(
+            name, self.queue, log_path, pool=pool or DEFAULT_POOL, loglevel=self.loglevel, **env
         )
         self.procs[name] = proc
         return proc
