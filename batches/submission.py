@@ -840,7 +840,8 @@ log = logging.getLogger(__name__)
 def enqueue_start(batch_id: str) -> None:
     """Hand a stored batch to the execution engine (called on commit).
 
-    With workers, this queues `start_batch`. In single-process mode (GATEWAY_BACKGROUND_EAGER) the eager
+    With workers, this makes sure dispatchers run (``ensure_dispatchers``: dispatch tasks queued from
+    here) and queues `start_batch`. In single-process mode (GATEWAY_BACKGROUND_EAGER) the eager
     task runs on a background thread of this process instead of inside the submitting request; the
     thread is not a daemon, so a command-line submitter's process stays until its batch has ended.
     """
@@ -850,7 +851,14 @@ def enqueue_start(batch_id: str) -> None:
         run = contextvars.copy_context().run  # the request id (logs) follows the batch onto the thread
         threading.Thread(target=run, args=(_run_in_background, batch_id), name=f"batch-{batch_id}").start()
         return
+    from batches.tasks import ensure_dispatchers
+
     try:
+        # the submission itself starts dispatchers when fewer than GATEWAY_DISPATCHERS are alive (no wait
+        # for start_batch to reach a free worker child, nor for the reconciler's next pass); running
+        # dispatchers see the new batch at their next look at the queue (0.5 s)
+        if not settings.CELERY_TASK_ALWAYS_EAGER:
+            ensure_dispatchers()
         start_batch.delay(batch_id)
     except Exception:  # the batch is stored: the workers' reconciler starts it once the broker is back
         log.exception("batch %s stored but could not be enqueued; the reconciler will start it", batch_id)
