@@ -9,7 +9,7 @@
 #   DATABASE_URL   postgres://postgres@127.0.0.1:5432/gateway
 #   REDIS_URL      redis://127.0.0.1:6379/0
 #   WORKERS        2      Celery worker processes (`celery -A gateway_site worker`)
-#   WORKER_CONCURRENCY 1  tasks per worker process (-c)
+#   WORKER_CONCURRENCY    pool children per worker (-c); unset: Celery's default (one per CPU)
 #   WEB_WORKERS    2      gunicorn worker processes
 #   WEB_PORT       8000   gunicorn port (127.0.0.1)
 #   SIM            1      start the simulator (examples/sim.json) and load examples/providers.json
@@ -28,7 +28,7 @@ export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-gateway_site.settings.production}
 WORKERS=${WORKERS:-2}
-WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-1}
+WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-}
 WEB_WORKERS=${WEB_WORKERS:-2}
 WEB_PORT=${WEB_PORT:-8000}
 SIM=${SIM:-1}
@@ -142,9 +142,12 @@ EOF
   echo "==> gunicorn ($WEB_WORKERS workers) on http://127.0.0.1:$WEB_PORT"
   launch web "$PY" -m gunicorn gateway_site.wsgi:application -b "127.0.0.1:$WEB_PORT" \
     -w "$WEB_WORKERS" --threads 4 --timeout 120 --access-logfile -
-  echo "==> $WORKERS Celery worker(s), concurrency $WORKER_CONCURRENCY each"
+  # Celery's default prefork pool, as users start it; -c only when WORKER_CONCURRENCY is given
+  local concurrency=()
+  [ -n "$WORKER_CONCURRENCY" ] && concurrency=(-c "$WORKER_CONCURRENCY")
+  echo "==> $WORKERS Celery worker(s), prefork pool, concurrency ${WORKER_CONCURRENCY:-one per CPU} each"
   for i in $(seq 1 "$WORKERS"); do
-    launch "worker$i" "$PY" -m celery -A gateway_site worker --loglevel INFO -c "$WORKER_CONCURRENCY" \
+    launch "worker$i" "$PY" -m celery -A gateway_site worker --loglevel INFO "${concurrency[@]}" \
       -n "worker$i@%h"
   done
   wait_http "http://127.0.0.1:$WEB_PORT/healthz" 60 "$RUN/web.pid"
