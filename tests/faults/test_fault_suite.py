@@ -22,6 +22,7 @@ import pytest
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.selectors import result_page
 from tests.engine.test_celery_workers import WORKER_ENV as KILL_TEST_WORKER_ENV
+from tests.exactly_once import assert_exactly_once, counts_since
 from tests.factories import make_batch
 from tests.waiting import wait_until
 from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
@@ -121,8 +122,10 @@ def test_poison_batch_ends_cleanly_and_a_normal_batch_follows(
             max_retries=MAX_RETRIES,
         )
     before = Counter(broken.counts()["by_request"])
+    seen = counts_since(broken)
     batch = run_to_end(make_batch_with(team, items(POISON, "poison", "p-")), queue, log_path, limit=90)
     assert batch.status == "completed"
+    assert_exactly_once([batch], [seen])  # per custom id and per provider, what the provider saw
 
     rows = list(BatchItem.objects.filter(batch=batch))
     assert len(rows) == len(POISON) * PER_MODE  # every item exactly once, all terminal
@@ -157,8 +160,10 @@ def test_poison_batch_ends_cleanly_and_a_normal_batch_follows(
 
     # right after: a normal batch to the very same providers completes (no provider paused for
     # years, no TPM bucket at -10^12, no breaker stuck open)
+    seen = counts_since(broken)
     normal = run_to_end(make_batch_with(team, items(POISON, "normal", "n-")), queue, log_path, limit=60)
     assert normal.status == "completed"
+    assert_exactly_once([normal], [seen])
     assert (normal.completed_count, normal.failed_count) == (len(POISON) * PER_MODE, 0)
 
 
@@ -180,8 +185,10 @@ def test_a_provider_that_always_times_out_ends_the_batch_honestly(
         {"custom_id": f"t{i:02d}", "provider": "timeout", "query": "q", "params": {"max_tokens": 8}}
         for i in range(30)
     ]
+    seen = counts_since(broken)
     batch = run_to_end(make_batch_with(team, rows), queue, log_path, limit=60)
     assert batch.status == "failed"  # ended: every item failed
+    assert_exactly_once([batch], [seen])
     calls = Counter(broken.counts()["by_request"])
     results = list(BatchItem.objects.filter(batch=batch))
     assert len(results) == 30

@@ -22,6 +22,7 @@ from celery import Celery
 
 from batches.models import Batch, BatchItem, ItemStatus
 from tests.engine.provider_server import ok_reply
+from tests.exactly_once import assert_exactly_once
 
 from .conftest import ROOT, q, queue_batch, wait_for
 
@@ -144,6 +145,7 @@ def test_redis_restart_mid_batch(provider_server, make_provider, team, workers, 
     duplicates = sum(n - 1 for n in per_item.values())
     print(f"\nredis restart: {duplicates} duplicate provider calls")
     assert duplicates <= 4  # at most the calls in flight when Redis went away
+    assert_exactly_once([batch], [provider_server])  # ... and each one is in attempts and request_count
     log = (tmp_path / "w1.log").read_text(errors="replace")
     assert "quota store unavailable" in log or "execution paused" in log  # loud, not silent
 
@@ -271,7 +273,14 @@ def test_postgres_restart_mid_batch(provider_server, workers, tmp_path, settings
                     ).fetchall()
                 )
             )
-            status = conn.execute("SELECT status FROM batches_batch WHERE id = %s", [batch_id]).fetchone()[0]
+            status, stats = conn.execute(
+                "SELECT status, stats FROM batches_batch WHERE id = %s", [batch_id]
+            ).fetchone()
+            attempts = dict(
+                conn.execute(
+                    "SELECT custom_id, attempts FROM batches_batchitem WHERE batch_id = %s", [batch_id]
+                ).fetchall()
+            )
     finally:
         if w is not None:
             w.stop()
@@ -282,5 +291,8 @@ def test_postgres_restart_mid_batch(provider_server, workers, tmp_path, settings
     duplicates = sum(n - 1 for n in per_item.values())
     print(f"\npostgres restart: {duplicates} duplicate provider calls")
     assert duplicates == 0  # results waiting for the database were stored once it was back
+    # exactly once, on this test's own PostgreSQL (tests.exactly_once reads the test database)
+    assert attempts == dict(per_item)
+    assert stats["providers"]["pgp"]["request_count"] == sum(per_item.values())
     log = (tmp_path / "w1.log").read_text(errors="replace")
     assert "execution paused" in log  # loud, not silent
