@@ -7,7 +7,8 @@
 
 At most GATEWAY_DISPATCHERS dispatch tasks are alive cluster-wide (a Redis set with heartbeats).
 Every worker also runs the reconciler thread (dead workers' claims, overdue batches, dispatchers
-alive); acks_late + reject_on_worker_lost (settings) redeliver a lost task as well.
+alive); acks_late + reject_on_worker_lost (settings) redeliver a lost task as well. SIGTERM is a warm
+shutdown bounded by GATEWAY_SHUTDOWN_SECONDS (batches.execution.shutdown).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 
 from . import execution
@@ -86,3 +87,19 @@ def _start_reaper(**kwargs) -> None:
 def _stop_reaper(**kwargs) -> None:
     if _reaper is not None:
         _reaper.stopped.set()
+
+
+@worker_process_init.connect
+def _pool_child_started(**kwargs) -> None:
+    """A prefork pool child: SIGTERM winds its running slice down instead of killing it mid-call; it
+    has no reconciler of its own (the master's runs)."""
+    global _reaper
+    _reaper = None
+    execution.shutdown.install_child_handler()
+
+
+@worker_shutting_down.connect
+def _warm_shutdown(**kwargs) -> None:
+    """The worker's main process got SIGTERM (warm shutdown): slices here and in the pool children stop
+    claiming and finish within GATEWAY_SHUTDOWN_SECONDS (batches.execution.shutdown)."""
+    execution.shutdown.on_worker_shutting_down()

@@ -498,11 +498,13 @@ class _Run:
 
     def stop_reason(self, item: WorkItem, result: ItemResult) -> str | None:
         """Why this item must not (re)try now: expired (deadline passed, sent or not), cancelled or
-        released (draining) — the last two only before its first send."""
+        released (draining) — the last two only before its first send —, or released after attempts
+        when the run stops for a shutdown (its attempts travel with the released result)."""
         if item.deadline is not None and time.time() >= item.deadline:
             return "expired"
         if result.attempts:
-            return None
+            control = self.control
+            return "released" if control is not None and control.stopping else None
         if self.should_cancel():
             return "cancelled"
         control = self.control
@@ -945,12 +947,14 @@ def _breaker_gave_up(result: ItemResult, open_for: list[ProviderConfig], waited:
 
 
 class RunControl:
-    """Thread-safe handle on a running ``abatch``: cancel one batch's unsent items, or drain the run
-    (items not sent yet end ``released``). Waiting items wake at once."""
+    """Thread-safe handle on a running ``abatch``: cancel one batch's unsent items, drain the run
+    (items not sent yet end ``released``) or stop it (``stop``: items waiting to retry are released
+    too). Waiting items wake at once."""
 
     def __init__(self) -> None:
         self.cancelled_batches: set[str] = set()
         self.draining = False
+        self.stopping = False
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke: Callable[[], None] | None = None
@@ -966,6 +970,12 @@ class RunControl:
     def drain(self) -> None:
         self.draining = True
         self._wake()
+
+    def stop(self) -> None:
+        """Drain for a shutdown: also items waiting to retry (backoff, Retry-After, a quota wait) end
+        ``released``, with their attempts so far; only calls in flight are waited for."""
+        self.stopping = True
+        self.drain()
 
     def _wake(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ The async engine (gateway_engine) never touches the ORM; the pure scheduling rul
 batches.scheduling.
 """
 
+from . import shutdown
 from .claims import (
     cancel_claimable,
     claim_items,
@@ -67,6 +68,7 @@ __all__ = [
     "ride_through",
     "run_claimed",
     "run_dispatcher_task",
+    "shutdown",
     "snapshot_progress",
     "start_batch",
     "work_item",

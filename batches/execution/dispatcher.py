@@ -42,6 +42,7 @@ from gateway_engine import ItemFeed, ItemResult, RunControl
 from gateway_site.forksafe import after_fork
 from observability import events
 
+from . import shutdown
 from .claims import (
     ACTIVE_BATCH_STATUSES,
     cancel_claimable,
@@ -57,6 +58,7 @@ from .common import log, new_owner, ride_through
 from .config import build_batcher, load_routing_table, work_item
 from .fairclock import fair_clock, redis_client
 from .finalize import FINISHED_STATUSES, finalize_batch_if_done, snapshot_progress
+from .journal import RELEASED_AFTER_ATTEMPTS, fold_unapplied
 from .results import write_results
 from .runner import EngineThread
 
@@ -159,6 +161,13 @@ class DispatchSlice:
     # -- the loop --
 
     def run(self) -> SliceReport:
+        if shutdown.requested():  # the worker is stopping: claim nothing (another worker takes over)
+            log.info("dispatcher slice skipped: this worker is shutting down")
+            return self.report
+        with shutdown.running_slice():
+            return self._run()
+
+    def _run(self) -> SliceReport:
         table = ride_through("load providers", load_routing_table)
         self.table = table
         self.clock = fair_clock()
@@ -171,10 +180,25 @@ class DispatchSlice:
         end_at = now + self.seconds
         next_refresh = next_house = next_cancel = next_beat = now
         next_renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
-        closing = False
+        closing = stopping = abandoned = False
+        stop_by = float("inf")
         try:
             while not engine.finished:
                 now = time.monotonic()
+                if not stopping and shutdown.requested():  # warm shutdown: only calls in flight finish
+                    closing = stopping = True
+                    self.feed.close()
+                    self.control.stop()
+                    stop_by = now + shutdown.seconds()
+                elif stopping and now >= stop_by:
+                    log.error(
+                        "shutdown: %d call(s) still in flight after %.0f s; their items are released "
+                        "(the attempt journal counts them) and may be sent again",
+                        sum(self.outstanding.values()),
+                        shutdown.seconds(),
+                    )
+                    abandoned = True
+                    break
                 if not closing and now >= end_at:
                     closing = True
                     self.feed.close()
@@ -226,7 +250,10 @@ class DispatchSlice:
             self.report.released += ride_through(
                 "release claims", lambda: release_claims(self.owner), errors=_redis_errors()
             )
-        engine.join()
+        if abandoned:
+            engine.cancel.set()  # its thread is a daemon: the process is exiting
+        else:
+            engine.join()
         ride_through("finalize", self.housekeeping)
         r = self.report
         log.info(
@@ -306,18 +333,23 @@ class DispatchSlice:
         """Write finished items (one statement per batch), give released ones back, shrink buffers."""
         by_batch: dict[str, list] = defaultdict(list)
         released: list[int] = []
+        kept: dict[str, list] = defaultdict(list)  # released after attempts (a shutdown stopped retries)
         for index, result, _ in entries:
             row = self.rows[index]
             if result.status == "released":
                 released.append(row.id)
+                if result.attempts:
+                    kept[str(row.batch_id)].append((row, result))
             else:
                 by_batch[str(row.batch_id)].append((row, result))
-        several = len(by_batch) + bool(released) > 1  # one statement is atomic on its own
+        several = len(by_batch) + bool(released) > 1 or bool(kept)  # one statement is atomic on its own
         with transaction.atomic() if several else contextlib.nullcontext():
             for bid, done in by_batch.items():
                 written = write_results(bid, done, self.owner)
                 self.report.written += written
                 self.report.dropped += len(done) - written
+            for bid, pairs in kept.items():  # their attempts stay on the item, which is sent again later
+                fold_unapplied(self.owner, bid, pairs, note=RELEASED_AFTER_ATTEMPTS)
             if released:
                 self.report.released += release_claims(self.owner, released)
         for index, _, _ in entries:

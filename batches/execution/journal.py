@@ -39,6 +39,7 @@ ERROR_TYPE = "outcome_unknown"
 WORKER_DIED = "outcome unknown (worker died)"
 RELEASED = "outcome unknown (its slice stopped before the answer was stored)"
 NOT_APPLIED = "result not applied (the claim was lost before it was stored)"
+RELEASED_AFTER_ATTEMPTS = "released at shutdown before its retry; the item is sent again"
 CHUNK = 500
 
 # KEYS: journal lists. Returns, per key, its entries (possibly none); every key is deleted.
@@ -175,9 +176,12 @@ def fold_unknown(rows: Sequence[tuple[int, str, str, str]], note: str = WORKER_D
     return folded
 
 
-def fold_unapplied(owner: str, batch_id: str, dropped: Sequence[tuple[Any, Any]]) -> int:
-    """Results this owner could not apply (its claim was lost): the attempts still in its journal are
-    appended to the item with what the engine saw of them, none of them used. Returns how many."""
+def fold_unapplied(
+    owner: str, batch_id: str, dropped: Sequence[tuple[Any, Any]], note: str = NOT_APPLIED
+) -> int:
+    """Results this owner could not apply (its claim was lost), or released after attempts (a shutdown
+    stopped their retries): the attempts still in its journal are appended to the item with what the
+    engine saw of them, none of them used. Returns how many."""
     if not dropped or not enabled():
         return 0
     lists = take([(owner, str(batch_id), item.custom_id) for item, _ in dropped])
@@ -196,11 +200,11 @@ def fold_unapplied(owner: str, batch_id: str, dropped: Sequence[tuple[Any, Any]]
         for n in numbers:
             if 1 <= n <= len(log_entries):
                 e = dict(log_entries[n - 1])
-                e["used"], e["detail"] = False, NOT_APPLIED
+                e["used"], e["detail"] = False, note
                 entries.append(e)
             else:  # journalled but the engine has no record of its answer
                 entries.append(
-                    unknown_entry(next(t for t in taken if int(t.get("attempt") or 0) == n), NOT_APPLIED)
+                    unknown_entry(next(t for t in attempts if int(t.get("attempt") or 0) == n), note)
                 )
         append_attempts(item.id, entries)
         folded += len(entries)

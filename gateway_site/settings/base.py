@@ -112,6 +112,9 @@ GATEWAY_DISPATCH_LOOKAHEAD_SECONDS = env_float(
 GATEWAY_PRIORITY_AGING_SECONDS = env_float(
     "GATEWAY_PRIORITY_AGING_SECONDS", 300.0, minimum=0.0, maximum=86400.0
 )
+# Warm shutdown (docs/operations.md): on SIGTERM a worker's slices stop claiming, wait this long at most
+# for the calls in flight, store their answers and release the rest; `make down` and compose wait longer.
+GATEWAY_SHUTDOWN_SECONDS = env_float("GATEWAY_SHUTDOWN_SECONDS", 30.0, minimum=1.0, maximum=600.0)
 GATEWAY_OUTAGE_RIDE_SECONDS = env_float("GATEWAY_OUTAGE_RIDE_SECONDS", 30.0, minimum=1.0, maximum=600.0)
 GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimum=0.001, maximum=60.0)
 GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
