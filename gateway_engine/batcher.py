@@ -231,18 +231,31 @@ class EngineOptions:
         check_transport(self.transport)
 
 
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
 def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_tokens: int) -> int:
-    """TPM reservation: prompt characters / 4 + the completion budget (max_tokens or the default)."""
+    """TPM reservation: prompt characters / 4 + the completion budget × ``n`` choices. The budget is the
+    larger of ``max_tokens`` and ``max_completion_tokens`` (a provider honours either), else the
+    default; ``n`` (choices per request, each billed) multiplies it, so a request cannot reserve a
+    fraction of what it will be billed."""
     chars = 0
     for message in messages:
         content = message.get("content") if isinstance(message, Mapping) else message
         chars += len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
-    budget = params.get("max_tokens") or params.get("max_completion_tokens") or default_max_tokens
-    try:
-        budget = int(budget)
-    except (TypeError, ValueError):
-        budget = default_max_tokens
-    return int(math.ceil(chars / 4)) + max(0, budget)
+    budgets = [
+        b for b in (_positive_int(params.get(k)) for k in ("max_tokens", "max_completion_tokens")) if b
+    ]
+    budget = max(budgets) if budgets else default_max_tokens
+    choices = _positive_int(params.get("n")) or 1
+    return int(math.ceil(chars / 4)) + max(0, budget) * choices
 
 
 def _now_iso() -> str:
