@@ -181,6 +181,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "observability.logs.RequestIdMiddleware",
+    # before anything that reads the Host: probes answer behind any Host, /api/ and /v1/ refuse one in JSON
+    "gateway_site.hosts.HostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

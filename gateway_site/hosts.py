@@ -1,0 +1,55 @@
+"""Host handling in front of Django's own check (``request.get_host()`` against ALLOWED_HOSTS).
+
+* ``/healthz``, ``/readyz`` and ``/metrics`` are probes: Prometheus scrapes ``web:8000``, a Kubernetes
+  probe uses the pod IP. They answer whatever the ``Host`` header, served here before any middleware
+  that reads the host (CommonMiddleware, the SSL redirect: a probe reaches the process over plain HTTP
+  behind a TLS proxy too). ``/metrics`` keeps its token check (its view).
+* Under ``/api/`` and ``/v1/`` an unexpected ``Host`` answers a JSON 400 in that surface's error shape
+  (``gateway_site.errors.json_error``), not Django's HTML "Bad Request (400)"; logged as Django does.
+* Every other path is untouched: the admin and the dashboards keep Django's check and its answer.
+
+ALLOWED_HOSTS is not weakened: nothing but the three probe views runs for a host it does not allow.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import DisallowedHost
+
+from observability import views as ops
+
+from .errors import is_api_path, is_openai_path, json_error
+
+PROBES = {"/healthz": ops.healthz, "/readyz": ops.readyz, "/metrics": ops.metrics}
+MAX_SHOWN_HOST = 200
+security_log = logging.getLogger("django.security.DisallowedHost")
+
+
+class HostMiddleware:
+    """Place it before SecurityMiddleware and CommonMiddleware (right after the request id)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        path = request.path_info
+        probe = PROBES.get(path)
+        if probe is not None:
+            return probe(request)
+        if is_api_path(path) or is_openai_path(path):
+            try:
+                request.get_host()
+            except DisallowedHost as exc:
+                security_log.error(str(exc), extra={"status_code": 400, "request": request})
+                return json_error(request, 400, _message(request), code="invalid_host")
+        return self.get_response(request)
+
+
+def _message(request) -> str:
+    raw = request._get_raw_host()  # the value get_host() refused (X-Forwarded-Host when trusted)
+    shown = raw if len(raw) <= MAX_SHOWN_HOST else raw[:MAX_SHOWN_HOST] + "…"
+    return (
+        f"Invalid Host header {shown!r}: this gateway does not serve that host name "
+        "(its operators list the allowed ones in DJANGO_ALLOWED_HOSTS)"
+    )
