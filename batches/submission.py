@@ -13,6 +13,7 @@ chunks. After the transaction commits, `batches.tasks.start_batch` is queued for
 from __future__ import annotations
 
 import contextvars
+import difflib
 import gc
 import hashlib
 import json
@@ -40,6 +41,14 @@ MAX_ERRORS = 100  # errors listed in one response; `error_count` gives the total
 MAX_CUSTOM_ID_CHARS = 255
 MAX_NAME_CHARS = 64  # route / provider names (the model fields' max_length)
 MAX_METADATA_BYTES = 16 * 1024
+# Metadata keys the gateway writes itself (batches.retry's "retry_of", anything "gateway_…"): a client may
+# not set them (400 naming the key, nothing stored), so what the gateway reads back there is its own.
+RESERVED_METADATA_KEYS = frozenset({"retry_of"})
+RESERVED_METADATA_PREFIX = "gateway_"
+# A UTF-8 byte order mark (Excel, Notepad) before a JSON or JSONL body is not part of it.
+UTF8_BOM = b"\xef\xbb\xbf"
+# Between an error and its hint ("did you mean …", "… is a provider"); /v1 rewrites hints after it.
+HINT_SEPARATOR = " — "
 # Resource limits checked on the raw bytes before parsing (a body of nested "[]" is ~30x its size in
 # Python objects): JSON containers ({ or [ outside strings) per body, and per item as validated.
 MAX_CONTAINERS_PER_BODY = 1_000_000
@@ -87,14 +96,23 @@ SQLITE_CHUNK = 5000
 
 @dataclass(frozen=True)
 class FieldError:
-    """One problem: `index` is the item's 0-based position (None for body-level problems)."""
+    """One problem: `index` is the item's 0-based position (None for body-level problems); `line` is the
+    1-based line of a JSONL body the item came from (it differs from index + 1 after blank lines)."""
 
     index: int | None
     field: str
     message: str
+    line: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "field": _safe(self.field), "message": _safe(self.message)}
+        out: dict[str, Any] = {
+            "index": self.index,
+            "field": _safe(self.field),
+            "message": _safe(self.message),
+        }
+        if self.line is not None:
+            out["line"] = self.line
+        return out
 
 
 def _safe(text: str) -> str:
@@ -136,6 +154,8 @@ class ParsedBody:
     completion_window: Any = None
     # Raw size in bytes of each item as sent (JSONL lines); None when the body was one JSON document.
     item_sizes: list[int] | None = None
+    # 1-based line of each item in a JSONL body (blank lines are skipped); None for a JSON document.
+    item_lines: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +235,11 @@ def _count_containers(body: bytes) -> int:
     return outside.count(b"[") + outside.count(b"{")
 
 
+def strip_bom(body: bytes) -> bytes:
+    """The body without a leading UTF-8 byte order mark (only there: one later in the body is an error)."""
+    return body[len(UTF8_BOM) :] if body.startswith(UTF8_BOM) else body
+
+
 def _decode(body: bytes) -> str:
     try:
         return body.decode("utf-8")
@@ -223,7 +248,7 @@ def _decode(body: bytes) -> str:
 
 
 def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
-    text = _decode(body)
+    text = _decode(strip_bom(body))
     if not text.strip():
         raise _body_error(400, "body", "body is empty; expected a JSON object with an 'items' list")
     try:
@@ -247,7 +272,7 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
     if "items" in doc and not isinstance(items, list):
         errors.append(FieldError(None, "items", f"must be a list, got {_type_name(items)}"))
     metadata = doc.get("metadata", {})
-    errors.extend(_metadata_errors(metadata))
+    errors.extend(_metadata_errors(metadata) or reserved_metadata_errors(metadata))
     if errors:
         raise SubmissionError(400, errors)
     _check_count(len(items), limits)
@@ -305,8 +330,10 @@ def batch_options(priority: Any = None, completion_window: Any = None) -> BatchO
 
 
 def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
-    """One JSON item per line; blank lines are ignored. `index` counts items, messages name the line."""
+    """One JSON item per line; blank lines are ignored. `index` counts items; `line` (and the message)
+    names the body's line. A leading UTF-8 BOM is dropped."""
     limits = limits or Limits.from_settings()
+    body = strip_bom(body)
     _decode(body)  # strict UTF-8 up front (json.loads on bytes would also guess UTF-16/32)
     lines = body.split(b"\n")
     numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
@@ -322,6 +349,7 @@ def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
                     index,
                     "item",
                     f"line {lineno}: item is {size} bytes; at most {limits.max_item_bytes} bytes per item",
+                    lineno,
                 )
             )
             items.append(None)
@@ -329,11 +357,12 @@ def parse_jsonl(body: bytes, limits: Limits | None = None) -> ParsedBody:
         try:
             items.append(json.loads(line, parse_constant=_reject_constant))
         except (ValueError, RecursionError) as exc:
-            errors.append(FieldError(index, "item", f"line {lineno}: not valid JSON: {_parse_problem(exc)}"))
+            problem = _parse_problem(exc)
+            errors.append(FieldError(index, "item", f"line {lineno}: not valid JSON: {problem}", lineno))
             items.append(None)
     if errors:
         raise SubmissionError(400, errors)
-    return ParsedBody(items=items, item_sizes=sizes)
+    return ParsedBody(items=items, item_sizes=sizes, item_lines=[lineno for lineno, _ in numbered])
 
 
 def _reject_constant(name: str) -> None:
@@ -373,6 +402,38 @@ def _metadata_errors(metadata: Any) -> list[FieldError]:
     if size > MAX_METADATA_BYTES:
         return [FieldError(None, "metadata", f"is {size} bytes; at most {MAX_METADATA_BYTES} bytes")]
     return []
+
+
+def reserved_metadata_keys(metadata: Any) -> list[str]:
+    """The keys of ``metadata`` only the gateway may write ("retry_of", "gateway_…", any letter case)."""
+    if not isinstance(metadata, dict):
+        return []
+    return [
+        key
+        for key in metadata
+        if isinstance(key, str)
+        and (key.casefold() in RESERVED_METADATA_KEYS or key.casefold().startswith(RESERVED_METADATA_PREFIX))
+    ]
+
+
+def reserved_metadata_errors(metadata: Any) -> list[FieldError]:
+    """400s for a client's metadata that holds a gateway-written key (every client-facing surface checks
+    this; the gateway's own writers, e.g. batches.retry, call submit_batch directly)."""
+    return [
+        FieldError(
+            None,
+            f"metadata.{key[:100]}",
+            f"the key {key[:100]!r} is reserved for what the gateway writes itself "
+            f"({', '.join(sorted(RESERVED_METADATA_KEYS))}, {RESERVED_METADATA_PREFIX}…); use another key",
+        )
+        for key in reserved_metadata_keys(metadata)
+    ]
+
+
+def close_name(name: str, names: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt one (difflib), or None when nothing is close."""
+    matches = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+    return matches[0] if matches else None
 
 
 def _is_encodable(text: str) -> bool:
@@ -454,6 +515,7 @@ class _Validator:
         self.seen: dict[str, int] = {}
         self.errors: list[FieldError] = []
         self.error_count = 0
+        self.hints: dict[tuple[str, str], str] = {}
 
     def err(self, index: int, field_name: str, message: str) -> None:
         self.error_count += 1
@@ -545,18 +607,45 @@ class _Validator:
         if has_route:
             route = self._name(i, item, "route")
             if route is not None and route not in self.routes:
-                self.err(
-                    i, "route", f"unknown route {route!r}: no enabled routing rule to an enabled provider"
-                )
+                self.err(i, "route", self._hinted("route", route))
             return route or "", ""
         provider = self._name(i, item, "provider")
         if provider is not None:
             enabled = self.providers.get(provider)
             if enabled is None:
-                self.err(i, "provider", f"unknown provider {provider!r}")
+                self.err(i, "provider", self._hinted("provider", provider))
             elif not enabled:
                 self.err(i, "provider", f"provider {provider!r} is disabled")
         return "", provider or ""
+
+    def _hinted(self, kind: str, name: str) -> str:
+        """'unknown route/provider' with what was probably meant; the hint is worked out only for errors
+        that are listed (the first MAX_ERRORS) and once per name."""
+        if len(self.errors) >= MAX_ERRORS:
+            return f"unknown {kind} {name!r}"
+        key = (kind, name)
+        if key not in self.hints:
+            self.hints[key] = self._unknown_name(kind, name)
+        return self.hints[key]
+
+    def _unknown_name(self, kind: str, name: str) -> str:
+        sep = HINT_SEPARATOR
+        if kind == "route":
+            if name in self.providers:
+                disabled = "" if self.providers[name] else " (disabled)"
+                return f'unknown route {name!r}{sep}{name!r} is a provider{disabled}: use "provider": {json.dumps(name)}'
+            message = f"unknown route {name!r}: no enabled routing rule to an enabled provider"
+            if guess := close_name(name, self.routes):
+                return f"{message}{sep}did you mean {guess!r}?"
+            if guess := close_name(name, self.providers):
+                return f'{message}{sep}did you mean "provider": {json.dumps(guess)}?'
+            return message
+        message = f"unknown provider {name!r}"
+        if name in self.routes:
+            return f'{message}{sep}{name!r} is a route: use "route": {json.dumps(name)}'
+        if guess := close_name(name, self.providers):
+            return f"{message}{sep}did you mean {guess!r}?"
+        return message
 
     def _messages(self, i: int, item: dict) -> list:
         has_messages, has_query = "messages" in item, "query" in item
@@ -664,9 +753,13 @@ def paused_gc() -> Iterator[None]:
 
 
 def validate_items(
-    items: Sequence[Any], item_sizes: Sequence[int] | None = None, limits: Limits | None = None
+    items: Sequence[Any],
+    item_sizes: Sequence[int] | None = None,
+    limits: Limits | None = None,
+    item_lines: Sequence[int] | None = None,
 ) -> list[ValidItem]:
-    """Validate every item; raise SubmissionError(400) listing the first 100 problems, or return all."""
+    """Validate every item; raise SubmissionError(400) listing the first 100 problems, or return all.
+    With ``item_lines`` (a JSONL body's line per item) each error names its line too."""
     limits = limits or Limits.from_settings()
     _check_count(len(items), limits)
     validator = _Validator(limits)
@@ -678,8 +771,18 @@ def validate_items(
                 if result is not None:
                     valid.append(result)
     if validator.error_count:
-        raise SubmissionError(400, validator.errors, validator.error_count)
+        errors = validator.errors
+        if item_lines is not None:
+            errors = [_on_line(e, item_lines) for e in errors]
+        raise SubmissionError(400, errors, validator.error_count)
     return valid
+
+
+def _on_line(error: FieldError, item_lines: Sequence[int]) -> FieldError:
+    if error.index is None or not 0 <= error.index < len(item_lines):
+        return error
+    line = item_lines[error.index]
+    return FieldError(error.index, error.field, f"line {line}: {error.message}", line)
 
 
 # --- storing --------------------------------------------------------------------------------------
@@ -694,6 +797,7 @@ def submit_batch(
     item_sizes: Sequence[int] | None = None,
     options: BatchOptions | None = None,
     idempotency: Idempotency | None = None,
+    item_lines: Sequence[int] | None = None,
 ) -> Batch:
     """Validate `items` and store a queued batch with its items in one transaction.
 
@@ -706,7 +810,7 @@ def submit_batch(
     if metadata_errors:
         raise SubmissionError(400, metadata_errors)
     options = options or BatchOptions()
-    valid = validate_items(items, item_sizes)
+    valid = validate_items(items, item_sizes, item_lines=item_lines)
     check_budget(team, valid)
     with transaction.atomic():
         now = timezone.now()
@@ -766,6 +870,7 @@ def submit_body(
         item_sizes=parsed.item_sizes,
         options=options,
         idempotency=idempotency,
+        item_lines=parsed.item_lines,
     )
 
 

@@ -10,6 +10,7 @@ RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"
 
 from __future__ import annotations
 
+import difflib
 import json
 import uuid
 from collections.abc import Iterable, Iterator
@@ -20,6 +21,8 @@ CHAT_COMPLETIONS = "/v1/chat/completions"
 ENDPOINTS = (CHAT_COMPLETIONS,)
 LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
 MAX_LINE_ERRORS = 100
+UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows write one)
+HINT_SEPARATOR = " — "  # batches.submission's: what follows it in a native error is a hint
 
 # RESULT error types whose answer came from the provider over HTTP: the error line keeps the status.
 HTTP_ERROR_TYPES = frozenset({"client_error", "server_error", "rate_limited"})
@@ -65,6 +68,7 @@ class ParsedFile:
     lines: list[int]  # 1-based line number of each item
     errors: list[LineError] = field(default_factory=list)  # problems found before native validation
     bad: set[int] = field(default_factory=set)  # indexes of items with such problems
+    model_names: list[str] = field(default_factory=list)  # every route and provider, for "did you mean"
 
     def good(self) -> tuple[list[dict[str, Any]], list[int], list[int]]:
         """(items, sizes, line numbers) of the lines without problems of their own."""
@@ -85,8 +89,10 @@ def read_input(
     method, body) are collected in `errors`; the native validator checks the other lines afterwards.
     Raises InputFileError for file-level problems (no lines, too many lines)."""
     routes, providers = frozenset(routes), frozenset(providers)
-    parsed = ParsedFile(items=[], sizes=[], lines=[])
+    parsed = ParsedFile(items=[], sizes=[], lines=[], model_names=sorted(routes | providers))
     for lineno, raw in enumerate(stream, start=1):
+        if raw.startswith(UTF8_BOM):  # the file's, or a concatenated file's (as the native JSONL path)
+            raw = raw[len(UTF8_BOM) :]
         if not raw.strip():
             continue
         if len(parsed.items) >= max_items:
@@ -171,18 +177,31 @@ def native_item(
     return item, errors
 
 
-def line_error_from_native(index: int | None, field: str, message: str, lines: list[int]) -> LineError:
-    """A native FieldError (item index, ITEM field) → an OpenAI line error (line, body param)."""
+def line_error_from_native(
+    index: int | None,
+    field: str,
+    message: str,
+    lines: list[int],
+    *,
+    items: list[dict[str, Any]] | None = None,
+    model_names: Iterable[str] = (),
+) -> LineError:
+    """A native FieldError (item index, ITEM field) → an OpenAI line error (line, body param). With the
+    validated ``items`` and every route and provider name, an unknown body.model gets a "did you mean"
+    over both (body.model names either; the native hint speaks of the ITEM's route/provider fields)."""
     line = lines[index] if index is not None and 0 <= index < len(lines) else None
     if field in ("route", "provider"):
+        text, _, _ = message.partition(HINT_SEPARATOR)
+        text = text.replace("unknown route", "unknown model").replace(
+            ": no enabled routing rule", ": no route"
+        )
+        model = _model_of(items, index)
+        if model is not None and text.startswith("unknown"):
+            guess = difflib.get_close_matches(model, sorted(model_names), n=1, cutoff=0.6)
+            if guess and guess[0] != model:
+                text += f"{HINT_SEPARATOR}did you mean {guess[0]!r}?"
         return LineError(
-            "model_not_found",
-            message.replace("unknown route", "unknown model").replace(
-                ": no enabled routing rule", ": no route"
-            )
-            + " (body.model names a route or a provider)",
-            "body.model",
-            line,
+            "model_not_found", text + " (body.model names a route or a provider)", "body.model", line
         )
     if field == "custom_id":
         code = "duplicate_custom_id" if message.startswith("duplicate") else "invalid_request"
@@ -194,6 +213,13 @@ def line_error_from_native(index: int | None, field: str, message: str, lines: l
     if field == "items":
         return LineError("too_many_requests" if "at most" in message else "empty_file", message, None, line)
     return LineError("invalid_request", message, None if field in ("item", "body") else field, line)
+
+
+def _model_of(items: list[dict[str, Any]] | None, index: int | None) -> str | None:
+    if items is None or index is None or not 0 <= index < len(items):
+        return None
+    model = items[index].get("route") or items[index].get("provider")
+    return model if isinstance(model, str) else None
 
 
 # --- output -----------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from batches.submission import (
     SubmissionError,
     batch_options,
     paused_gc,
+    reserved_metadata_errors,
     submit_batch,
     submit_idempotent,
     validate_items,
@@ -140,6 +141,8 @@ def _check_metadata(metadata: Any) -> dict[str, str] | None:
                 f"metadata values are strings of at most {MAX_METADATA_VALUE} characters",
                 param="metadata",
             )
+    for error in reserved_metadata_errors(metadata):  # gateway-written keys (retry_of, gateway_…)
+        raise OpenAIError(400, f"{error.field}: {error.message}", param=error.field, code="invalid_value")
     return metadata
 
 
@@ -234,7 +237,12 @@ def create_batch(
     except InputFileError as exc:
         errors = exc.errors
     except SubmissionError as exc:
-        errors = [line_error_from_native(e.index, e.field, e.message, parsed.lines) for e in exc.errors]
+        errors = [
+            line_error_from_native(
+                e.index, e.field, e.message, parsed.lines, items=parsed.items, model_names=parsed.model_names
+            )
+            for e in exc.errors
+        ]
     errors.sort(key=lambda e: (e.line is None, e.line or 0))
     return OpenAIBatch.objects.create(
         errors={"object": "list", "data": [e.as_dict() for e in errors]}, failed_at=timezone.now(), **common
@@ -251,7 +259,12 @@ def _native_errors(parsed: ParsedFile) -> list[LineError]:
         with paused_gc():
             validate_items(items, sizes)
     except SubmissionError as exc:
-        return [line_error_from_native(e.index, e.field, e.message, lines) for e in exc.errors]
+        return [
+            line_error_from_native(
+                e.index, e.field, e.message, lines, items=items, model_names=parsed.model_names
+            )
+            for e in exc.errors
+        ]
     return []
 
 

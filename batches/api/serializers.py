@@ -29,6 +29,11 @@ class FieldErrorSerializer(serializers.Serializer):
         help_text="Field at fault, e.g. 'custom_id', 'messages[0].role', 'params', 'items', 'body', 'status'."
     )
     message = serializers.CharField(help_text="What is wrong and what is expected.")
+    line = serializers.IntegerField(
+        required=False,
+        help_text="JSONL bodies: the 1-based line the item is on (it differs from index + 1 after blank "
+        "lines); absent for a JSON body and for body-level errors.",
+    )
 
 
 class ErrorsSerializer(serializers.Serializer):

@@ -46,7 +46,8 @@ def test_schema_documents_error_shapes(document):
         ref = post["responses"][code]["content"]["application/json"]["schema"]["$ref"]
         assert ref.endswith("/Errors")
     assert set(schemas["Errors"]["properties"]) == {"errors", "error_count"}
-    assert set(schemas["FieldError"]["properties"]) == {"index", "field", "message"}
+    assert set(schemas["FieldError"]["properties"]) == {"index", "field", "message", "line"}
+    assert set(schemas["FieldError"]["required"]) == {"index", "field", "message"}  # line: JSONL only
     assert set(post["requestBody"]["content"]) == {"application/json", "application/jsonl"}
     for path in ("/api/v1/batches/{batch_id}", "/api/v1/batches/{batch_id}/results"):
         assert "404" in document["paths"][path]["get"]["responses"]

@@ -101,6 +101,8 @@ def test_submission_queues_start_batch_after_commit(
     calls = []
     fake = types.ModuleType("batches.tasks")
     fake.start_batch = types.SimpleNamespace(delay=calls.append)
+    fake.ensure_dispatchers = lambda: None  # enqueue_start also makes sure dispatchers run (with workers)
+    fake._reaper = None  # read by tests/conftest.py's engine-thread guard after the test
     monkeypatch.setitem(sys.modules, "batches.tasks", fake)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = post_json(client, {"items": [item(0)]})
@@ -161,7 +163,7 @@ def test_one_bad_item_among_many_stores_nothing(client, routes, row_counts):
     response = post_jsonl(client, items)
     assert response.status_code == 400
     assert response.json()["errors"] == [
-        {"index": 321, "field": "params", "message": "must be an object, got a list"}
+        {"index": 321, "field": "params", "message": "line 322: must be an object, got a list", "line": 322}
     ]
     assert row_counts() == (0, 0)
 
