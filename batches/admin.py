@@ -45,7 +45,7 @@ class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
     ]  # fmt: skip
     list_editable = ["weight", "daily_token_budget", "monthly_token_budget", "max_provider_share"]
     search_fields = ["name"]
-    readonly_fields = ["budget_usage", "created_at"]
+    readonly_fields = ["budget_usage", "queue_usage", "created_at"]
     fieldsets = [
         (None, {"fields": ["name", "created_at"]}),
         (
@@ -60,8 +60,32 @@ class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
                 ]  # fmt: skip
             },
         ),
+        (
+            "Queued-work limits (empty: the deployment's GATEWAY_TEAM_MAX_* defaults)",
+            {
+                "fields": [
+                    "max_pending_items",
+                    "max_open_batches",
+                    "max_submissions_per_minute",
+                    "queue_usage",
+                ]
+            },
+        ),
     ]
     inlines = [ApiKeyInline]
+
+    @admin.display(description="queue now")
+    def queue_usage(self, obj):
+        if obj is None or obj.pk is None:
+            return "–"
+        from .queue_limits import usage
+
+        u = usage(obj)
+        return (
+            f"{u.pending_items:,} of {u.max_pending_items:,} pending items; {u.open_batches:,} of "
+            f"{u.max_open_batches:,} open batches; {u.submissions_last_minute} of "
+            f"{u.max_submissions_per_minute} submissions in the last minute"
+        )
 
     @admin.display(description="budget used (UTC day / month)")
     def budget_usage(self, obj):

@@ -31,6 +31,25 @@ class Team(models.Model):
         validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
         help_text="Hard cap on this team's share of any provider's RPM (0.01–1); empty = no cap.",
     )
+    # Queued-work limits (batches.queue_limits): empty = the deployment's default setting.
+    max_pending_items = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Items not yet finished across this team's batches; empty = GATEWAY_TEAM_MAX_PENDING_ITEMS.",
+    )
+    max_open_batches = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Unfinished batches at once; empty = GATEWAY_TEAM_MAX_OPEN_BATCHES.",
+    )
+    max_submissions_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Batches submitted per minute; empty = GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

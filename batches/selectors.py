@@ -104,6 +104,13 @@ def iter_results(
         yield result_from_row(row)
 
 
+def queue_usage(team: Team):
+    """The team's queued work against its limits (batches.queue_limits)."""
+    from .queue_limits import usage
+
+    return usage(team)
+
+
 def usage_for_team(
     team: Team, *, group_by: str = "day", date_from: dt.date | None = None, date_to: dt.date | None = None
 ) -> dict[str, Any]:
@@ -130,6 +137,7 @@ def usage_for_team(
         "to": date_to.isoformat() if date_to else None,
         "results": rows,
         "totals": totals,
+        "queue": queue_usage(team).as_dict(),
     }
 
 

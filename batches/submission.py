@@ -35,6 +35,7 @@ from gateway_engine.routing import RoutingError, candidates, stable_draw
 from providers.models import Provider
 from providers.selectors import known_route_names
 
+from . import queue_limits
 from .models import ApiKey, Batch, BatchItem, BatchPriority, BatchStatus, ItemStatus, Team
 
 MAX_ERRORS = 100  # errors listed in one response; `error_count` gives the total
@@ -144,6 +145,21 @@ class BudgetRefused(SubmissionError):
         e = self.exceeded
         budget = {"period": e.period, "limit": e.limit, "used": e.used, "remaining": e.remaining}
         return {**super().as_dict(), "budget": budget}
+
+
+class QueueLimitRefused(SubmissionError):
+    """429: the team is at one of its queued-work limits (batches.queue_limits); nothing is stored."""
+
+    def __init__(self, limit: str, message: str, retry_after: int):
+        self.limit, self.message, self.retry_after = limit, message, int(retry_after)
+        super().__init__(429, [FieldError(None, f"limits.{limit}", message)])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "limit": self.limit, "retry_after": self.retry_after}
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 @dataclass
@@ -813,6 +829,7 @@ def submit_batch(
     valid = validate_items(items, item_sizes, item_lines=item_lines)
     check_budget(team, valid)
     with transaction.atomic():
+        queue_limits.check(team, len(valid))  # locks the team's row until this commits
         now = timezone.now()
         batch = Batch.objects.create(
             team=team,
@@ -956,13 +973,13 @@ def enqueue_start(batch_id: str) -> None:
         run = contextvars.copy_context().run  # the request id (logs) follows the batch onto the thread
         threading.Thread(target=run, args=(_run_in_background, batch_id), name=f"batch-{batch_id}").start()
         return
-    from batches.tasks import ensure_dispatchers
-
     try:
         # the submission itself starts dispatchers when fewer than GATEWAY_DISPATCHERS are alive (no wait
         # for start_batch to reach a free worker child, nor for the reconciler's next pass); running
         # dispatchers see the new batch at their next look at the queue (0.5 s)
         if not settings.CELERY_TASK_ALWAYS_EAGER:
+            from batches.tasks import ensure_dispatchers
+
             ensure_dispatchers()
         start_batch.delay(batch_id)
     except Exception:  # the batch is stored: the workers' reconciler starts it once the broker is back

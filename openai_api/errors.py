@@ -41,7 +41,7 @@ def _message(detail) -> tuple[str, str | None]:
 def openai_exception_handler(exc, context):
     if isinstance(exc, OpenAIError):
         body = error_body(exc.message, type=exc.type, param=exc.param, code=exc.code)
-        return Response(body, status=exc.status_code)
+        return Response(body, status=exc.status_code, headers=exc.headers or None)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

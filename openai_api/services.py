@@ -26,6 +26,7 @@ from batches.submission import (
     Idempotency,
     IdempotencyConflict,
     Limits,
+    QueueLimitRefused,
     SubmissionError,
     batch_options,
     paused_gc,
@@ -67,6 +68,7 @@ class OpenAIError(Exception):
         param: str | None = None,
         code: str | None = None,
         type: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
         self.status_code = status_code
@@ -74,6 +76,7 @@ class OpenAIError(Exception):
         self.param = param
         self.code = code
         self.type = type
+        self.headers = headers or {}
 
 
 def file_storage() -> Storage:
@@ -236,6 +239,11 @@ def create_batch(
             )
     except InputFileError as exc:
         errors = exc.errors
+    except QueueLimitRefused as exc:  # the team's queue is full: refused now, nothing stored
+        raise OpenAIError(
+            429, exc.message, param=f"limits.{exc.limit}", code="queue_limit_exceeded",
+            type="rate_limit_error", headers=exc.headers,
+        ) from None  # fmt: skip
     except SubmissionError as exc:
         errors = [
             line_error_from_native(

@@ -307,8 +307,22 @@ class UsageRowSerializer(UsageNumbersSerializer):
     provider = serializers.CharField(required=False, help_text="Present when group_by=provider.")
 
 
+class QueueUsageSerializer(serializers.Serializer):
+    pending_items = serializers.IntegerField(
+        help_text="Items not finished yet in the team's unfinished batches."
+    )
+    max_pending_items = serializers.IntegerField()
+    open_batches = serializers.IntegerField()
+    max_open_batches = serializers.IntegerField()
+    submissions_last_minute = serializers.IntegerField()
+    max_submissions_per_minute = serializers.IntegerField()
+
+
 class UsageSerializer(serializers.Serializer):
     group_by = serializers.ChoiceField(choices=["day", "provider"])
+    queue = QueueUsageSerializer(
+        help_text="The team's queued work against its limits (a submission over one answers 429)."
+    )
     # "from" is a Python keyword: declared through the fields dict below.
     to = serializers.DateField(allow_null=True)
     results = UsageRowSerializer(many=True)

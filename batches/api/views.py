@@ -237,7 +237,7 @@ class BatchListCreateView(TeamAPIView):
                 ),
             )
         except SubmissionError as exc:
-            return Response(exc.as_dict(), status=exc.status_code)
+            return Response(exc.as_dict(), status=exc.status_code, headers=getattr(exc, "headers", None))
         except IdempotencyConflict as exc:
             return errors_response([{"index": None, "field": "Idempotency-Key", "message": str(exc)}], 409)
         return Response(
@@ -368,7 +368,7 @@ class BatchRetryFailedView(TeamAPIView):
             body = {"detail": exc.message, "retry_batch_id": str(exc.existing.id) if exc.existing else None}
             return Response(body, status=exc.status_code)
         except SubmissionError as exc:
-            return Response(exc.as_dict(), status=exc.status_code)
+            return Response(exc.as_dict(), status=exc.status_code, headers=getattr(exc, "headers", None))
         return Response(BatchSerializer(new_batch).data, status=status.HTTP_201_CREATED)
 
 

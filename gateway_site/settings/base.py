@@ -112,6 +112,10 @@ GATEWAY_DISPATCH_LOOKAHEAD_SECONDS = env_float(
 GATEWAY_PRIORITY_AGING_SECONDS = env_float(
     "GATEWAY_PRIORITY_AGING_SECONDS", 300.0, minimum=0.0, maximum=86400.0
 )
+# Per-team queued-work limits (batches.queue_limits); a team's own value in the admin overrides these.
+GATEWAY_TEAM_MAX_PENDING_ITEMS = env_int("GATEWAY_TEAM_MAX_PENDING_ITEMS", 200_000, minimum=1)
+GATEWAY_TEAM_MAX_OPEN_BATCHES = env_int("GATEWAY_TEAM_MAX_OPEN_BATCHES", 500, minimum=1)
+GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE = env_int("GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE", 120, minimum=1)
 # Warm shutdown (docs/operations.md): on SIGTERM a worker's slices stop claiming, wait this long at most
 # for the calls in flight, store their answers and release the rest; `make down` and compose wait longer.
 GATEWAY_SHUTDOWN_SECONDS = env_float("GATEWAY_SHUTDOWN_SECONDS", 30.0, minimum=1.0, maximum=600.0)

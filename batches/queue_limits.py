@@ -1,0 +1,112 @@
+"""Per-team limits on queued work: one team cannot fill the database, the claim queries and the
+dashboards, whatever its budget (issue #29).
+
+Three limits, each the team's own value (admin) or else the deployment's default setting:
+
+    pending items          items not finished yet across the team's unfinished batches
+                           (GATEWAY_TEAM_MAX_PENDING_ITEMS, default 200,000)
+    open batches           unfinished batches at once (GATEWAY_TEAM_MAX_OPEN_BATCHES, default 500)
+    submissions per minute batches created in the last 60 s (GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE,
+                           default 120)
+
+``check(team, new_items)`` runs inside the submission's transaction, after locking the team's row, so
+two concurrent submissions of one team cannot both slip under a limit; over a limit it raises
+``QueueLimitRefused`` (a 429 SubmissionError naming the limit, with ``retry_after``) and nothing is
+stored. Read from the batches' own counters (two indexed aggregates on the team's unfinished batches and
+one on its last minute), so the check costs about a millisecond however large the queue.
+``usage(team)`` is the same numbers for the API and the dashboards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count, F, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from .models import Batch, Team
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    pending_items: int
+    max_pending_items: int
+    open_batches: int
+    max_open_batches: int
+    submissions_last_minute: int
+    max_submissions_per_minute: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "pending_items": self.pending_items,
+            "max_pending_items": self.max_pending_items,
+            "open_batches": self.open_batches,
+            "max_open_batches": self.max_open_batches,
+            "submissions_last_minute": self.submissions_last_minute,
+            "max_submissions_per_minute": self.max_submissions_per_minute,
+        }
+
+
+def limits_of(team: Team) -> tuple[int, int, int]:
+    return (
+        team.max_pending_items or int(settings.GATEWAY_TEAM_MAX_PENDING_ITEMS),
+        team.max_open_batches or int(settings.GATEWAY_TEAM_MAX_OPEN_BATCHES),
+        team.max_submissions_per_minute or int(settings.GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE),
+    )
+
+
+def usage(team: Team) -> QueueUsage:
+    done = F("completed_count") + F("failed_count") + F("cancelled_count") + F("expired_count")
+    open_rows = Batch.objects.filter(team=team, completed_at__isnull=True).aggregate(
+        batches=Count("id"), pending=Coalesce(Sum(F("total_count") - done), 0)
+    )
+    recent = Batch.objects.filter(team=team, created_at__gte=timezone.now() - timedelta(seconds=60)).count()
+    max_pending, max_open, max_rate = limits_of(team)
+    return QueueUsage(
+        pending_items=max(0, int(open_rows["pending"] or 0)),
+        max_pending_items=max_pending,
+        open_batches=int(open_rows["batches"] or 0),
+        max_open_batches=max_open,
+        submissions_last_minute=recent,
+        max_submissions_per_minute=max_rate,
+    )
+
+
+def refusal(team: Team, new_items: int) -> tuple[str, str, int] | None:
+    """(limit name, message, retry-after seconds) of the first limit this submission would exceed."""
+    u = usage(team)
+    if u.submissions_last_minute + 1 > u.max_submissions_per_minute:
+        return (
+            "submissions_per_minute",
+            f"team {team.name!r} submitted {u.submissions_last_minute} batches in the last minute; "
+            f"its limit is {u.max_submissions_per_minute} per minute",
+            60,
+        )
+    if u.open_batches + 1 > u.max_open_batches:
+        return (
+            "open_batches",
+            f"team {team.name!r} has {u.open_batches} unfinished batches; its limit is {u.max_open_batches}",
+            30,
+        )
+    if u.pending_items + new_items > u.max_pending_items:
+        return (
+            "pending_items",
+            f"team {team.name!r} has {u.pending_items} items not finished yet and this batch adds "
+            f"{new_items}; its limit is {u.max_pending_items} pending items",
+            60,
+        )
+    return None
+
+
+def check(team: Team, new_items: int) -> None:
+    """Raise QueueLimitRefused if this submission would take the team over one of its limits. Call
+    inside the submission's transaction: the team's row is locked here until it commits."""
+    from .submission import QueueLimitRefused
+
+    Team.objects.select_for_update().filter(id=team.id).values_list("id", flat=True).first()
+    found = refusal(team, new_items)
+    if found is not None:
+        raise QueueLimitRefused(*found)
