@@ -1,0 +1,271 @@
+"""The first day in production (issue #28): `make up` / `make down` verbatim from the checkout, the stop
+grace that lets a worker's warm shutdown finish, the compose file's wiring (checked statically: Docker
+may not run where the tests do), and the small things a new user trips over (SQLite WAL files in git,
+a key file with a trailing newline).
+
+`make up` runs against this test run's own PostgreSQL database, Redis key prefix and Celery queue (so
+its workers never take another run's or a developer's tasks), on free ports, with its pid files and
+logs in a directory of the test's own (UP_DIR), never a developer's var/up.
+
+Before the fixes: `make up` died in `migrate` with FileNotFoundError (scripts/up.sh exported
+PROMETHEUS_MULTIPROC_DIR before creating it), `make down` sent SIGKILL after 15 s whatever the workers'
+warm-shutdown bound, and the compose file ran Redis without persistence, the image as root, gunicorn
+with 3 workers and no threads, Grafana with admin/admin on every interface, and mounted a token file
+that is not in the repository."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UP_SH = ROOT / "scripts" / "up.sh"
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def process_groups() -> dict[int, list[int]]:
+    """pgid → pids of every process on this host (from /proc)."""
+    groups: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z":  # a zombie holds no resources; its parent reaps it
+            continue
+        groups.setdefault(int(fields[2]), []).append(int(entry.name))
+    return groups
+
+
+def pid_files(up_dir: Path) -> dict[str, int]:
+    return {f.stem: int(f.read_text().strip()) for f in sorted(up_dir.glob("*.pid"))}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment a user's shell would have: none of this test process's Django, Celery, gateway
+    or metrics settings (the test settings set some of them in os.environ)."""
+    drop = ("DJANGO_", "CELERY_", "GATEWAY_", "PROMETHEUS_", "DATABASE_URL", "REDIS_URL", "TEST_DB_SUFFIX")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(extra)
+    return env
+
+
+# --- make up / make down -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+@pytest.mark.django_db(transaction=True)
+def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_path):
+    from django.conf import settings
+
+    from batches.services import create_api_key, create_team
+    from tests.servers import free_port
+    from tests.workers import database_url, delete_queue, test_queue
+
+    up_dir = tmp_path / "up"
+    queue = test_queue("up")
+    web_port, sim_port = free_port(), free_port()
+    env = clean_env(
+        DATABASE_URL=database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        GATEWAY_REDIS_PREFIX=settings.GATEWAY_REDIS_PREFIX,
+        CELERY_TASK_DEFAULT_QUEUE=queue,  # a worker on the shared broker's default queue takes others' tasks
+        UP_DIR=str(up_dir),
+        WEB_PORT=str(web_port),
+        SIM_PORT=str(sim_port),
+        WORKERS="1",
+    )
+    web = f"http://127.0.0.1:{web_port}"
+    up_log = tmp_path / "make-up.log"
+
+    def logs() -> str:
+        parts = [f"--- make up\n{up_log.read_text(errors='replace') if up_log.exists() else ''}"]
+        for f in sorted(up_dir.glob("*.log")):
+            parts.append(f"--- {f.name}\n{f.read_text(errors='replace')[-3000:]}")
+        return "\n".join(parts)
+
+    try:
+        t0 = time.monotonic()
+        with open(up_log, "wb") as out:
+            up = subprocess.Popen(["make", "up"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        ready_after = None
+        with httpx.Client(timeout=3) as client:
+            while time.monotonic() - t0 < 240:
+                try:
+                    if client.get(f"{web}/readyz").status_code == 200:
+                        ready_after = time.monotonic() - t0
+                        break
+                except httpx.HTTPError:
+                    pass
+                if up.poll() not in (None, 0):
+                    break  # make up failed: nothing will answer
+                time.sleep(0.2)
+        code = up.wait(120)
+        assert code == 0, f"make up exited {code}\n{logs()}"
+        assert ready_after is not None, f"/readyz never answered 200\n{logs()}"
+        print(
+            f"\nmake up → /readyz 200: {ready_after:.1f} s (make up returned after {time.monotonic() - t0:.1f} s)"
+        )
+
+        ready = httpx.get(f"{web}/readyz", timeout=5).json()
+        assert ready["ready"] is True, ready
+        assert {name: c["status"] for name, c in ready["checks"].items()} == {
+            "database": "ok", "migrations": "ok", "redis": "ok", "celery_workers": "ok", "worker_metrics": "ok",
+        }, ready  # fmt: skip
+        started = pid_files(up_dir)
+        assert set(started) == {"sim", "web", "worker1"}, started
+
+        # a small batch through gunicorn → the Redis broker → the worker → the simulator make up started
+        team = create_team("upcheck")[0]
+        key = create_api_key(team, "up")[1]
+        body = b"".join((ROOT / "examples" / "batch.jsonl").read_bytes().splitlines(keepends=True)[:30])
+        auth = {"Authorization": f"Bearer {key}"}
+        resp = httpx.post(
+            f"{web}/api/v1/batches",
+            content=body,
+            headers={**auth, "Content-Type": "application/jsonl"},
+            timeout=30,
+        )
+        assert resp.status_code == 201, resp.text
+        batch_id = resp.json()["id"]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            batch = httpx.get(f"{web}/api/v1/batches/{batch_id}", headers=auth, timeout=10).json()
+            if batch["status"] in ("completed", "failed", "cancelled", "expired"):
+                break
+            time.sleep(0.5)
+        assert batch["status"] == "completed", f"{batch}\n{logs()}"
+        assert batch["request_counts"]["completed"] == 30, batch
+
+        # the worker's counters reach the web process's /metrics (one multiprocess directory, created first),
+        # which make up protects with the token it generated
+        assert httpx.get(f"{web}/metrics", timeout=10).status_code == 403
+        token = (up_dir / "metrics_token").read_text()
+        assert token == token.strip() and len(token) >= 32
+        metrics = httpx.get(f"{web}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
+        succeeded = re.search(r'^gateway_items_total\{status="succeeded"\} (\S+)$', metrics, re.M)
+        assert succeeded and float(succeeded.group(1)) >= 30, metrics[-2000:]
+
+        t_down = time.monotonic()
+        down = subprocess.run(
+            ["make", "down"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        down_seconds = time.monotonic() - t_down
+        print(f"make down: {down_seconds:.1f} s\n{down.stdout}")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "waiting up to 45 s" in down.stdout, down.stdout  # GATEWAY_SHUTDOWN_SECONDS (30) + 15
+        assert "killing it" not in down.stdout, down.stdout + logs()  # every process went on SIGTERM
+        left = {name: process_groups().get(pid) for name, pid in started.items()}
+        assert not any(left.values()), f"processes left after make down: {left}"
+        assert not list(up_dir.glob("*.pid"))
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{web}/healthz", timeout=2)
+    finally:
+        if list(up_dir.glob("*.pid")):
+            subprocess.run(["bash", str(UP_SH), "stop"], cwd=ROOT, env=env, capture_output=True, timeout=120)
+        delete_queue(queue)
+
+
+# --- make down waits for the warm shutdown -----------------------------------------------------------
+
+
+def _fake_service(up_dir: Path, name: str, script: str) -> subprocess.Popen:
+    proc = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    (up_dir / f"{name}.pid").write_text(str(proc.pid))
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_make_down_waits_shutdown_seconds_plus_15_before_sigkill(tmp_path):
+    """A process that needs 16 s after SIGTERM (a worker letting its calls in flight answer) is left to
+    finish — before, `make down` killed it at 15 s; one that ignores SIGTERM is killed at
+    GATEWAY_SHUTDOWN_SECONDS + 15 s, not earlier."""
+    up_dir = tmp_path / "up"
+    up_dir.mkdir()
+    finished = tmp_path / "finished"
+    slow = _fake_service(
+        up_dir,
+        "slowworker",
+        f"trap 'sleep 16; touch {shlex.quote(str(finished))}; exit 0' TERM; while :; do sleep 0.2; done",
+    )
+    stuck = _fake_service(up_dir, "stuck", "trap '' TERM; while :; do sleep 0.2; done")
+    time.sleep(0.5)  # both have installed their traps
+    try:
+        t0 = time.monotonic()
+        down = subprocess.run(
+            ["make", "down"],
+            cwd=ROOT,
+            env=clean_env(UP_DIR=str(up_dir), GATEWAY_SHUTDOWN_SECONDS="3"),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        took = time.monotonic() - t0
+        print(f"\nmake down with GATEWAY_SHUTDOWN_SECONDS=3: {took:.1f} s\n{down.stdout}")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "waiting up to 18 s" in down.stdout
+        assert finished.exists(), "the slow process was killed before it finished its shutdown"
+        assert f"stuck (pid {stuck.pid}) did not stop in 18 s; killing it" in down.stdout
+        assert "slowworker" not in down.stdout
+        assert 17 <= took < 30, took
+        assert slow.wait(5) == 0
+        assert stuck.wait(5) == -9
+        groups = process_groups()
+        assert slow.pid not in groups and stuck.pid not in groups
+        assert not list(up_dir.glob("*.pid"))
+    finally:
+        for proc in (slow, stuck):
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait(5)
+
+
+def test_make_down_default_grace_is_45_seconds_and_refuses_a_bad_bound(tmp_path):
+    up_dir = tmp_path / "up"
+    up_dir.mkdir()
+    proc = _fake_service(up_dir, "quick", "while :; do sleep 0.2; done")
+    down = subprocess.run(
+        ["make", "down"],
+        cwd=ROOT,
+        env=clean_env(UP_DIR=str(up_dir)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert down.returncode == 0, down.stderr
+    assert "waiting up to 45 s" in down.stdout
+    assert proc.wait(5) != 0
+    bad = subprocess.run(
+        ["bash", str(UP_SH), "stop"],
+        cwd=ROOT,
+        env=clean_env(UP_DIR=str(up_dir), GATEWAY_SHUTDOWN_SECONDS="soon"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert bad.returncode == 2 and "GATEWAY_SHUTDOWN_SECONDS=soon is not a number" in bad.stderr
+
+
+def test_up_sh_creates_the_metrics_directory_before_any_python_process():
+    """Static order check (the slow test above runs it): `mkdir` of PROMETHEUS_MULTIPROC_DIR comes before
+    the first manage.py command, and the directory lives in UP_DIR."""
+    text = UP_SH.read_text()
+    created = text.index('mkdir -p "$PROMETHEUS_MULTIPROC_DIR"')
+    assert created < text.index("manage.py migrate")
+    assert "PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$RUN/metrics}" in text
+    assert "RUN=${UP_DIR:-$ROOT/var/up}" in text
