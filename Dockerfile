@@ -5,6 +5,15 @@ FROM ${PYTHON_IMAGE}
 WORKDIR /app
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY . .
-RUN pip install --no-cache-dir -e . && python manage.py collectstatic --noinput --settings=gateway_site.settings.local
+# Code and dependencies belong to root (read-only for the app); the app's user owns only what it writes:
+# /app/var/files (/v1/files blobs, GATEWAY_FILES_ROOT) and /var/run/gateway-metrics (Prometheus
+# multiprocess files). A named volume mounted there starts with this ownership.
+RUN pip install --no-cache-dir -e . \
+    && python manage.py collectstatic --noinput --settings=gateway_site.settings.local \
+    && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home --shell /usr/sbin/nologin gateway \
+    && mkdir -p /app/var/files /var/run/gateway-metrics \
+    && chown gateway:gateway /app/var /app/var/files /var/run/gateway-metrics
+USER gateway
 EXPOSE 8000
-CMD ["gunicorn", "gateway_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# the same web server as `make up` and docker-compose.yml: 2 workers x 4 threads, 120 s request timeout
+CMD ["gunicorn", "gateway_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4", "--timeout", "120", "--access-logfile", "-"]

@@ -269,3 +269,169 @@ def test_up_sh_creates_the_metrics_directory_before_any_python_process():
     assert created < text.index("manage.py migrate")
     assert "PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$RUN/metrics}" in text
     assert "RUN=${UP_DIR:-$ROOT/var/up}" in text
+
+
+# --- docker-compose.yml, statically ------------------------------------------------------------------
+
+
+def _compose() -> dict:
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _seconds(value: str) -> float:
+    total, units = 0.0, {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", value):
+        total += float(number) * units[unit]
+    return total
+
+
+def _env_example() -> dict[str, str]:
+    values = {}
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            values[k.strip()] = v.strip()
+    return values
+
+
+def test_compose_mounts_only_what_the_repository_ships():
+    for name, service in _compose()["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if source.startswith((".", "/")):
+                assert (ROOT / source).exists(), f"{name} mounts {source}, which is not in the repository"
+
+
+def test_compose_worker_waits_longer_than_the_warm_shutdown():
+    services = _compose()["services"]
+    bound = float(_env_example().get("GATEWAY_SHUTDOWN_SECONDS") or 30)  # settings' default
+    assert _seconds(services["worker"]["stop_grace_period"]) >= bound + 15
+    assert _seconds(services["web"]["stop_grace_period"]) >= 30 + 5  # gunicorn's graceful timeout (30 s)
+
+
+def test_compose_redis_persists_to_a_named_volume():
+    compose = _compose()
+    redis = compose["services"]["redis"]
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert "--save" not in command or command[command.index("--save") + 1] != ""
+    named = [v.split(":")[0] for v in redis["volumes"] if v.split(":")[1] == "/data"]
+    assert named and named[0] in compose["volumes"]
+
+
+def test_image_runs_as_a_non_root_user():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    after_last_from = dockerfile[dockerfile.rindex("\nFROM ") :]
+    users = re.findall(r"^USER\s+(\S+)", after_last_from, re.M)
+    assert users and users[-1] not in ("root", "0", "0:0"), users
+
+
+def _gunicorn_options(args: list[str]) -> dict[str, str]:
+    aliases = {"-w": "--workers", "-b": "--bind", "-t": "--timeout"}
+    options = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("-") and i + 1 < len(args):
+            options[aliases.get(arg, arg)] = args[i + 1]
+    return options
+
+
+def test_web_server_matches_make_up():
+    text = UP_SH.read_text()
+    line = re.search(r"launch web (.*?)--access-logfile", text, re.S).group(1)
+    up_args = shlex.split(line.replace("\\\n", " "))
+    up = _gunicorn_options(up_args)
+    up["--workers"] = re.search(r"WEB_WORKERS=\$\{WEB_WORKERS:-(\d+)\}", text).group(1)
+    want = {k: up[k] for k in ("--workers", "--threads", "--timeout")}
+    assert want == {"--workers": "2", "--threads": "4", "--timeout": "120"}, up
+    compose = _gunicorn_options(_compose()["services"]["web"]["command"])
+    assert {k: compose.get(k) for k in want} == want
+    cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M).group(1)
+    import json
+
+    image = _gunicorn_options(json.loads(cmd))
+    assert {k: image.get(k) for k in want} == want
+
+
+def test_worker_keeps_the_default_prefork_pool():
+    command = _compose()["services"]["worker"]["command"]
+    assert command[:4] == ["celery", "-A", "gateway_site", "worker"]
+    assert not any(a in ("-P", "--pool") or a.startswith("--pool=") for a in command), command
+
+
+def test_grafana_and_prometheus_bind_to_localhost_and_grafana_has_no_default_password():
+    services = _compose()["services"]
+    for name in ("grafana", "prometheus", "web"):
+        for port in services[name]["ports"]:
+            # "127.0.0.1:HOST_PORT:PORT" or "${SOME_BIND:-127.0.0.1}:...": published on localhost by default
+            assert re.match(r"^(127\.0\.0\.1|\$\{\w+:-127\.0\.0\.1\}):", port), (name, port)
+    grafana = services["grafana"]
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "${GRAFANA_ADMIN_PASSWORD:-}"
+    assert "admin" not in str(grafana["environment"]).replace("ADMIN", "").lower()
+    script = grafana["entrypoint"][2].replace("$$", "$")
+    refused = subprocess.run(
+        ["sh", "-c", script], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True
+    )
+    assert refused.returncode == 1 and "GRAFANA_ADMIN_PASSWORD is empty" in refused.stderr
+
+
+def test_prometheus_gets_the_metrics_token_web_checks(tmp_path):
+    services = _compose()["services"]
+    assert services["web"]["environment"]["GATEWAY_METRICS_TOKEN"] == "${GATEWAY_METRICS_TOKEN:-}"
+    prometheus = services["prometheus"]
+    assert prometheus["environment"]["GATEWAY_METRICS_TOKEN"] == "${GATEWAY_METRICS_TOKEN:-}"
+    yaml = pytest.importorskip("yaml")
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    job = scrape["scrape_configs"][0]
+    assert job["static_configs"][0]["targets"] == ["web:8000"]
+    token_file = job["authorization"]["credentials_file"]
+    # run the entrypoint's shell with the token file redirected into tmp_path and prometheus echoed
+    script = prometheus["entrypoint"][2].replace("$$", "$")
+    script = script.replace(token_file, str(tmp_path / "token")).replace(
+        "exec prometheus", "exec echo prometheus"
+    )
+    env = {"PATH": os.environ["PATH"]}
+    refused = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+    assert refused.returncode == 1 and "GATEWAY_METRICS_TOKEN is empty" in refused.stderr
+    ran = subprocess.run(
+        ["sh", "-c", script], env={**env, "GATEWAY_METRICS_TOKEN": "tok-123"}, capture_output=True, text=True
+    )
+    assert ran.returncode == 0 and ran.stdout.startswith(
+        "prometheus --config.file=/etc/prometheus/prometheus.yml"
+    )
+    assert (tmp_path / "token").read_bytes() == b"tok-123"  # no newline: it is sent as the bearer token
+    assert (tmp_path / "token").stat().st_mode & 0o077 == 0
+
+
+def test_compose_check_and_secrets_scripts_parse():
+    for script in ("compose_check.sh", "compose_secrets.sh", "up.sh", "demo.sh"):
+        result = subprocess.run(
+            ["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True, text=True
+        )
+        assert result.returncode == 0, (script, result.stderr)
+    check = (ROOT / "scripts" / "compose_check.sh").read_text()
+    assert "--profile observability" in check and "gateway_items_total" in check
+
+
+def test_compose_secrets_fills_env_once_and_prints_no_secret(tmp_path):
+    env_file = tmp_path / ".env"
+    run = lambda: subprocess.run(  # noqa: E731
+        ["bash", str(ROOT / "scripts" / "compose_secrets.sh"), str(env_file)],
+        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    first = run()
+    assert first.returncode == 0, first.stderr
+    values = dict(
+        line.split("=", 1) for line in env_file.read_text().splitlines() if line and not line.startswith("#")
+    )
+    for name in ("DJANGO_SECRET_KEY", "GATEWAY_METRICS_TOKEN", "GRAFANA_ADMIN_PASSWORD"):
+        assert len(values[name]) >= 32, name
+        assert values[name] not in first.stdout + first.stderr
+    assert "change-me" not in values["DJANGO_SECRET_KEY"]
+    assert env_file.stat().st_mode & 0o077 == 0
+    second = run()
+    assert second.returncode == 0 and env_file.read_text().count("GATEWAY_METRICS_TOKEN=") == 1
+    again = dict(
+        line.split("=", 1) for line in env_file.read_text().splitlines() if line and not line.startswith("#")
+    )
+    assert again == values  # idempotent: existing secrets are kept
