@@ -80,7 +80,6 @@ second=$("$PY" manage.py load_providers "$LOGS/providers.json")
 KEY=$("$PY" manage.py create_api_key --team demo --name demo | tail -n 1)
 [ -n "$KEY" ] || { echo "no API key printed" >&2; exit 1; }
 echo "API key for team demo: ${KEY:0:12}… (full key in $LOGS/api_key)"
-umask 077 && printf '%s\n' "$KEY" >"$LOGS/api_key" && umask 022
 # a staff login for the admin and dashboards (this demo database only; a new password every run)
 ADMIN_USER=demo
 ADMIN_PASSWORD=$("$PY" -c 'import secrets; print(secrets.token_urlsafe(12))')
@@ -96,8 +95,9 @@ wait_http "$WEB_URL/healthz" 60 "$WEB_PID"
 
 echo "==> submitting examples/batch.jsonl"
 status=0
+# the client also writes the key file (mode 0600, no trailing newline: read as is, e.g. into the openai SDK)
 "$PY" scripts/demo_client.py --web "$WEB_URL" --key "$KEY" --file examples/batch.jsonl --sim "$SIM_URL" \
-  --timeout "${DEMO_TIMEOUT:-150}" || status=$?
+  --key-file "$LOGS/api_key" --timeout "${DEMO_TIMEOUT:-150}" || status=$?
 
 cat <<EOF
 

@@ -1,6 +1,8 @@
 """The demo's REST client: submit a JSONL batch, show progress, print the batch object.
 
-Usage: demo_client.py --web URL --key KEY --file batch.jsonl [--sim URL] [--timeout S]
+Usage: demo_client.py --web URL --key KEY --file batch.jsonl [--sim URL] [--timeout S] [--key-file PATH]
+--key-file: write the key there first (mode 0600, no trailing newline: tools that read a key file as is,
+like code passing it to the openai SDK, would otherwise send an invalid header — "Connection error").
 Exit 0 only if the batch completed and success_count equals the number of items.
 Progress: on a terminal one line redrawn in place; otherwise (a log, CI, `| tee`) a plain line at most
 every PROGRESS_EVERY seconds and whenever the status changes, so the log stays readable.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import re
 import sys
 import threading
@@ -53,6 +56,14 @@ class Progress:
         self.open_line = False
 
 
+def write_key_file(path: str, key: str) -> None:
+    """The key alone, without a trailing newline, readable only by its owner."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(key.strip())
+    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
+
+
 def bar(done: int, total: int, width: int = 30) -> str:
     filled = int(width * done / total) if total else width
     return "[" + "#" * filled + "." * (width - filled) + "]"
@@ -65,7 +76,10 @@ def main() -> int:
     ap.add_argument("--file", required=True)
     ap.add_argument("--sim", default=None, help="simulator base URL, to print what the providers saw")
     ap.add_argument("--timeout", type=float, default=150.0)
+    ap.add_argument("--key-file", default=None, help="write the API key to this file (no trailing newline)")
     args = ap.parse_args()
+    if args.key_file:
+        write_key_file(args.key_file, args.key)
 
     body = open(args.file, "rb").read()
     n_items = sum(1 for line in body.splitlines() if line.strip())

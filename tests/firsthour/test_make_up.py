@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -435,3 +436,39 @@ def test_compose_secrets_fills_env_once_and_prints_no_secret(tmp_path):
         line.split("=", 1) for line in env_file.read_text().splitlines() if line and not line.startswith("#")
     )
     assert again == values  # idempotent: existing secrets are kept
+
+
+# --- small things: git ignores SQLite's WAL files, key files end without a newline --------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["db.sqlite3-wal", "db.sqlite3-shm", "var/demo.sqlite3-wal", "other.sqlite3-shm"]
+)
+def test_gitignore_covers_sqlite_wal_files(path):
+    result = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT)
+    assert result.returncode == 0, f"{path} is not ignored"
+
+
+def test_demo_key_file_ends_without_a_newline(tmp_path):
+    """The openai SDK sends a key read from a file as is: a trailing newline makes the header invalid and
+    the SDK reports a bare "Connection error"."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from demo_client import write_key_file
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    path = tmp_path / "api_key"
+    write_key_file(str(path), "bgw_abc123\n")
+    assert path.read_bytes() == b"bgw_abc123"
+    assert path.stat().st_mode & 0o777 == 0o600
+    httpx.Headers({"Authorization": f"Bearer {path.read_text()}"})  # a valid header value
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    assert '--key-file "$LOGS/api_key"' in demo
+    assert not re.search(r"printf '%s\\n' \"\$KEY\"", demo)
+
+
+def test_up_sh_secret_files_end_without_a_newline():
+    text = UP_SH.read_text()
+    for name in ("secret_key", "metrics_token"):
+        line = next(x for x in text.splitlines() if f'>"$RUN/{name}"' in x)
+        assert "sys.stdout.write(" in line and "print(" not in line, line
