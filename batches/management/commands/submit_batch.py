@@ -2,18 +2,26 @@
 
 Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
 the batch object (docs/contract.md §4) is printed as JSON on stdout at the end.
+
+With workers (REDIS_URL set) the batch is queued for them and the command returns at once unless --wait.
+In single-process mode (REDIS_URL unset) the batch runs on a thread of this very process, which cannot
+outlive it: the command always waits (saying so), and when it stops early (--timeout, Ctrl-C) it
+cancels what was not sent yet rather than leave items to fail at interpreter shutdown (#28).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from batches.api.serializers import BatchSerializer
+from batches.execution import cancel_batch
 from batches.models import Batch, BatchStatus, ItemStatus, Team
 from batches.selectors import item_status_counts
 from batches.submission import SubmissionError, batch_options, parse_jsonl, submit_batch
@@ -29,6 +37,10 @@ STATUS_ORDER = (
 )
 DONE = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.EXPIRED)
 PLAIN_PROGRESS_EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
+RUNS_HERE = (
+    "single-process mode (REDIS_URL is unset) runs the batch inside this command, so it waits until the "
+    "batch has ended (with REDIS_URL set, workers run it and the command returns at once)"
+)
 
 
 class Command(DatabaseCommand):
@@ -38,7 +50,9 @@ class Command(DatabaseCommand):
         parser.add_argument("file", help="JSONL file, one ITEM per line ('-' reads stdin).")
         parser.add_argument("--team", required=True, help="Team name (see create_team).")
         parser.add_argument(
-            "--wait", action="store_true", help="Show a progress bar until the batch finishes."
+            "--wait",
+            action="store_true",
+            help="Show a progress bar until the batch finishes (single-process mode always waits).",
         )
         parser.add_argument("--metadata", default=None, help="A JSON object kept with the batch.")
         parser.add_argument(
@@ -83,10 +97,15 @@ class Command(DatabaseCommand):
                 self.stderr.write(f"{where}: {error.field}: {error.message}")
             raise CommandError(f"batch refused: {exc.error_count} problem(s); nothing was stored") from None
         self.stderr.write(f"submitted batch {batch.id} ({batch.total_count} items) for team {team.name}")
-        if options["wait"]:
-            batch = self._wait(batch, options["poll"], options["timeout"])
+        # single-process mode: the batch runs on a thread of this process (batches.submission.enqueue_start)
+        runs_here = bool(settings.GATEWAY_BACKGROUND_EAGER)
+        wait = options["wait"] or runs_here
+        if runs_here and not options["wait"]:
+            self.stderr.write(RUNS_HERE)
+        if wait:
+            batch = self._wait(batch, options["poll"], options["timeout"], runs_here)
         self.stdout.write(json.dumps(BatchSerializer(batch).data, indent=2))
-        if options["wait"] and batch.status != BatchStatus.COMPLETED:
+        if wait and batch.status != BatchStatus.COMPLETED:
             raise CommandError(f"batch {batch.id} finished with status {batch.status}")
 
     @staticmethod
@@ -111,21 +130,44 @@ class Command(DatabaseCommand):
         except OSError as exc:
             raise CommandError(f"{path}: {exc.strerror}") from None
 
-    def _wait(self, batch: Batch, poll: float, timeout: float | None) -> Batch:
+    def _wait(self, batch: Batch, poll: float, timeout: float | None, runs_here: bool) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
+        stopped = ""  # why waiting stopped before the batch ended (single-process mode only)
         progress = _BarProgress(batch.total_count) if sys.stderr.isatty() else _LineProgress(self.stderr)
         with progress:
-            while True:
+            try:
+                while True:
+                    batch.refresh_from_db()
+                    counts = item_status_counts(batch)
+                    progress.update(batch.status, sum(counts[s] for s in DONE), batch.total_count, counts)
+                    if batch.is_terminal:
+                        return batch
+                    if deadline is not None and time.monotonic() >= deadline:
+                        if not runs_here:
+                            raise CommandError(
+                                f"--timeout: batch {batch.id} is still {batch.status}; it keeps running"
+                            )
+                        stopped = f"--timeout: batch {batch.id} was still {batch.status} after {timeout:g} s"
+                        break
+                    time.sleep(poll)
+            except KeyboardInterrupt:
+                if not runs_here:
+                    raise
+                stopped = f"interrupted: batch {batch.id} was still {batch.status}"
+            # single-process mode: the batch's thread ends with this process; cancel what is unsent and
+            # let the calls in flight answer, instead of leaving them to fail at interpreter shutdown
+            self.stderr.write(
+                f"{stopped}; single-process mode cannot leave it running after this command, so its "
+                "unsent items are cancelled (waiting for the calls in flight)"
+            )
+            cancel_batch(str(batch.id))
+            while not batch.is_terminal:
+                time.sleep(poll)
                 batch.refresh_from_db()
                 counts = item_status_counts(batch)
                 progress.update(batch.status, sum(counts[s] for s in DONE), batch.total_count, counts)
-                if batch.is_terminal:
-                    return batch
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise CommandError(
-                        f"--timeout: batch {batch.id} is still {batch.status}; it keeps running"
-                    )
-                time.sleep(poll)
+        self.stdout.write(json.dumps(BatchSerializer(batch).data, indent=2))
+        raise CommandError(f"{stopped}: cancelled its unsent items; it ended {batch.status}")
 
 
 def _counts_text(counts: dict[str, int]) -> str:
@@ -137,11 +179,18 @@ class _BarProgress:
 
     def __init__(self, total: int):
         self.bar = tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True)
+        self.handlers: list[tuple[logging.StreamHandler, object]] = []
 
     def __enter__(self):
+        # log lines (same handlers, formatters and filters) print above the bar instead of through it
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
+                self.handlers.append((handler, handler.setStream(_AboveBar())))
         return self
 
     def __exit__(self, *exc):
+        for handler, stream in self.handlers:
+            handler.setStream(stream)
         self.bar.close()
 
     def update(self, status: str, done: int, total: int, counts: dict[str, int]) -> None:
@@ -149,6 +198,17 @@ class _BarProgress:
         self.bar.set_postfix_str(_counts_text(counts), refresh=False)
         self.bar.set_description(status, refresh=False)
         self.bar.refresh()
+
+
+class _AboveBar:
+    """A stream for log handlers while the bar is shown: each line goes through tqdm.write."""
+
+    def write(self, text: str) -> None:
+        if text.strip():
+            tqdm.write(text.rstrip("\n"), file=sys.stderr)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 class _LineProgress:
