@@ -9,6 +9,9 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.local")
     from django.core.management import execute_from_command_line
 
+    from observability.logs import mark_command_line
+
+    mark_command_line()  # logs: human-readable on a terminal unless GATEWAY_LOG_FORMAT says otherwise
     execute_from_command_line(sys.argv)
 
 

@@ -1,8 +1,10 @@
 """Structured logs: one JSON object per line (python-json-logger), a request id carried from the HTTP
 request into Celery tasks, and a filter that keeps secrets and bodies out.
 
-    GATEWAY_LOG_FORMAT=json      (default) {"time", "level", "logger", "message", "request_id", ...extras}
+    GATEWAY_LOG_FORMAT=json      {"time", "level", "logger", "message", "request_id", ...extras}
     GATEWAY_LOG_FORMAT=console   human-readable: time level logger message key=value ... (make demo)
+    unset                        json, except a manage.py command whose stderr is a terminal: console
+                                 (web and worker processes log JSON unless told otherwise)
 
 Events carry their fields as ``extra=`` (``event``, ``batch_id``, ``team``, ``provider``, ...). The request
 id comes from the ``X-Request-ID`` header (or a new one), is echoed in the response, and travels to
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
+import sys
 import uuid
 
 from pythonjsonlogger.json import JsonFormatter
@@ -39,6 +42,26 @@ REDACTED_KEYS = frozenset(
 )
 # attributes every LogRecord has; anything else on a record is an ``extra=`` field
 _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+_command_line = False
+
+
+def mark_command_line() -> None:
+    """Called by manage.py before the settings load: this process is a management command."""
+    global _command_line
+    _command_line = True
+
+
+def default_format() -> str:
+    """GATEWAY_LOG_FORMAT when the variable is unset: "console" for a management command whose stderr is
+    a terminal (a person reads it, e.g. between submit_batch's progress lines), else "json" (web and
+    worker processes, and commands whose output goes to a file, a pipe or a log collector)."""
+    try:
+        on_terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        on_terminal = False
+    return "console" if _command_line and on_terminal else "json"
 
 
 def current_request_id() -> str:
@@ -84,12 +107,18 @@ class ConsoleFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s", "%H:%M:%S")
 
     def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "event", "") == "batch_finished":
+            # the batch report line: its message is the report's JSON (kilobytes with many providers);
+            # a person gets its summary, in the extras below (the report: submit_batch, API, dashboard)
+            record = logging.makeLogRecord({**record.__dict__, "msg": "batch finished", "args": ()})
         text = super().format(record)
         extras = {
             k: v for k, v in record.__dict__.items() if k not in _RECORD_ATTRS and not k.startswith("_")
         }
         if not extras.get("request_id"):
             extras.pop("request_id", None)
+        if record.name.startswith("celery."):
+            extras.pop("data", None)  # Celery's own copy of what its message already says
         if extras:
             text += " " + " ".join(f"{k}={v}" for k, v in extras.items())
         return text

@@ -8,6 +8,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
 from observability.metrics_dir import configure as configure_metrics_dir
 
@@ -258,8 +259,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- observability (docs/operations.md) -------------------------------------------------------------
-# Logs: "json" (one object per line) or "console" (human-readable; make demo).
-GATEWAY_LOG_FORMAT = env_str("GATEWAY_LOG_FORMAT", "json")
+# Logs: "json" (one object per line) or "console" (human-readable; make demo). Unset: json, except for a
+# manage.py command whose stderr is a terminal (console); web and worker processes log JSON.
+GATEWAY_LOG_FORMAT = env_str("GATEWAY_LOG_FORMAT", default_log_format())
 if GATEWAY_LOG_FORMAT not in ("json", "console"):
     raise ImproperlyConfigured(f"GATEWAY_LOG_FORMAT={GATEWAY_LOG_FORMAT!r}: must be 'json' or 'console'")
 LOGGING = logging_config(GATEWAY_LOG_FORMAT, env_str("DJANGO_LOG_LEVEL", "INFO"))

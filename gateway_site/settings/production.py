@@ -2,8 +2,6 @@
 without REDIS_URL; secure cookies and HSTS whenever DJANGO_SECURE_SSL_REDIRECT is on, and a loud
 start-up warning when it is off (plain-HTTP runs on one machine keep working, docs/contract.md §2)."""
 
-import logging
-
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
@@ -32,8 +30,13 @@ if not REDIS_URL:
         "broker live in Redis (single-process mode is for gateway_site.settings.local only)"
     )
 
-if not SECURE_SSL_REDIRECT:
-    logging.getLogger("gateway_site.settings").warning(
+# Plain HTTP keeps working, with a warning that the web app (gateway_site/wsgi.py) logs once when its
+# process starts; management commands and workers, which set no cookies, do not repeat it (#28).
+GATEWAY_START_WARNINGS = (
+    []
+    if SECURE_SSL_REDIRECT
+    else [
         "DJANGO_SECURE_SSL_REDIRECT is off: session and CSRF cookies are not marked secure and no HSTS "
         "is sent. Fine for plain HTTP on one machine; behind TLS set DJANGO_SECURE_SSL_REDIRECT=on."
-    )
+    ]
+)

@@ -13,11 +13,16 @@ and exits 0 at once; with `--wait` a real worker runs it and the command returns
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
+import threading
 from pathlib import Path
 
 import pytest
@@ -67,6 +72,36 @@ def manage(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.
         text=True,
         timeout=timeout,
     )
+
+
+def on_terminal(env: dict[str, str], *args: str, timeout: float = 120) -> tuple[int, str, str]:
+    """`python manage.py ARGS` with stderr on a pseudo-terminal (stdout piped): (exit code, what the
+    terminal showed, stdout)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=slave,
+    )  # fmt: skip
+    os.close(slave)
+    shown = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child's side is closed
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=timeout)
+    reader.join(10)
+    os.close(master)
+    return proc.returncode, shown.decode(errors="replace"), out.decode()
 
 
 def item_rows(db: Path, batch_id: str) -> list[tuple[str, str]]:
@@ -140,6 +175,19 @@ def test_single_process_timeout_cancels_the_unsent_items_instead_of_failing_them
     assert {s for s, _ in rows} <= {"succeeded", "cancelled"}, rows
     assert "cancelled" in {s for s, _ in rows}
     assert not [e for _, e in rows if e == "gateway_error"]
+
+
+def test_single_process_on_a_terminal_shows_readable_logs_and_no_json(single):
+    """Before the fix: JSON log lines (the batch report as JSON inside a JSON string) in the progress."""
+    path = single["tmp"] / "three.jsonl"
+    path.write_text(items(3))
+    env = {**single["env"], "DJANGO_LOG_LEVEL": "INFO"}  # the batch_started / batch_finished events
+    code, shown, out = on_terminal(env, "submit_batch", str(path), "--team", "acme", "--wait")
+    assert code == 0, shown
+    assert json.loads(out)["status"] == "completed"
+    assert "batches.lifecycle batch started" in shown, shown
+    assert "batches.batchlog batch finished" in shown and "status=completed" in shown, shown
+    assert '{"time"' not in shown and '\\"batch_id\\"' not in shown, shown
 
 
 @pytest.mark.slow
