@@ -1,4 +1,4 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -184,6 +184,28 @@ class BatchAdmin(ReadOnlyAdmin):
     list_select_related = ["team"]
     show_full_result_count = False
     exclude = ["api_key"]
+    actions = ["cancel_batches"]
+
+    def has_cancel_permission(self, request) -> bool:
+        return request.user.has_perm("batches.change_batch")
+
+    @admin.action(
+        description="Cancel selected batches (unsent items; in-flight ones finish)", permissions=["cancel"]
+    )
+    def cancel_batches(self, request, queryset) -> None:
+        """What POST /api/v1/batches/{id}/cancel does, for staff: batches.execution.cancel_batch each."""
+        from dashboard.selectors import cancellable
+
+        from .execution import cancel_batch
+
+        open_batches = [b for b in queryset if cancellable(b)]
+        for batch in open_batches:
+            cancel_batch(str(batch.pk))
+        skipped = queryset.count() - len(open_batches)
+        message = f"Cancelled {len(open_batches)} batch(es)"
+        if skipped:
+            message += f"; {skipped} had already finished and were left as they are"
+        self.message_user(request, message + ".", messages.SUCCESS if open_batches else messages.WARNING)
 
     @admin.display(description="batch", ordering="id")
     def short_id(self, obj: Batch):

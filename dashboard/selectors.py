@@ -9,6 +9,7 @@ Large JSON columns (payload, response, attempt_log) are never loaded in lists.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -145,6 +146,35 @@ def summarize_batch(batch: Batch, now: dt.datetime | None = None) -> BatchSummar
 
 
 # --- batch detail -------------------------------------------------------------------------------
+
+
+def cancellable(batch: Batch) -> bool:
+    """Whether cancelling still changes anything: batches.execution.cancel_batch leaves a finished batch
+    as it is (a cancelled batch still finishing its in-flight items can be swept again)."""
+    from batches.execution.finalize import FINISHED_STATUSES
+
+    return batch.completed_at is None and batch.status not in FINISHED_STATUSES
+
+
+def retry_origin(batch: Batch) -> Batch | None:
+    """The batch this one re-ran (batches.retry writes its id as metadata "retry_of"), or None.
+
+    Metadata is data: the value is used only when it is a UUID string naming a batch of the same team
+    (rows stored before clients were refused that key may hold anything)."""
+    from batches.retry import RETRY_OF_KEY
+
+    metadata = batch.metadata
+    value = metadata.get(RETRY_OF_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        origin_id = uuid.UUID(value)
+    except ValueError:
+        return None
+    if origin_id == batch.pk:
+        return None
+    return Batch.objects.filter(pk=origin_id, team_id=batch.team_id).only("id", "team_id").first()
+
 
 LATENCY_BUCKETS_MS = [250, 500, 1000, 2000, 4000, 8000, 16000, 32000]
 

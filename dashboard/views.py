@@ -7,11 +7,12 @@ import json
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404, HttpResponseNotAllowed, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from batches.execution import cancel_batch
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
 from batches.selectors import USAGE_SUMS, item_status_counts
@@ -103,6 +104,8 @@ def batch_detail(request, batch_id):
             "item_status": item_status,
             "item_filters": [(s, status_counts.get(s, 0)) for s in ITEM_FILTERS if s],
             "can_retry": batch.is_terminal and batch.completed_at is not None and status_counts["failed"] > 0,
+            "can_cancel": selectors.cancellable(batch),
+            "retry_origin": selectors.retry_origin(batch),
             "providers": selectors.provider_breakdown(batch),
             "error_classes": selectors.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},
@@ -144,6 +147,40 @@ def batch_retry_failed(request, batch_id):
         request, f"Re-submitted {new_batch.total_count} failed item(s) of batch {batch.pk} as this batch."
     )
     return redirect("dashboard:batch_detail", new_batch.pk)
+
+
+@staff_required
+def batch_cancel(request, batch_id):
+    """The batch page's "Cancel batch" link: GET asks for confirmation, POST (CSRF) cancels — the same
+    service as POST /api/v1/batches/{id}/cancel: items not sent yet are cancelled, in-flight ones finish."""
+    batch = get_object_or_404(Batch.objects.select_related("team"), pk=batch_id)
+    if request.method == "POST":
+        if not selectors.cancellable(batch):
+            messages.warning(request, f"Not cancelled: the batch has already finished ({batch.status}).")
+            return redirect("dashboard:batch_detail", batch.pk)
+        batch = cancel_batch(str(batch.pk))
+        running = item_status_counts(batch)[ItemStatus.RUNNING]
+        messages.success(
+            request,
+            f"Cancelled batch {batch.pk}: {batch.cancelled_count:,} item(s) will not be sent"
+            + (f"; {running:,} in flight finish" if running else "")
+            + ".",
+        )
+        return redirect("dashboard:batch_detail", batch.pk)
+    if request.method != "GET":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    counts = item_status_counts(batch)
+    return render(
+        request,
+        "dashboard/batch_cancel.html",
+        {
+            "nav": "batches",
+            "batch": batch,
+            "can_cancel": selectors.cancellable(batch),
+            "pending": counts[ItemStatus.PENDING],
+            "running": counts[ItemStatus.RUNNING],
+        },
+    )
 
 
 def _place_context(batch) -> dict:

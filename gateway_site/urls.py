@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.http import HttpResponse
+from django.shortcuts import redirect
 from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_control
 
@@ -20,12 +21,21 @@ def favicon(request):
     return HttpResponse(FAVICON_SVG, content_type="image/svg+xml")
 
 
+def home(request):
+    """`/` (the admin's "View site"): staff to the dashboards, everyone else to the API docs (Swagger UI)."""
+    user = request.user
+    if user.is_authenticated and user.is_active and user.is_staff:
+        return redirect("dashboard:batches")
+    return redirect("api:docs")
+
+
 admin.site.site_header = "Batch Gateway"
 admin.site.site_title = "Batch Gateway admin"
 # The app list is one click away (Home); without the sidebar a changelist has the full 1280 px.
 admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
+    path("", home, name="home"),
     path("admin/", admin.site.urls),
     path("healthz", ops.healthz, name="healthz"),
     path("readyz", ops.readyz, name="readyz"),

@@ -126,6 +126,14 @@ class BatchCreateSerializer(serializers.Serializer):
 # --- batch object ---------------------------------------------------------------------------------
 
 
+class MetadataField(serializers.DictField):
+    """The batch's metadata as stored. Clients can only send an object, but a row written another way
+    (an operator, an old version) may hold any JSON value: shown as it is, never a 500."""
+
+    def to_representation(self, value):
+        return super().to_representation(value) if isinstance(value, dict) else value
+
+
 class RequestCountsSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     completed = serializers.IntegerField(help_text="Items that succeeded.")
@@ -198,7 +206,7 @@ class BatchSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
-    metadata = serializers.DictField()
+    metadata = MetadataField()
     stats = serializers.SerializerMethodField(
         help_text="Filled by the engine while/after running; zeros of the same shape before that."
     )
