@@ -269,7 +269,8 @@ LOGGING = logging_config(GATEWAY_LOG_FORMAT, env_str("DJANGO_LOG_LEVEL", "INFO")
 # else (REDIS_URL set) a per-host default derived from REDIS_URL + GATEWAY_REDIS_PREFIX, created here and
 # put in os.environ before prometheus_client is first imported; GATEWAY_METRICS_DIR=off (or an empty
 # PROMETHEUS_MULTIPROC_DIR) = no files. "" = none in use (observability/metrics_dir.py). GET /metrics
-# requires GATEWAY_METRICS_TOKEN as a bearer token when set.
+# requires GATEWAY_METRICS_TOKEN as a bearer token when set; production refuses to start without one
+# unless GATEWAY_METRICS_PUBLIC is on (metrics reachable only on an internal listener, #29).
 try:
     _metrics_dir = configure_metrics_dir()
 except ValueError as exc:
@@ -278,6 +279,7 @@ GATEWAY_METRICS_DIR = _metrics_dir.path
 GATEWAY_METRICS_DIR_SOURCE = _metrics_dir.source  # explicit, default, off, single-process, unavailable
 GATEWAY_METRICS_DIR_PROBLEM = _metrics_dir.problem
 GATEWAY_METRICS_TOKEN = env_str("GATEWAY_METRICS_TOKEN", "")
+GATEWAY_METRICS_PUBLIC = env_bool("GATEWAY_METRICS_PUBLIC", False)
 # Off: the engine observer is not installed (no provider metrics, failed-item events or provider-call
 # spans); for measuring its overhead.
 GATEWAY_METRICS_ENABLED = env_bool("GATEWAY_METRICS_ENABLED", True)

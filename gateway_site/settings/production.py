@@ -5,7 +5,14 @@ start-up warning when it is off (plain-HTTP runs on one machine keep working, do
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import DEV_SECRET_KEY, REDIS_URL, SECRET_KEY, SECURE_SSL_REDIRECT
+from .base import (
+    DEV_SECRET_KEY,
+    GATEWAY_METRICS_PUBLIC,
+    GATEWAY_METRICS_TOKEN,
+    REDIS_URL,
+    SECRET_KEY,
+    SECURE_SSL_REDIRECT,
+)
 
 # Placeholders shipped in this repository (.env.example, docs): never a real secret.
 EXAMPLE_SECRET_MARKERS = ("change-me", "changeme", "dev-insecure", "example", "placeholder", "your-secret")
@@ -28,6 +35,20 @@ if not REDIS_URL:
     raise ImproperlyConfigured(
         "REDIS_URL is required in production: shared token buckets, leases, breakers and the Celery "
         "broker live in Redis (single-process mode is for gateway_site.settings.local only)"
+    )
+# /metrics labels carry team names with their token counts and cost (#29): a token, or an explicit
+# GATEWAY_METRICS_PUBLIC=on where /metrics is reachable only on an internal listener (docs/operations.md).
+if not GATEWAY_METRICS_TOKEN and not GATEWAY_METRICS_PUBLIC:
+    raise ImproperlyConfigured(
+        "GATEWAY_METRICS_TOKEN must be set in production, because /metrics shows every team's token "
+        "counts and cost: set it to a long random value (python -c 'import secrets; "
+        "print(secrets.token_urlsafe(32))') and give Prometheus the same bearer token, or set "
+        "GATEWAY_METRICS_PUBLIC=on if /metrics is reachable only from an internal network"
+    )
+if GATEWAY_METRICS_TOKEN and (len(GATEWAY_METRICS_TOKEN) < 16 or len(set(GATEWAY_METRICS_TOKEN)) < 8):
+    raise ImproperlyConfigured(
+        "GATEWAY_METRICS_TOKEN is too short or not random: use at least 16 random characters "
+        "(python -c 'import secrets; print(secrets.token_urlsafe(32))')"
     )
 
 # Plain HTTP keeps working, with a warning that the web app (gateway_site/wsgi.py) logs once when its

@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD_SECRET = "Zq8v3Lr0xKp2WmYt5NbJ7cHs9DgEaFu1-_4Qo6Ri"
+METRICS_TOKEN = "Hn4c-Wq9Tz2Lp7Rv5Xk8Bs3Dy6Fm1Jg"  # production requires one (#29, test_metrics_token.py)
 
 
 def settings_of(*names: str, **env) -> subprocess.CompletedProcess:
@@ -57,6 +58,7 @@ def test_tls_turns_on_secure_cookies_and_hsts():
         "SECURE_SSL_REDIRECT",
         DJANGO_SECRET_KEY=GOOD_SECRET,
         REDIS_URL="redis://127.0.0.1:6379/0",
+        GATEWAY_METRICS_TOKEN=METRICS_TOKEN,
         DJANGO_SECURE_SSL_REDIRECT="on",
     )
     assert result.returncode == 0, result.stderr
@@ -66,7 +68,10 @@ def test_tls_turns_on_secure_cookies_and_hsts():
 
 def test_plain_http_starts_with_a_warning():
     result = settings_of(
-        "SESSION_COOKIE_SECURE", DJANGO_SECRET_KEY=GOOD_SECRET, REDIS_URL="redis://127.0.0.1:6379/0"
+        "SESSION_COOKIE_SECURE",
+        DJANGO_SECRET_KEY=GOOD_SECRET,
+        REDIS_URL="redis://127.0.0.1:6379/0",
+        GATEWAY_METRICS_TOKEN=METRICS_TOKEN,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False"]
