@@ -92,3 +92,43 @@ def test_unknown_provider_transport_is_refused_by_name():
     assert result.returncode != 0
     assert "GATEWAY_PROVIDER_TRANSPORT='requests': must be 'aiohttp' or 'httpx'" in result.stderr
     assert _import_settings("gateway_site.settings.local", GATEWAY_PROVIDER_TRANSPORT="httpx").returncode == 0
+
+
+# --- single-process mode only where it is safe (#28) ------------------------------------------------
+POSTGRES = "postgres://postgres@127.0.0.1:5432/gateway"  # settings load without connecting
+
+
+def test_postgresql_without_redis_url_is_refused_by_name():
+    """Before: single-process mode (in-process quotas) next to a shared PostgreSQL, silently."""
+    result = _import_settings("gateway_site.settings.local", DATABASE_URL=POSTGRES)
+    assert result.returncode != 0
+    assert "REDIS_URL is not set and DATABASE_URL is postgresql, not SQLite" in result.stderr
+
+
+def test_gateway_single_process_allows_postgresql_without_redis_explicitly():
+    result = _import_settings(
+        "gateway_site.settings.local", DATABASE_URL=POSTGRES, GATEWAY_SINGLE_PROCESS="1"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["local", "True"]
+
+
+def test_gateway_single_process_off_refuses_sqlite_without_redis():
+    result = _import_settings("gateway_site.settings.local", GATEWAY_SINGLE_PROCESS="0")
+    assert result.returncode != 0
+    assert "REDIS_URL is not set and GATEWAY_SINGLE_PROCESS is off" in result.stderr
+
+
+def test_gateway_single_process_with_redis_url_is_a_contradiction():
+    result = _import_settings(
+        "gateway_site.settings.local", REDIS_URL="redis://127.0.0.1:6379/0", GATEWAY_SINGLE_PROCESS="1"
+    )
+    assert result.returncode != 0
+    assert "GATEWAY_SINGLE_PROCESS is on but REDIS_URL is set" in result.stderr
+
+
+def test_test_settings_on_postgresql_bring_their_own_redis_url():
+    """The pytest process and its subprocesses use gateway_site.settings.test: REDIS_URL defaults there."""
+    result = _import_settings("gateway_site.settings.test", DATABASE_URL=POSTGRES)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "redis"

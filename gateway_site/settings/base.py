@@ -60,6 +60,27 @@ REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
 # "local": single process, in-memory quota store; Celery runs eagerly.
 GATEWAY_QUOTA_BACKEND = "redis" if REDIS_URL else "local"
 GATEWAY_REDIS_PREFIX = env_str("GATEWAY_REDIS_PREFIX", "bgw:")
+# Single-process mode (REDIS_URL unset: this process runs batches itself with in-process quotas, leases and
+# breakers) is safe only where one process is the whole system: on SQLite by default; on any other
+# database only with GATEWAY_SINGLE_PROCESS=1, since a forgotten REDIS_URL there would let every web and
+# command process run batches under its own limits while the workers sit idle (#28).
+_single_process_default = _db["ENGINE"] == "django.db.backends.sqlite3"
+GATEWAY_SINGLE_PROCESS = env_bool("GATEWAY_SINGLE_PROCESS", REDIS_URL is None and _single_process_default)
+if REDIS_URL is not None and GATEWAY_SINGLE_PROCESS:
+    raise ImproperlyConfigured(
+        "GATEWAY_SINGLE_PROCESS is on but REDIS_URL is set: unset one of them (with REDIS_URL, "
+        "workers run batches under shared quotas)"
+    )
+if REDIS_URL is None and not GATEWAY_SINGLE_PROCESS:
+    _why = (
+        "GATEWAY_SINGLE_PROCESS is off"
+        if _single_process_default
+        else f"DATABASE_URL is {_db['ENGINE'].rsplit('.', 1)[-1]}, not SQLite"
+    )
+    raise ImproperlyConfigured(
+        f"REDIS_URL is not set and {_why}: set REDIS_URL (shared quotas, workers), or "
+        "GATEWAY_SINGLE_PROCESS=1 to run batches inside this process with its own in-process limits"
+    )
 
 CELERY_BROKER_URL = env_url(
     # memory://localhost/: no broker is used (eager); a bare memory:// makes kombu warn "No hostname"
