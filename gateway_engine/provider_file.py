@@ -4,11 +4,19 @@ type, whether it is required, its default and its bounds.
 The one table behind the engine's ``ProviderConfig.from_dict`` / ``routing_table_from_config``, the
 loader (``providers.services.load_provider_config``, ``manage.py load_providers``) and the Provider /
 RoutingRule model field defaults and validators (providers/models.py). Django-free.
+
+Keys the table does not know are ignored (docs/contract.md §3: "extra keys allowed"), but never
+silently: ``unknown_keys`` names each with the closest known one ("`burst_second`: unknown field — did
+you mean `burst_seconds`?"), for the file's top level, provider entries and route entries. The loader
+prints them as warnings (``load_providers --strict`` refuses them); the engine's ``parse_entry`` warns
+with ``ProviderFileWarning``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +57,53 @@ ROUTE_FIELDS: dict[str, FieldSpec] = {
     "enabled": FieldSpec(bool, default=True),
 }
 SECRET_FIELDS = frozenset({"api_key"})
+# the file's top level
+FILE_KEYS: tuple[str, ...] = ("providers", "routes")
+# provider fields docs/contract.md §3 names for the provider-adapter, provider-batch and adaptive-quota
+# work, which this gateway does not implement: a file may carry them, they are ignored (and said so)
+CONTRACT_ONLY_PROVIDER_FIELDS = frozenset(
+    {
+        "kind",
+        "deployment",
+        "api_version",
+        "itpm",
+        "otpm",
+        "batch_api",
+        "batch_deployment",
+        "batch_price_factor",
+        "adaptive",
+    }
+)
+# a free-text note, allowed anywhere without a warning (as in examples/sim.json)
+NOTE_KEYS = frozenset({"comment"})
+
+
+class ProviderFileWarning(UserWarning):
+    """A key of the provider file that nothing reads (a typo, or a field this gateway lacks)."""
+
+
+def unknown_keys(where: str, entry: Any, known: Iterable[str], unsupported: Iterable[str] = ()) -> list[str]:
+    """One sentence per key of ``entry`` that is not in ``known``: '<where>: `key`: unknown field — did
+    you mean `known_key`?' (difflib's closest match, case-insensitive), or '… not supported by this
+    gateway' for the contract's ``unsupported`` fields. [] for a non-object (type checks say that)."""
+    if not isinstance(entry, Mapping):
+        return []
+    known = list(known)
+    unsupported = frozenset(unsupported)
+    by_lower = {name.lower(): name for name in known}
+    found = []
+    for key in entry:
+        if key in known or key in NOTE_KEYS:
+            continue
+        if key in unsupported:
+            found.append(f"{where}: `{key}`: not supported by this gateway (docs/contract.md §3)")
+            continue
+        close = difflib.get_close_matches(str(key).lower(), list(by_lower), n=1, cutoff=0.6)
+        if close:
+            found.append(f"{where}: `{key}`: unknown field — did you mean `{by_lower[close[0]]}`?")
+        else:
+            found.append(f"{where}: `{key}`: unknown field (known: {', '.join(known)})")
+    return found
 
 
 def defaults(spec: Mapping[str, FieldSpec]) -> dict[str, Any]:
@@ -103,7 +158,11 @@ def given_values(entry: Mapping[str, Any], spec: Mapping[str, FieldSpec]) -> dic
 
 def parse_entry(where: str, entry: Any, spec: Mapping[str, FieldSpec]) -> dict[str, Any]:
     """Every field of one entry: checked (types, required, bounds), defaults filled in. Raises
-    ValueError naming every problem."""
+    ValueError naming every problem; a key the table does not know is ignored with a
+    ProviderFileWarning naming it (and the closest known field)."""
+    unsupported = CONTRACT_ONLY_PROVIDER_FIELDS if spec is PROVIDER_FIELDS else ()
+    for problem in unknown_keys(where, entry, spec, unsupported):
+        warnings.warn(problem, ProviderFileWarning, stacklevel=3)
     errors = type_errors(where, entry, spec)
     if not errors:
         values = given_values(entry, spec)

@@ -1,7 +1,9 @@
 """Write-side operations on providers and routing rules: the provider-file loader.
 
 The file's fields, types, defaults and bounds are gateway_engine.provider_file's one table (the engine
-parses the same file with it); bounds are checked here by the models' validators, built from it."""
+parses the same file with it); bounds are checked here by the models' validators, built from it. Keys
+the table does not know (typos such as `burst_second`) are reported as warnings with the closest known
+field, or refused with ``strict`` (``load_providers --strict``)."""
 
 from __future__ import annotations
 
@@ -12,28 +14,34 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from gateway_engine.provider_file import (
+    CONTRACT_ONLY_PROVIDER_FIELDS,
+    FILE_KEYS,
     PROVIDER_FIELDS,
     ROUTE_FIELDS,
     SECRET_FIELDS,
     defaults,
     given_values,
     type_errors,
+    unknown_keys,
 )
 
 from .models import Provider, RoutingRule, secret_env_name
 
 
 class ProviderConfigError(Exception):
-    """The provider file is invalid. `errors` lists every problem, each naming where and which field."""
+    """The provider file is invalid. `errors` lists every problem, each naming where and which field;
+    `warnings` the keys nothing reads (the loader found them before refusing the file)."""
 
-    def __init__(self, errors: list[str]):
+    def __init__(self, errors: list[str], warnings: list[str] | None = None):
         self.errors = errors
+        self.warnings = warnings or []
         super().__init__("invalid provider file:\n" + "\n".join(f"  - {e}" for e in errors))
 
 
 @dataclass
 class LoadReport:
     changes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # keys of the file nothing reads (ignored)
 
     @property
     def changed(self) -> bool:
@@ -64,8 +72,27 @@ def _diff(instance, values: dict) -> list[str]:
     return changed
 
 
+def unread_keys(data: Any) -> list[str]:
+    """Every key of the file that nothing reads, one sentence each with the closest known key:
+    top level, provider entries and route entries (gateway_engine.provider_file.unknown_keys)."""
+    if not isinstance(data, dict):
+        return []
+    found = unknown_keys("file", data, FILE_KEYS)
+    providers = data.get("providers")
+    for i, entry in enumerate(providers if isinstance(providers, list) else []):
+        label = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) else None
+        where = f"providers[{i}]" + (f" ({label})" if label else "")
+        found += unknown_keys(where, entry, PROVIDER_FIELDS, CONTRACT_ONLY_PROVIDER_FIELDS)
+    routes = data.get("routes")
+    for i, entry in enumerate(routes if isinstance(routes, list) else []):
+        named = isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in ("route", "provider"))
+        where = f"routes[{i}]" + (f" ({entry['route']} → {entry['provider']})" if named else "")
+        found += unknown_keys(where, entry, ROUTE_FIELDS)
+    return found
+
+
 def load_provider_config(
-    data: Any, *, prune_routes: bool = False, allow_origin_change: bool = False
+    data: Any, *, prune_routes: bool = False, allow_origin_change: bool = False, strict: bool = False
 ) -> LoadReport:
     """Validate the whole file, then upsert providers and routing rules in one transaction.
 
@@ -73,12 +100,14 @@ def load_provider_config(
     provider to another origin (scheme://host:port) is saved, but the provider stays disabled until
     confirmed — here with ``allow_origin_change`` (``load_providers --allow-origin-change``) or by a
     superuser in the admin. Two providers whose GATEWAY_PROVIDER_SECRET_<NAME> collide are refused.
+    Keys nothing reads are ignored and listed in ``report.warnings``; with ``strict`` they are errors.
     """
     if not isinstance(data, dict):
         raise ProviderConfigError(["file: must be a JSON object with a 'providers' list"])
+    unread = unread_keys(data)
     providers_in = data.get("providers")
     routes_in = data.get("routes", [])
-    errors: list[str] = []
+    errors: list[str] = [f"{problem} (refused by --strict)" for problem in unread] if strict else []
     if not isinstance(providers_in, list):
         errors.append("providers: must be a list")
         providers_in = []
@@ -164,9 +193,9 @@ def load_provider_config(
         planned_routes.append((entry, where))
 
     if errors:
-        raise ProviderConfigError(errors)
+        raise ProviderConfigError(errors, [] if strict else unread)
 
-    report = LoadReport()
+    report = LoadReport(warnings=unread)
     with transaction.atomic():
         saved: dict[str, Provider] = dict(existing)
         for instance, changes, created in planned:

@@ -289,3 +289,108 @@ def test_engine_and_loader_refuse_the_same_route_entries(tmp_path, field, value)
         routing_table_from_config(data)
     with pytest.raises(CommandError, match=rf"routes\[0\]( \(intent → alpha\))?\.{field}"):
         run(tmp_path, data)
+
+
+# --- keys nothing reads (#28) -------------------------------------------------------------------------
+# Before: a typo was ignored in silence — `"burst_second": 5`, `"max_retry": 0` or a top-level "route"
+# gave "no changes" and exit 0, and the provider kept the default burst, retries or routes.
+
+
+def run_both(tmp_path, data, *args) -> tuple[str, str]:
+    path = tmp_path / "providers.json"
+    path.write_text(json.dumps(data))
+    out, err = StringIO(), StringIO()
+    call_command("load_providers", str(path), *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def with_typos() -> dict:
+    data = json.loads(json.dumps(EXAMPLE))
+    data["providers"][0]["burst_second"] = 5
+    data["providers"][1]["max_retry"] = 0
+    data["route"] = [{"route": "intent", "provider": "beta"}]
+    data["routes"][0]["wieght"] = 2
+    return data
+
+
+@pytest.mark.django_db
+def test_unknown_keys_are_named_with_the_closest_known_key_and_the_rest_loads(tmp_path):
+    run(tmp_path, EXAMPLE)
+    out, err = run_both(tmp_path, with_typos())
+    assert out.strip() == "no changes"  # the contract's "extra keys allowed": still loaded, not refused
+    for expected in (
+        "providers[0] (alpha): `burst_second`: unknown field — did you mean `burst_seconds`?",
+        "providers[1] (beta): `max_retry`: unknown field — did you mean `max_retries`?",
+        "file: `route`: unknown field — did you mean `routes`?",
+        "routes[0] (intent → alpha): `wieght`: unknown field — did you mean `weight`?",
+    ):
+        assert expected in err, err
+    assert "4 key(s)" in err and "--strict" in err
+
+
+@pytest.mark.django_db
+def test_strict_refuses_unknown_keys_and_stores_nothing(tmp_path):
+    with pytest.raises(CommandError) as refused:
+        run_both(tmp_path, with_typos(), "--strict")
+    message = str(refused.value)
+    assert "nothing was changed" in message
+    assert "`burst_second`: unknown field — did you mean `burst_seconds`? (refused by --strict)" in message
+    assert "`route`: unknown field — did you mean `routes`?" in message
+    assert not Provider.objects.exists() and not RoutingRule.objects.exists()
+    out, err = run_both(tmp_path, EXAMPLE, "--strict")  # a clean file loads as without --strict
+    assert "created provider alpha" in out and err == ""
+
+
+@pytest.mark.django_db
+def test_keys_without_a_close_match_list_the_known_ones_and_contract_only_fields_say_so(tmp_path):
+    data = json.loads(json.dumps(EXAMPLE))
+    data["providers"][0]["zzz"] = 1
+    data["providers"][0]["kind"] = "openai"  # docs/contract.md §3, not implemented by this gateway
+    data["providers"][0]["comment"] = "a note"  # free text: allowed everywhere without a warning
+    data["comment"] = "a note"
+    _, err = run_both(tmp_path, data)
+    assert "providers[0] (alpha): `zzz`: unknown field (known: name, base_url, model, rpm," in err
+    assert "providers[0] (alpha): `kind`: not supported by this gateway (docs/contract.md §3)" in err
+    assert "comment" not in err
+
+
+@pytest.mark.django_db
+def test_errors_and_unknown_keys_are_both_reported(tmp_path):
+    data = with_typos()
+    data["providers"][0]["rpm"] = 0
+    path = tmp_path / "providers.json"
+    path.write_text(json.dumps(data))
+    err = StringIO()
+    with pytest.raises(CommandError, match=r"providers\[0\] \(alpha\)\.rpm"):
+        call_command("load_providers", str(path), stdout=StringIO(), stderr=err)
+    assert "did you mean `burst_seconds`?" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_shipped_and_contract_files_have_no_unknown_keys(tmp_path):
+    from pathlib import Path
+
+    shipped = json.loads((Path(__file__).resolve().parent.parent / "examples" / "providers.json").read_text())
+    for data in (shipped, _contract_provider_file()):
+        _, err = run_both(tmp_path, data, "--strict")
+        assert err == ""
+
+
+def test_the_engine_warns_about_unknown_keys_too():
+    """CrossProviderBatcher.from_config / ProviderConfig.from_dict: a ProviderFileWarning per key, the
+    entry still parsed (gateway_engine stays Django-free: the warning comes from provider_file)."""
+    from gateway_engine.provider_file import ProviderFileWarning
+    from gateway_engine.routing import ProviderConfig, routing_table_from_config
+
+    entry = {**EXAMPLE["providers"][0], "burst_second": 5}
+    with pytest.warns(
+        ProviderFileWarning, match="`burst_second`: unknown field — did you mean `burst_seconds`"
+    ):
+        config = ProviderConfig.from_dict(entry, "providers[0]")
+    assert config.limits.burst_seconds == 5.0
+    data = json.loads(json.dumps(EXAMPLE))
+    data["routes"][0]["prio"] = 1
+    with pytest.warns(
+        ProviderFileWarning, match=r"routes\[0\]: `prio`: unknown field — did you mean `priority`"
+    ):
+        routing_table_from_config(data)

@@ -1,3 +1,9 @@
+"""manage.py load_providers FILE.json [--strict] [--prune-routes] [--allow-origin-change] (docs/contract.md §3).
+
+Keys nothing reads (a typo such as `burst_second`, a top-level `route`) are named on stderr as warnings
+with the closest known key, and the rest of the file is loaded ("extra keys allowed"); --strict refuses
+such a file instead (exit 1, nothing stored)."""
+
 import json
 from pathlib import Path
 
@@ -21,6 +27,11 @@ class Command(DatabaseCommand):
             help="Confirm base_url changes to another scheme/host/port (otherwise such a provider stays "
             "disabled until a superuser confirms it in the admin).",
         )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="Refuse a file with keys nothing reads (unknown or unsupported fields) instead of warning.",
+        )
 
     def handle(self, *args, **options):
         path: Path = options["file"]
@@ -32,13 +43,26 @@ class Command(DatabaseCommand):
             raise CommandError(f"{path}: not valid JSON: {exc}") from None
         try:
             report = load_provider_config(
-                data, prune_routes=options["prune_routes"], allow_origin_change=options["allow_origin_change"]
+                data,
+                prune_routes=options["prune_routes"],
+                allow_origin_change=options["allow_origin_change"],
+                strict=options["strict"],
             )
         except ProviderConfigError as exc:
+            self._warn(path, exc.warnings)
             raise CommandError(f"{path}: nothing was changed; {exc}") from None
+        self._warn(path, report.warnings)
         if not report.changed:
             self.stdout.write("no changes")
             return
         for line in report.changes:
             self.stdout.write(line)
         self.stdout.write(self.style.SUCCESS(f"{len(report.changes)} change(s) applied"))
+
+    def _warn(self, path: Path, warnings: list[str]) -> None:
+        for warning in warnings:
+            self.stderr.write(self.style.WARNING(f"warning: {path}: {warning}"))
+        if warnings:
+            self.stderr.write(
+                f"{len(warnings)} key(s) of {path} ignored: nothing reads them (--strict refuses such a file)"
+            )
