@@ -231,8 +231,9 @@ $( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metr
   && echo "             curl -H \"Authorization: Bearer \$(cat ${RUN#"$ROOT"/}/metrics_token)\" http://127.0.0.1:$WEB_PORT/metrics" )
 $( [ "$SIM" = "1" ] && echo "  simulator  http://127.0.0.1:$SIM_PORT/_sim/counters" )
 Same environment for management commands:
-  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE \
-    GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS
+  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL
+  export DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS
+$( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metrics_token")" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)" )
 $( [ -n "${GATEWAY_REDIS_PREFIX:-}" ] && echo "  export GATEWAY_REDIS_PREFIX=$GATEWAY_REDIS_PREFIX" )
 $( [ -s "$RUN/secret_key" ] && [ "$DJANGO_SECRET_KEY" = "$(cat "$RUN/secret_key")" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)" )
   .venv/bin/python manage.py create_team demo && .venv/bin/python manage.py create_api_key --team demo
