@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from gateway_site.admin_tools import BoundedNumbersMixin
+from providers.admin import NumberWidthsMixin
 
 from .keys import generate_raw_key, hash_key, visible_prefix
 from .models import ApiKey, Batch, BatchItem, Team, TeamUsageDaily
@@ -37,7 +38,7 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(BoundedNumbersMixin, admin.ModelAdmin):
+class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     """Team limits are live: a save (here or in the list) reaches every worker on commit (docs/quota.md)."""
 
     list_display = [

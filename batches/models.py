@@ -50,6 +50,19 @@ class Team(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Batches submitted per minute; empty = GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE.",
     )
+    # /v1/files quotas (openai_api.services.upload_file): empty = the deployment's default setting.
+    max_stored_files = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="/v1 files (uploads and batch output) held at once; empty = GATEWAY_FILES_MAX_PER_TEAM.",
+    )
+    max_stored_file_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Bytes of /v1 files this team may hold; empty = GATEWAY_FILES_MAX_BYTES_PER_TEAM.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -146,6 +159,11 @@ class Batch(models.Model):
     stats = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        permissions = [
+            ("view_content", "Can read the prompts and answers of any team's batches"),
+            ("retry_batch", "Can retry a batch's failed items (spends that team's budget)"),
+            ("cancel_batch", "Can cancel any team's batch"),
+        ]
         ordering = ["-created_at"]
         verbose_name_plural = "batches"
         constraints = [

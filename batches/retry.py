@@ -83,10 +83,17 @@ def retry_failed(batch: Batch, *, api_key: ApiKey | None = None) -> Batch:
     if not items:
         raise RetryRefused("batch has no failed items to retry")
     metadata = {**batch.metadata, RETRY_OF_KEY: str(batch.id)}
-    return submit_batch(
+    retry = submit_batch(
         team=batch.team,
         items=items,
         metadata=metadata,
         api_key=api_key,
         options=_options_of(batch),
     )
+    from audit.actions import record_action
+
+    record_action(
+        "batch", str(batch.id), f"{batch.team.name} {batch.id}", "retried",
+        {"retry_batch": str(retry.id), "items": retry.total_count},
+    )  # fmt: skip
+    return retry

@@ -1,4 +1,10 @@
-"""Staff-only access for every dashboard page."""
+"""Access to the dashboards: every page is for active staff; pages and actions that show or spend a
+team's data need a permission besides (the "gateway operator" group has them, batches migration 0008):
+
+    batches.view_content   prompts and answers (the item page)
+    batches.retry_batch    "Retry failed items" (spends that team's budget)
+    batches.cancel_batch   "Cancel batch"
+"""
 
 from __future__ import annotations
 
@@ -21,3 +27,19 @@ def staff_required(view):
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def permission_required(perm: str, what: str):
+    """``staff_required`` plus a Django permission; without it → 403 naming what is missing."""
+
+    def decorator(view):
+        @staff_required
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not request.user.has_perm(perm):
+                raise PermissionDenied(f"{what} needs the permission {perm} (group 'gateway operator').")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from audit.actions import record_action
 from batches.execution import cancel_batch
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
@@ -22,7 +23,7 @@ from providers.adapters import provider_limits
 from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
 
 from . import charts, live, selectors
-from .access import staff_required
+from .access import permission_required, staff_required
 from .forms import DEFAULT_WINDOW, BatchFilterForm, FailureFilterForm, UsageFilterForm
 
 PAGE_SIZE = 50
@@ -103,8 +104,11 @@ def batch_detail(request, batch_id):
             "status_counts": status_counts,
             "item_status": item_status,
             "item_filters": [(s, status_counts.get(s, 0)) for s in ITEM_FILTERS if s],
-            "can_retry": batch.is_terminal and batch.completed_at is not None and status_counts["failed"] > 0,
-            "can_cancel": selectors.cancellable(batch),
+            "can_retry": batch.is_terminal
+            and batch.completed_at is not None
+            and status_counts["failed"] > 0
+            and request.user.has_perm("batches.retry_batch"),
+            "can_cancel": selectors.cancellable(batch) and request.user.has_perm("batches.cancel_batch"),
             "retry_origin": selectors.retry_origin(batch),
             "providers": selectors.provider_breakdown(batch),
             "error_classes": selectors.ERROR_CLASSES,
@@ -130,7 +134,7 @@ def _item_status_choice(value: str | None, status_counts: dict[str, int]) -> str
 
 
 @require_POST
-@staff_required
+@permission_required("batches.retry_batch", "Retrying a team's failed items")
 def batch_retry_failed(request, batch_id):
     """The batch page's "Retry failed items" button: the same service as POST …/retry_failed."""
     batch = get_object_or_404(Batch, pk=batch_id)
@@ -149,7 +153,7 @@ def batch_retry_failed(request, batch_id):
     return redirect("dashboard:batch_detail", new_batch.pk)
 
 
-@staff_required
+@permission_required("batches.cancel_batch", "Cancelling a team's batch")
 def batch_cancel(request, batch_id):
     """The batch page's "Cancel batch" link: GET asks for confirmation, POST (CSRF) cancels — the same
     service as POST /api/v1/batches/{id}/cancel: items not sent yet are cancelled, in-flight ones finish."""
@@ -210,12 +214,13 @@ def _attempt_row(entry) -> dict:
     return row
 
 
-@staff_required
+@permission_required("batches.view_content", "Reading a team's prompts and answers")
 def item_detail(request, item_id: int):
     try:
         item = selectors.item_detail(item_id)
     except BatchItem.DoesNotExist:
         raise Http404("No such batch item") from None
+    record_action("batch", str(item.batch_id), f"item {item.custom_id}", "viewed", {"item": item.pk})
     attempts = [_attempt_row(a) for a in (item.attempt_log or [])]
     return render(
         request,

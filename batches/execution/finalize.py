@@ -166,6 +166,9 @@ def cancel_batch(batch_id: str) -> Batch:
             return batch
         batch.status = BatchStatus.CANCELLED
         batch.save(update_fields=["status"])
+        from audit.actions import record_action
+
+        record_action("batch", str(batch.id), f"{batch.team_id} {batch.id}", "cancelled")
     cancel_claimable(batch_id)
     finalize_batch_if_done(batch_id)
     return Batch.objects.get(id=batch_id)

@@ -385,3 +385,118 @@ def test_every_page_fits_1280_px_without_console_errors(live_server, wide_seed):
             browser.close()
 
     assert problems == [], "\n".join(problems)
+
+
+# --- admin forms filled with the largest allowed values ------------------------------------------------
+
+# Number inputs whose value does not fit the box: the browser scrolls the text inside it (scrollWidth >
+# clientWidth), or the digits are wider than the room left by the padding and the spinner.
+CLIPPED_INPUTS = """
+(largest) => {
+  const ctx = document.createElement("canvas").getContext("2d");
+  const filled = [], clipped = [];
+  for (const input of document.querySelectorAll("#content-main form input[type=number]")) {
+    // "tpm" (the page's model) or "routes-0-weight" (an inline's model, by its formset prefix)
+    const parts = input.name.split("-");
+    const values = largest[parts.length > 1 ? parts[0] : ""] || {};
+    const field = parts[parts.length - 1];
+    if (input.name.includes("__prefix__") || !(field in values) || input.disabled) continue;
+    input.value = values[field];
+    input.dispatchEvent(new Event("input", {bubbles: true}));
+    filled.push(input.name);
+    const s = getComputedStyle(input);
+    ctx.font = `${s.fontStyle} ${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+    const room = input.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight) - 16;
+    const digits = ctx.measureText(input.value).width;
+    if (input.scrollWidth > input.clientWidth || digits > room)
+      clipped.push(`${input.name}=${input.value} (box ${input.clientWidth} px, digits ${Math.round(digits)} px)`);
+  }
+  return {filled, clipped};
+}
+"""
+
+
+def largest_allowed_values(model) -> dict[str, str]:
+    """Per number field of ``model``: the largest value it accepts (validators, digits, the database
+    column's range), as typed into the form."""
+    from decimal import Decimal
+
+    from django.core.validators import MaxValueValidator
+    from django.db import connection, models
+
+    largest: dict[str, str] = {}
+    for field in model._meta.concrete_fields:
+        if isinstance(field, models.AutoField | models.ForeignKey) or not field.editable:
+            continue
+        highs = [v.limit_value for v in field.validators if isinstance(v, MaxValueValidator)]
+        if isinstance(field, models.DecimalField):
+            places = field.decimal_places
+            highs.append(Decimal(10) ** (field.max_digits - places) - Decimal(10) ** -places)
+        elif isinstance(field, models.IntegerField):
+            highs.append(connection.ops.integer_field_range(field.get_internal_type())[1])
+        elif not isinstance(field, models.FloatField):
+            continue
+        highs = [h for h in highs if h is not None]
+        if highs:
+            value = min(highs)
+            largest[field.name] = f"{value:f}" if isinstance(value, Decimal) else str(value)
+    return largest
+
+
+def largest_values_per_form(model) -> dict[str, dict[str, str]]:
+    """{formset prefix or "" for the page's own form: {field: largest value}} for an admin page of model."""
+    from django.contrib import admin
+    from django.forms.models import _get_foreign_key
+
+    out = {"": largest_allowed_values(model)}
+    model_admin = admin.site._registry.get(model)
+    for inline in getattr(model_admin, "inlines", []):
+        prefix = _get_foreign_key(
+            model, inline.model, fk_name=inline.fk_name
+        ).remote_field.get_accessor_name()
+        out[prefix] = largest_allowed_values(inline.model)
+    return out
+
+
+@pytest.mark.timeout(240)
+def test_admin_forms_show_the_largest_allowed_values_whole(live_server, wide_seed):
+    """Every admin change and add form, every number input filled with the largest value its model field
+    allows (Provider tpm 1,000,000,000, rpm 1,000,000, prices 99999999.9999, …): no digit is cut off."""
+    playwright_api = playwright_sync_api()
+    from django.apps import apps
+    from django.urls import reverse
+
+    seeded, edge = wide_seed
+    pages = {k: v for k, v in _admin_pages(seeded, edge).items() if k.endswith(("_change", "_add"))}
+    largest = {}
+    for name in pages:
+        app_label, _, model_name = name.removeprefix("admin_").rsplit("_", 1)[0].partition("_")
+        largest[name] = largest_values_per_form(apps.get_model(app_label, model_name))
+    provider = largest["admin_providers_provider_change"]
+    assert provider[""]["tpm"] == "1000000000" and provider["routes"]["weight"] == "1000000"
+    problems: list[str] = []
+    filled: set[str] = set()
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            page.set_default_timeout(15_000)
+            page.goto(live_server.url + reverse("admin:login"))
+            page.fill("#id_username", "browser-admin")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_url(live_server.url + reverse("admin:index"))
+            for name, path in pages.items():
+                response = page.goto(live_server.url + path, wait_until="load")
+                assert response is not None and response.status == 200, (name, response and response.status)
+                found = page.evaluate(CLIPPED_INPUTS, largest[name])
+                filled.update(f"{name}:{n}" for n in found["filled"])
+                problems += [f"{name}: {c}" for c in found["clipped"]]
+                page.screenshot(path=str(SCREENSHOTS / f"largest_{name}.png"), full_page=True)
+        finally:
+            browser.close()
+    # the forms with numbers were really filled: the provider's quota and its routes, the team's limits
+    for expected in ("admin_providers_provider_change:tpm", "admin_providers_provider_add:tpm",
+                     "admin_batches_team_change:daily_token_budget", "admin_providers_routingrule_change:weight"):  # fmt: skip
+        assert expected in filled, sorted(filled)
+    assert problems == [], "\n".join(problems)

@@ -177,3 +177,24 @@ def test_completed_with_failures_is_a_warning_badge_on_list_and_detail(staff_cli
     )
     page = staff_client.get(reverse("dashboard:batch_detail", args=[ok.pk])).content.decode()
     assert '<span class="pill completed">completed</span>' in page and "completed —" not in page
+
+
+def page_css(html: str) -> str:
+    """The CSS a page uses: its <style> blocks and the static stylesheets it links."""
+    from django.contrib.staticfiles import finders
+
+    css = re.findall(r"<style[^>]*>(.*?)</style>", html, flags=re.S)
+    for href in re.findall(r'<link rel="stylesheet" href="/static/([^"?]+)', html):
+        path = finders.find(href)
+        css.append(open(path).read() if path else "")
+    return "\n".join(css)
+
+
+def test_warning_badge_has_a_warning_colour(staff_client, seeded):
+    """The badge's rule in the dashboard's CSS: a warning (orange) background, not the green one."""
+    css = page_css(staff_client.get(reverse("dashboard:batches")).content.decode())
+    rule = re.search(r"\.pill\.completed\.warn\s*\{([^}]*)\}", css)
+    assert rule, "no .pill.completed.warn rule"
+    background = re.search(r"background:\s*(#[0-9a-fA-F]{6})", rule.group(1)).group(1)
+    red, green, blue = (int(background[k : k + 2], 16) for k in (1, 3, 5))
+    assert red > green > blue, background  # orange-ish: a warning colour
