@@ -382,7 +382,9 @@ def test_grafana_and_prometheus_bind_to_localhost_and_grafana_has_no_default_pas
 
 def test_prometheus_gets_the_metrics_token_web_checks(tmp_path):
     services = _compose()["services"]
-    assert services["web"]["environment"]["GATEWAY_METRICS_TOKEN"] == "${GATEWAY_METRICS_TOKEN:-}"
+    # every process on production settings (they require the token) and Prometheus get one value
+    for name in ("migrate", "web", "worker", "prometheus"):
+        assert services[name]["environment"]["GATEWAY_METRICS_TOKEN"] == "${GATEWAY_METRICS_TOKEN:-}", name
     prometheus = services["prometheus"]
     assert prometheus["environment"]["GATEWAY_METRICS_TOKEN"] == "${GATEWAY_METRICS_TOKEN:-}"
     yaml = pytest.importorskip("yaml")
