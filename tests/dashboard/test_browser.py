@@ -63,12 +63,20 @@ PASSWORD = "browser-pass-123"
 @pytest.fixture
 def browser_seed(transactional_db, monkeypatch):
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
 
     from .seed import ENV_SECRET, seed
 
     monkeypatch.setenv("GATEWAY_PROVIDER_SECRET_BETA", ENV_SECRET)
     data = seed()
-    get_user_model().objects.create_user("browser-ops", password=PASSWORD, is_staff=True)
+    user = get_user_model().objects.create_user("browser-ops", password=PASSWORD, is_staff=True)
+    # an operator (the item page shows prompts and answers): the 'gateway operator' group's batch powers,
+    # given directly (a flushed transactional database has the permissions back, not the migration's group)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="batches", codename__in=["view_content", "retry_batch", "cancel_batch"]
+        )
+    )
     return data
 
 
