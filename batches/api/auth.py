@@ -3,6 +3,12 @@
 A key is looked up by its SHA-256 digest (unique index), then the digest and the visible prefix are
 compared in constant time. Revoked keys are refused. `last_used_at` is written at most once per
 LAST_USED_RESOLUTION so that a busy key does not turn every request into a write.
+
+Failed checks are throttled per client IP (gateway_site.security.FailedAuthThrottle, #29): a request that
+presents credentials is first checked against its address's failure counter (one Redis read), and an
+address past GATEWAY_AUTH_FAILURE_LIMIT answers 429 with Retry-After before any key is looked up; every
+refused credential (wrong scheme, malformed, unknown or revoked key) counts one failure. Redis
+unreachable → 503 with Retry-After, as for the per-key throttle.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 
 from batches.keys import KEY_PREFIX, hash_key, visible_prefix
 from batches.models import ApiKey, Team
+from gateway_site.security import FailedAuthThrottle, RateLimiterUnavailable, client_ip
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 MAX_KEY_LENGTH = 200
@@ -40,6 +47,15 @@ class ApiClient:
         return f"{self.team.name}:{self.api_key.prefix}"
 
 
+class TooManyFailedAttempts(exceptions.Throttled):
+    """429 + Retry-After for an address past its failed-check limit; /v1/ renders it as rate_limit_error."""
+
+    default_detail = "too many failed API key attempts from this address"
+
+    def __init__(self, wait: int):
+        super().__init__(wait=wait)
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
@@ -47,6 +63,26 @@ class ApiKeyAuthentication(BaseAuthentication):
         header = get_authorization_header(request).split()
         if not header:
             raise exceptions.NotAuthenticated("missing 'Authorization: Bearer <api key>' header")
+        throttle = FailedAuthThrottle(client_ip(request))
+        verdict = self._guarded(throttle.check)
+        if not verdict.allowed:
+            raise TooManyFailedAttempts(verdict.retry_after)
+        try:
+            return self.authenticate_credentials(header)
+        except exceptions.AuthenticationFailed:
+            self._guarded(throttle.failed)
+            raise
+
+    @staticmethod
+    def _guarded(fn):
+        from .exceptions import DependencyUnavailable
+
+        try:
+            return fn()
+        except RateLimiterUnavailable as exc:
+            raise DependencyUnavailable("redis", "rate limiter unavailable (Redis); retry later") from exc
+
+    def authenticate_credentials(self, header: list[bytes]) -> tuple[ApiClient, ApiKey]:
         if header[0].lower() != self.keyword.lower().encode():
             raise exceptions.AuthenticationFailed("the Authorization header must use the Bearer scheme")
         if len(header) != 2:

@@ -8,6 +8,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from gateway_site.security import parse_networks as _parse_networks
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
 from observability.metrics_dir import configure as configure_metrics_dir
@@ -256,6 +257,17 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 # finders let it work without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/admin/login/"
+
+# --- security (#29; gateway_site/security.py) ------------------------------------------------------
+# Client IP: X-Forwarded-For is read only when the peer is one of these proxies (addresses or CIDRs,
+# comma-separated), rightmost untrusted hop first; unset = REMOTE_ADDR, the header is ignored.
+GATEWAY_TRUSTED_PROXIES = _parse_networks(env_list("GATEWAY_TRUSTED_PROXIES", []))
+# Failed API-key checks per client IP per window (fixed windows): past the limit the address answers 429
+# with Retry-After before any key lookup, until its window ends. 0 = off.
+GATEWAY_AUTH_FAILURE_LIMIT = env_int("GATEWAY_AUTH_FAILURE_LIMIT", 30, minimum=0)
+GATEWAY_AUTH_FAILURE_WINDOW_SECONDS = env_int(
+    "GATEWAY_AUTH_FAILURE_WINDOW_SECONDS", 60, minimum=1, maximum=86_400
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -21,3 +21,5 @@ os.environ.setdefault("TEST_DB_SUFFIX", f"_run{os.getpid()}")
 DATABASES["default"]["TEST"] = {"NAME": "test_gateway" + os.environ["TEST_DB_SUFFIX"]}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"api_key": "100000/min"}}  # noqa: F405
+# many tests send bad keys from 127.0.0.1; tests/hardening/test_auth_throttle.py sets its own limit
+GATEWAY_AUTH_FAILURE_LIMIT = 100_000
