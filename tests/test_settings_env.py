@@ -1,4 +1,6 @@
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +134,94 @@ def test_test_settings_on_postgresql_bring_their_own_redis_url():
     result = _import_settings("gateway_site.settings.test", DATABASE_URL=POSTGRES)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "redis"
+
+
+# --- README's configuration table names every variable the settings read (#28) ---------------------
+ENV_READERS = {"env_str", "env_int", "env_bool", "env_float", "env_url", "env_list", "getenv"}
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "environ") or (
+        isinstance(node, ast.Attribute) and node.attr == "environ"
+    )
+
+
+def env_names_read(path: Path) -> set[str]:
+    """Names of the environment variables a module reads: the first argument of env_str/env_int/… and
+    of os.environ.get/setdefault/pop/[…] (a string, or a module-level string constant)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def literal(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        return constants.get(node.id) if isinstance(node, ast.Name) else None
+
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            on_environ = isinstance(func, ast.Attribute) and _is_environ(func.value)
+            if called in ENV_READERS or (on_environ and called in ("get", "setdefault", "pop")):
+                names.add(literal(node.args[0]) or "")
+        elif isinstance(node, ast.Subscript) and _is_environ(node.value):
+            names.add(literal(node.slice) or "")
+    # upper-case names only: prometheus_client's legacy lower-case alias is its own business
+    return {name for name in names if re.fullmatch(r"[A-Z][A-Z0-9_]*", name)}
+
+
+def settings_env_names() -> dict[str, set[str]]:
+    """{module: names} for every settings module and what the settings call while loading
+    (observability/metrics_dir.py). test.py is left out: its variables are the test runner's
+    (TEST_DB_SUFFIX, docs/testing.md) or read by base.py anyway."""
+    sources = [p for p in sorted((ROOT / "gateway_site" / "settings").glob("*.py")) if p.name != "test.py"]
+    sources.append(ROOT / "observability" / "metrics_dir.py")
+    return {str(p.relative_to(ROOT)): env_names_read(p) for p in sources}
+
+
+def readme_env_names() -> set[str]:
+    """Every variable named in the first column of README's "## Configuration" table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Configuration") :]
+    section = section[: section.index("\n## ", 1)]
+    names: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            names |= set(re.findall(r"`([A-Z][A-Z0-9_]*)", line.split("|")[1]))
+    return names
+
+
+def test_the_reader_finds_env_names_the_way_settings_read_them(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import os\nfrom os import environ\nSWITCH = 'B_SWITCH'\n"
+        "A = env_int('A_INT', 1, minimum=0)\nB = environ.get(SWITCH)\nC = os.environ['C_RAW']\n"
+        "os.environ.setdefault('D_DEFAULT', 'x')\nE = os.getenv('E_GET')\nF = env_str(name)\n"
+        "G = environ.get('lower_case')\n"
+    )
+    assert env_names_read(module) == {"A_INT", "B_SWITCH", "C_RAW", "D_DEFAULT", "E_GET"}
+
+
+def test_readme_configuration_table_names_every_variable_the_settings_read():
+    """Before: DJANGO_CSRF_TRUSTED_ORIGINS, DATABASE_CONN_MAX_AGE, GATEWAY_SHUTDOWN_SECONDS and others
+    were read by the settings but missing from README's table."""
+    documented = readme_env_names()
+    missing = {
+        module: sorted(names - documented)
+        for module, names in settings_env_names().items()
+        if names - documented
+    }
+    assert not missing, (
+        "README.md's configuration table (## Configuration) has no row for these environment variables "
+        "that the settings read; add a row for each (name, default, meaning): "
+        + "; ".join(f"{module}: {', '.join(names)}" for module, names in missing.items())
+    )
