@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -204,6 +205,7 @@ INSTALLED_APPS = [
     "sim",
     "observability",
     "audit",
+    "axes",  # admin login lockout (#29)
 ]
 
 MIDDLEWARE = [
@@ -219,6 +221,7 @@ MIDDLEWARE = [
     "audit.context.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
 ROOT_URLCONF = "gateway_site.urls"
@@ -268,6 +271,18 @@ GATEWAY_AUTH_FAILURE_LIMIT = env_int("GATEWAY_AUTH_FAILURE_LIMIT", 30, minimum=0
 GATEWAY_AUTH_FAILURE_WINDOW_SECONDS = env_int(
     "GATEWAY_AUTH_FAILURE_WINDOW_SECONDS", 60, minimum=1, maximum=86_400
 )
+# Admin login lockout (django-axes, attempts in the database): this many failed logins for one
+# (client IP, username) lock that pair for the cool-off; a successful login clears its failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("GATEWAY_ADMIN_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("GATEWAY_ADMIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
+AXES_CLIENT_IP_CALLABLE = "gateway_site.security.client_ip"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no "AXES: BEGIN" line from every process; failures and lockouts are still logged
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
