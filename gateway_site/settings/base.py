@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import csp.constants as csp
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
@@ -206,6 +207,7 @@ INSTALLED_APPS = [
     "observability",
     "audit",
     "axes",  # admin login lockout (#29)
+    "csp",
 ]
 
 MIDDLEWARE = [
@@ -213,6 +215,7 @@ MIDDLEWARE = [
     # before anything that reads the Host: probes answer behind any Host, /api/ and /v1/ refuse one in JSON
     "gateway_site.hosts.HostMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -283,6 +286,23 @@ AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
 AXES_CLIENT_IP_CALLABLE = "gateway_site.security.client_ip"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no "AXES: BEGIN" line from every process; failures and lockouts are still logged
+# Content-Security-Policy (django-csp) on every page but Swagger UI (/api/docs/, drf-spectacular's inline
+# script): the admin's and dashboards' own static scripts and styles, nothing inline, nothing foreign.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/api/docs/"],
+    "DIRECTIVES": {
+        "default-src": [csp.SELF],
+        "script-src": [csp.SELF],
+        "style-src": [csp.SELF],
+        "img-src": [csp.SELF],
+        "font-src": [csp.SELF],
+        "connect-src": [csp.SELF],
+        "object-src": [csp.NONE],
+        "base-uri": [csp.SELF],
+        "form-action": [csp.SELF],
+        "frame-ancestors": [csp.NONE],
+    },
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
