@@ -82,7 +82,7 @@ def retry_failed(batch: Batch, *, api_key: ApiKey | None = None) -> Batch:
     items = failed_items_as_submission(batch)
     if not items:
         raise RetryRefused("batch has no failed items to retry")
-    metadata = {**batch.metadata, RETRY_OF_KEY: str(batch.id)}
+    metadata = {**(batch.metadata if isinstance(batch.metadata, dict) else {}), RETRY_OF_KEY: str(batch.id)}
     retry = submit_batch(
         team=batch.team,
         items=items,
