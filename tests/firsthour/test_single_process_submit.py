@@ -171,6 +171,9 @@ def test_single_process_timeout_cancels_the_unsent_items_instead_of_failing_them
     assert len(errors) == 1 and "--timeout" in errors[0] and "cancelled" in errors[0], done.stderr
     batch = json.loads(done.stdout)
     assert batch["status"] == "cancelled", batch
+    counts = batch["request_counts"]  # printed once every call in flight had answered
+    assert counts["completed"] + counts["failed"] + counts["cancelled"] == counts["total"] == 40, counts
+    assert counts["completed"] >= 1 and counts["cancelled"] >= 1, counts
     rows = item_rows(single["db"], batch["id"])
     assert {s for s, _ in rows} <= {"succeeded", "cancelled"}, rows
     assert "cancelled" in {s for s, _ in rows}

@@ -140,7 +140,7 @@ class Command(DatabaseCommand):
                     batch.refresh_from_db()
                     counts = item_status_counts(batch)
                     progress.update(batch.status, sum(counts[s] for s in DONE), batch.total_count, counts)
-                    if batch.is_terminal:
+                    if _ended(batch, runs_here):
                         return batch
                     if deadline is not None and time.monotonic() >= deadline:
                         if not runs_here:
@@ -161,13 +161,20 @@ class Command(DatabaseCommand):
                 "unsent items are cancelled (waiting for the calls in flight)"
             )
             cancel_batch(str(batch.id))
-            while not batch.is_terminal:
+            while not _ended(batch, runs_here):
                 time.sleep(poll)
                 batch.refresh_from_db()
                 counts = item_status_counts(batch)
                 progress.update(batch.status, sum(counts[s] for s in DONE), batch.total_count, counts)
         self.stdout.write(json.dumps(BatchSerializer(batch).data, indent=2))
         raise CommandError(f"{stopped}: cancelled its unsent items; it ended {batch.status}")
+
+
+def _ended(batch: Batch, runs_here: bool) -> bool:
+    """With workers: the batch has a final status. Single-process mode: it is finalized as well (a
+    cancelled batch is `cancelled` at once while its calls in flight still answer, on this process's
+    thread, which must not be cut off by the command's exit)."""
+    return batch.completed_at is not None if runs_here else batch.is_terminal
 
 
 def _counts_text(counts: dict[str, int]) -> str:
