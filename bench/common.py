@@ -451,6 +451,7 @@ def setup_django(default_database_url: str, **env: str) -> None:
     and migrated if needed), single-process settings without Redis; `env` sets more variables first."""
     os.environ.setdefault("DATABASE_URL", default_database_url)
     os.environ.pop("REDIS_URL", None)
+    os.environ["GATEWAY_SINGLE_PROCESS"] = "1"  # PostgreSQL without Redis: settings refuse it otherwise
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.local")
     ensure_database(os.environ["DATABASE_URL"])
@@ -478,6 +479,7 @@ def gunicorn_server(timeout_s: int, wait_s: float, **env: str) -> Iterator[tuple
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "CELERY_BROKER_URL": "memory://",
         "CELERY_TASK_ALWAYS_EAGER": "0",
+        "GATEWAY_SINGLE_PROCESS": "1",  # PostgreSQL without Redis: settings refuse it otherwise
         **env,
     }
     full_env.pop("REDIS_URL", None)
