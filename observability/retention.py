@@ -1,5 +1,6 @@
-"""Retention: delete prompts, responses and uploaded files older than GATEWAY_RETENTION_DAYS, keep batch
-stats, counters and usage.
+"""Retention: delete the prompts and answers of batches finished more than GATEWAY_RETENTION_DAYS ago, and
+the /v1 files that expired or belong to such batches, with their blobs; keep batch stats, counters and
+usage.
 
 A batch is old when it finished (``completed_at``) before the cutoff. Its items keep their status,
 provider, attempts, latency, tokens, error type/code/message and attempt log (no bodies in there);
@@ -7,7 +8,9 @@ provider, attempts, latency, tokens, error type/code/message and attempt log (no
 TeamUsageDaily are not touched. Work is done in short transactions of CHUNK items, and items already
 purged are skipped, so the command is safe to run repeatedly and concurrently (cron or Celery beat).
 
-Other kinds of stored content (e.g. the /v1/files uploads) plug in with ``register_purger``.
+Other kinds of stored content plug in with ``register_purger``: the /v1 files do
+(openai_api.retention, registered by its app). A purger is ``fn(cutoff, dry_run, now)``; ``cutoff`` is
+None when retention is off (days 0), and a purger with nothing to do then returns None (not reported).
 """
 
 from __future__ import annotations
@@ -22,24 +25,29 @@ from django.utils import timezone
 CHUNK = 2000
 PURGED_KEY = "purged_at"
 
-# name -> fn(cutoff, dry_run) -> number of objects purged (or that would be)
-_purgers: dict[str, Callable[[dt.datetime, bool], int]] = {}
+# name -> fn(cutoff or None, dry_run, now) -> number of objects purged (or that would be); None: not run
+Purger = Callable[[dt.datetime | None, bool, dt.datetime], int | None]
+_purgers: dict[str, Purger] = {}
 
 
-def register_purger(name: str, fn: Callable[[dt.datetime, bool], int]) -> None:
+def register_purger(name: str, fn: Purger) -> None:
     _purgers[name] = fn
 
 
 @dataclass
 class RetentionReport:
-    cutoff: dt.datetime
+    cutoff: dt.datetime | None  # None: retention off (only what expires by itself was purged)
     dry_run: bool
     purged: dict[str, int] = field(default_factory=dict)
 
 
-def purge_items(cutoff: dt.datetime, dry_run: bool = False) -> int:
+def purge_items(
+    cutoff: dt.datetime | None, dry_run: bool = False, now: dt.datetime | None = None
+) -> int | None:
     from batches.models import Batch, BatchItem
 
+    if cutoff is None:
+        return None
     old_batches = Batch.objects.filter(completed_at__lt=cutoff).values("pk")
     pending = BatchItem.objects.filter(batch__in=old_batches).exclude(payload__has_key=PURGED_KEY)
     if dry_run:
@@ -57,11 +65,18 @@ def purge_items(cutoff: dt.datetime, dry_run: bool = False) -> int:
 register_purger("items", purge_items)
 
 
-def purge_old_data(days: int, *, dry_run: bool = False, now: dt.datetime | None = None) -> RetentionReport:
-    if days < 1:
-        raise ValueError("days must be >= 1")
-    cutoff = (now or timezone.now()) - dt.timedelta(days=days)
+def purge_old_data(
+    days: int | None, *, dry_run: bool = False, now: dt.datetime | None = None
+) -> RetentionReport:
+    """Run every purger. ``days`` None or 0: retention is off, only what expires by itself (the /v1 files
+    past their ``expires_at``) is purged."""
+    if days is not None and days < 0:
+        raise ValueError("days must be >= 0")
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(days=days) if days else None
     report = RetentionReport(cutoff=cutoff, dry_run=dry_run)
     for name, fn in _purgers.items():
-        report.purged[name] = fn(cutoff, dry_run)
+        n = fn(cutoff, dry_run, now)
+        if n is not None:
+            report.purged[name] = n
     return report

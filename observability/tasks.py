@@ -10,7 +10,5 @@ from .retention import purge_old_data
 
 @shared_task(name="observability.purge_old_data", ignore_result=True)
 def purge_old_data_task() -> dict:
-    days = int(settings.GATEWAY_RETENTION_DAYS)
-    if days < 1:
-        return {}
-    return purge_old_data(days).purged
+    # retention off (0): still deletes the /v1 files past their expires_at
+    return purge_old_data(int(settings.GATEWAY_RETENTION_DAYS)).purged

@@ -10,8 +10,10 @@ RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import json
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -119,6 +121,70 @@ def read_input(
     if not parsed.items:
         raise InputFileError([LineError("empty_file", "the input file contains no requests")])
     return parsed
+
+
+FORMAT_CHUNK = 1024 * 1024
+_LEADING_BLANKS = " \t\r\x0b\x0c"  # what bytes.strip() also drops (a line of only these is blank)
+# a line start (after a newline) whose first character past an optional BOM and blanks is neither "{"
+# nor the line's end: not JSONL. Possessive, so a BOM or blanks are never given back: linear time.
+_NOT_AN_OBJECT = re.compile("\n\ufeff?+[ \t\r\x0b\x0c]*+(?=[^{ \t\r\x0b\x0c\n])")
+JSONL_HINT = "a batch input file is JSONL: UTF-8 text, one JSON object (one request) per line"
+
+
+def jsonl_format_problem(stream: IO[bytes], chunk_size: int = FORMAT_CHUNK) -> str | None:
+    """Why `stream` is not a JSONL file at all (None if it is one): it must be UTF-8 and every non-blank
+    line must start a JSON object (``{``, after blanks and a UTF-8 BOM, which ``read_input`` drops too),
+    with at least one such line. Line numbers count ``\n`` as ``read_input`` does. Only the format is
+    checked: a line that starts an object but is not valid JSON, or not a valid request, is reported
+    with every other such line when a batch is created from the file, as on OpenAI. One pass in chunks,
+    memory bounded by `chunk_size` whatever the lines; the lines are scanned by a regex, so Python code
+    runs per chunk, not per line."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1  # the line the current chunk starts in
+    head: str | None = ""  # the current line's beginning while only blanks were seen; None once judged
+    seen_request = False
+
+    def refusal(number: int, body: str) -> str:
+        body = body.split("\n", 1)[0].rstrip("\r")
+        shown = body[:24] + ("…" if len(body) > 24 else "")
+        return f"line {number} does not start a JSON object (it starts with {shown!r}); {JSONL_HINT}"
+
+    def judge(raw: str) -> tuple[str, str | None]:
+        """(what the line starts with past a BOM and blanks, the head to keep if that is nothing)"""
+        body = (raw[1:] if raw.startswith("\ufeff") else raw).lstrip(_LEADING_BLANKS)
+        return body, (None if body else raw[:2])  # a BOM and one blank are all a head needs
+
+    while True:
+        chunk = stream.read(chunk_size)
+        final = not chunk
+        pending = decoder.getstate()[0]  # the bytes of a character the previous chunk ended inside
+        try:
+            text = decoder.decode(chunk, final=final)
+        except UnicodeDecodeError as exc:
+            bad = (pending + chunk)[exc.start : exc.start + 1].hex()
+            at_line = line + chunk.count(b"\n", 0, max(0, exc.start - len(pending)))
+            return f"line {at_line} is not UTF-8 text (byte 0x{bad}); {JSONL_HINT}"
+        first_newline = text.find("\n")
+        if head is not None:  # the line going on from the previous chunk
+            body, head = judge(head + (text if first_newline < 0 else text[:first_newline]))
+            if body and body[0] != "{":
+                return refusal(line, body)
+            seen_request = seen_request or bool(body)
+        if first_newline >= 0:
+            found = _NOT_AN_OBJECT.search(text)
+            if found is not None:
+                return refusal(
+                    line + text.count("\n", 0, found.start()) + 1, text[found.end() : found.end() + 25]
+                )
+            seen_request = seen_request or text.find("{", first_newline) >= 0
+            # the chunk's last line, to go on in the next chunk: judged, or blanks so far
+            body, head = judge(text[text.rfind("\n") + 1 :])
+            line += text.count("\n")
+        if final:
+            break
+    if not seen_request:
+        return f"the file holds only blank lines; {JSONL_HINT}"
+    return None
 
 
 def _reject_constant(name: str) -> None:

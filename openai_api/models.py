@@ -1,7 +1,9 @@
 """Files uploaded through `/v1/files` and the link from an OpenAI-style batch to its native Batch.
 
 Blobs live in the `openai_files` storage (settings.STORAGES; local filesystem by default, any
-django-storages backend by setting); the database holds only their metadata.
+django-storages backend by setting); the database holds only their metadata. A file expires at
+`expires_at` (GATEWAY_FILES_EXPIRE_DAYS after it was made; null = never): from then on it is a 404 and
+`purge_old_data` deletes its row and blob (openai_api.retention).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from batches.models import Batch, Team
 
@@ -33,11 +36,16 @@ class File(models.Model):
     filename = models.CharField(max_length=255)
     bytes = models.PositiveBigIntegerField()
     storage_name = models.CharField(max_length=255, help_text="Name of the blob in the openai_files storage.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # null = never; past it the file answers 404 and purge_old_data deletes it with its blob
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["team", "-created_at"], name="openai_file_team_created")]
+        indexes = [
+            models.Index(fields=["team", "-created_at"], name="openai_file_team_created"),
+            models.Index(fields=["expires_at"], name="openai_file_expires"),
+        ]
 
     def __str__(self) -> str:
         return self.id
@@ -62,6 +70,9 @@ class OpenAIBatch(models.Model):
     errors = models.JSONField(null=True, blank=True)
     output_file = models.ForeignKey(File, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     error_file = models.ForeignKey(File, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # the ids shown as output_file_id / error_file_id, kept after those files expire or are purged
+    output_file_ref = models.CharField(max_length=64, blank=True, default="")
+    error_file_ref = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     in_progress_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)

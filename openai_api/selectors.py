@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from batches.models import Batch, BatchStatus, Team
 
@@ -16,16 +17,22 @@ MAX_LIST_LIMIT = 100
 MAX_FILE_LIST_LIMIT = 10_000
 
 
+def live_files(qs: QuerySet[File], now: dt.datetime | None = None) -> QuerySet[File]:
+    """The files of `qs` that have not expired (an expired file is gone for its team: 404, not listed,
+    no new batch, not counted in its quotas, until purge_old_data deletes it)."""
+    return qs.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now or timezone.now()))
+
+
 def files_for_team(team: Team, *, purpose: str | None = None, order: str = "desc") -> QuerySet[File]:
-    qs = File.objects.filter(team=team)
+    qs = live_files(File.objects.filter(team=team))
     if purpose:
         qs = qs.filter(purpose=purpose)
     return qs.order_by("created_at", "id") if order == "asc" else qs.order_by("-created_at", "-id")
 
 
 def get_file_for_team(team: Team, file_id: str) -> File:
-    """Raises File.DoesNotExist for unknown ids and other teams' files alike."""
-    return File.objects.get(team=team, pk=file_id)
+    """Raises File.DoesNotExist for unknown ids, expired files and other teams' files alike."""
+    return live_files(File.objects.filter(team=team)).get(pk=file_id)
 
 
 def get_batch_for_team(team: Team, batch_id: str) -> OpenAIBatch:
@@ -84,7 +91,7 @@ def file_object(file: File) -> dict[str, Any]:
         "filename": file.filename,
         "purpose": file.purpose,
         "status": "processed",
-        "expires_at": None,
+        "expires_at": ts(file.expires_at),
         "status_details": None,
     }
 
@@ -115,8 +122,9 @@ def batch_object(ob: OpenAIBatch) -> dict[str, Any]:
         "input_file_id": ob.input_file_ref,
         "completion_window": ob.completion_window,
         "status": status,
-        "output_file_id": ob.output_file_id,
-        "error_file_id": ob.error_file_id,
+        # kept after the files expire (then their content is a 404), as OpenAI shows them
+        "output_file_id": ob.output_file_ref or ob.output_file_id,
+        "error_file_id": ob.error_file_ref or ob.error_file_id,
         # the native batch's creation time, so that expires_at - created_at is the window exactly
         "created_at": ts(batch.created_at if batch is not None else ob.created_at),
         "in_progress_at": ts(ob.in_progress_at),

@@ -59,7 +59,9 @@ class OpenAIFileObjectSerializer(serializers.Serializer):
     filename = serializers.CharField()
     purpose = serializers.ChoiceField(choices=["batch", "batch_output"])
     status = serializers.CharField(help_text='Always "processed".')
-    expires_at = serializers.IntegerField(allow_null=True)
+    expires_at = serializers.IntegerField(
+        allow_null=True, help_text="Unix seconds; GATEWAY_FILES_EXPIRE_DAYS after created_at (null: never)."
+    )
     status_details = serializers.CharField(allow_null=True)
 
 

@@ -42,7 +42,9 @@ AUTH_ERRORS = {
     429: OpenApiResponse(ERR, description="Too many requests for this API key (see Retry-After)."),
 }
 BAD_REQUEST = {400: OpenApiResponse(ERR, description="Invalid request; `param` names the field.")}
-FILE_NOT_FOUND = {404: OpenApiResponse(ERR, description="No such file for the caller's team.")}
+FILE_NOT_FOUND = {
+    404: OpenApiResponse(ERR, description="No such file for the caller's team (or it expired).")
+}
 BATCH_NOT_FOUND = {404: OpenApiResponse(ERR, description="No such batch for the caller's team.")}
 MULTIPART_SLACK = 64 * 1024  # multipart boundaries and the purpose field on top of the file itself
 
@@ -167,7 +169,10 @@ class FilesView(OpenAIView):
         summary="Upload a batch input file (OpenAI-compatible)",
         description=(
             "Multipart fields `file` (JSONL, one OpenAI batch request per line) and `purpose=batch`. "
-            "Streamed to the files storage; at most GATEWAY_OPENAI_MAX_FILE_BYTES (default 200 MB)."
+            "Streamed to the files storage; at most GATEWAY_OPENAI_MAX_FILE_BYTES (default 200 MB). "
+            "A file that is not JSONL (not UTF-8, or a line that does not start a JSON object) is a 400 "
+            "naming the line. The file expires GATEWAY_FILES_EXPIRE_DAYS (default 30) days later "
+            "(`expires_at`)."
         ),
         request={"multipart/form-data": OpenAIFileUploadSerializer},
         responses={
@@ -176,6 +181,14 @@ class FilesView(OpenAIView):
             413: OpenApiResponse(ERR, description="The file is larger than the cap."),
             415: OpenApiResponse(ERR, description="Not a multipart/form-data body."),
             **AUTH_ERRORS,
+            429: OpenApiResponse(
+                ERR,
+                description=(
+                    "Too many requests for this API key (see Retry-After), or the team's file quota "
+                    "(`code` file_quota_exceeded, `param` limits.stored_files | limits.stored_file_bytes; "
+                    "`x-should-retry: false`): nothing is stored."
+                ),
+            ),
         },
     )
     def post(self, request):
@@ -223,7 +236,10 @@ class FileContentView(OpenAIView):
     )
     def get(self, request, file_id):
         file = self.get_file(file_id)
-        stream = services.file_storage().open(file.storage_name, "rb")
+        try:
+            stream = services.file_storage().open(file.storage_name, "rb")
+        except FileNotFoundError:  # purged between the lookup and the read
+            raise OpenAIError(404, f"No such File object: {file_id}", param="id", code="not_found") from None
         return FileResponse(
             stream, as_attachment=True, filename=file.filename, content_type="application/octet-stream"
         )

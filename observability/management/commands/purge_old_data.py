@@ -14,31 +14,44 @@ log = logging.getLogger("observability.retention")
 
 class Command(BaseCommand):
     help = (
-        "Delete prompts, responses and uploaded files of batches finished more than N days ago "
-        "(default GATEWAY_RETENTION_DAYS); batch stats and usage are kept."
+        "Delete the /v1 files past their expires_at (GATEWAY_FILES_EXPIRE_DAYS), rows and stored blobs. "
+        "With retention on (--days N, default GATEWAY_RETENTION_DAYS; 0 = off), also, for batches finished "
+        "more than N days ago: replace their items' prompts and answers with a purge marker and delete "
+        "their /v1 input, output and error files with their blobs (an input file a newer batch also used "
+        "is kept). Item status, tokens, batch stats and daily usage are kept."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--days", type=int, default=None, help="override GATEWAY_RETENTION_DAYS")
-        parser.add_argument("--dry-run", action="store_true", help="count what would be purged")
+        parser.add_argument(
+            "--days", type=int, default=None, help="override GATEWAY_RETENTION_DAYS (0 = off)"
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="count what would be purged, change nothing"
+        )
 
     def handle(self, *args, days=None, dry_run=False, **options):
         days = settings.GATEWAY_RETENTION_DAYS if days is None else days
-        if days is None or days == 0:
-            self.stdout.write("retention is off (GATEWAY_RETENTION_DAYS=0): nothing purged")
-            return
-        if days < 1:
-            raise CommandError("--days: must be >= 1")
+        if days < 0:
+            raise CommandError("--days: must be >= 0 (0 = retention off)")
         report = purge_old_data(days, dry_run=dry_run)
         verb = "would purge" if dry_run else "purged"
-        summary = ", ".join(f"{n} {name}" for name, n in report.purged.items())
-        self.stdout.write(f"{verb} {summary} finished before {report.cutoff.isoformat(timespec='seconds')}")
+        summary = ", ".join(f"{n} {name}" for name, n in report.purged.items()) or "nothing"
+        if report.cutoff is None:
+            self.stdout.write(
+                f"retention is off (GATEWAY_RETENTION_DAYS=0): no batch data purged; {verb} {summary} "
+                "past their expires_at"
+            )
+        else:
+            self.stdout.write(
+                f"{verb} {summary} (of batches finished before {report.cutoff.isoformat(timespec='seconds')}; "
+                "files also once expired)"
+            )
         log.info(
             "retention run",
             extra={
                 "event": "retention",
                 "dry_run": dry_run,
-                "cutoff": report.cutoff.isoformat(),
+                "cutoff": report.cutoff.isoformat() if report.cutoff else None,
                 **report.purged,
             },
         )
