@@ -9,7 +9,7 @@ from .models import File, OpenAIBatch
 
 @admin.register(File)
 class FileAdmin(ReadOnlyAdmin):
-    list_display = ["id", "team", "purpose", "filename", "bytes", "created_at"]
+    list_display = ["id", "team", "purpose", "filename", "bytes", "created_at", "expires_at"]
     list_filter = ["purpose", "team"]
     search_fields = ["id", "filename"]
 
