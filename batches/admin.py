@@ -62,13 +62,15 @@ class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
             },
         ),
         (
-            "Queued-work limits (empty: the deployment's GATEWAY_TEAM_MAX_* defaults)",
+            "Queued-work and file limits (empty: the deployment's GATEWAY_TEAM_MAX_* / GATEWAY_FILES_MAX_* defaults)",
             {
                 "fields": [
                     "max_pending_items",
                     "max_open_batches",
                     "max_submissions_per_minute",
                     "queue_usage",
+                    "max_stored_files",
+                    "max_stored_file_bytes",
                 ]
             },
         ),
@@ -188,7 +190,7 @@ class BatchAdmin(ReadOnlyAdmin):
     actions = ["cancel_batches"]
 
     def has_cancel_permission(self, request) -> bool:
-        return request.user.has_perm("batches.change_batch")
+        return request.user.has_perm("batches.cancel_batch")
 
     @admin.action(
         description="Cancel selected batches (unsent items; in-flight ones finish)", permissions=["cancel"]
