@@ -145,8 +145,9 @@ def test_the_gateways_own_retry_link_still_shows(client, hostile, make_provider,
     new = retry_failed(Batch.objects.get(pk=original.pk))
     html = client.get(reverse("dashboard:batch_detail", args=[new.pk])).content.decode()
     assert re.search(
-        r'retry of <a href="%s"><code>%s…</code></a>'
-        % (re.escape(reverse("dashboard:batch_detail", args=[original.pk])), str(original.pk)[:8]),
+        'retry of <a href="{}"><code>{}…</code></a>'.format(
+            re.escape(reverse("dashboard:batch_detail", args=[original.pk])), str(original.pk)[:8]
+        ),
         html,
     )
 
@@ -157,6 +158,6 @@ def test_the_teams_api_reads_any_stored_metadata(hostile):
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {create_api_key(team, 'reader')[1]}")
     for batch in batches:
         response = client.get(f"/api/v1/batches/{batch.pk}")
-        assert response.status_code == 200, (batch.metadata if not isinstance(batch.metadata, str) else "str")
+        assert response.status_code == 200, batch.metadata if not isinstance(batch.metadata, str) else "str"
     listing = client.get("/api/v1/batches", {"limit": 100})
     assert listing.status_code == 200 and len(listing.json()["results"]) == len(batches)

@@ -106,7 +106,8 @@ def test_admin_rpm_and_tpm_refuse_zero_and_negative_with_one_message(staff):
     page = staff.get(url).content.decode()
     for field in ("rpm", "tpm"):  # the browser widget agrees with the validators
         assert re.search(
-            rf'<input type="number" name="form-0-{field}" value="\d+" class="vIntegerField[^"]*" min="1"', page
+            rf'<input type="number" name="form-0-{field}" value="\d+" class="vIntegerField[^"]*" min="1"',
+            page,
         )
     messages = set()
     for value in ("-5", "0"):
