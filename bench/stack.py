@@ -307,7 +307,11 @@ class GatewayStack:
                 prefix = self._env["GATEWAY_REDIS_PREFIX"]
                 keys = list(client.scan_iter(match=prefix + "*", count=1000))
                 queue = self._env["CELERY_TASK_DEFAULT_QUEUE"]
-                keys += [queue.encode(), f"_kombu.binding.{queue}".encode()]  # the bench's own queue
+                # the bench's own queue and its kombu binding (named either way by kombu versions)
+                keys += [
+                    k.encode()
+                    for k in (queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+                ]
                 if keys:
                     client.delete(*keys)
                 client.close()
