@@ -122,7 +122,7 @@ def test_plain_prefork_worker_without_multiproc_dir_is_counted_by_the_web(
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 exited = (file_pids(directory, "counter_*.db") - files_before) - children_of(worker.pid)
-                if exited:
+                if exited and len(watch.children) > 2:  # ... and the pool has started its replacement
                     break
                 time.sleep(0.05)
             assert exited, (watch.children, children_of(worker.pid))
