@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 
-from gateway_engine.batcher import estimate_tokens
+from gateway_engine.items import estimate_tokens
 from gateway_engine.quota import BudgetExceeded, TeamLimits
 from providers.quota import get_quota_store
 from providers.quota.config import seed_budget_from_db  # closes its thread's connection

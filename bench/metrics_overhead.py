@@ -142,7 +142,7 @@ def latency_part(sim_url: str, calls: int, rounds: int) -> dict:
 def observer_cost_us(n: int = 20000) -> dict:
     """CPU time of the observer calls one item costs (1 quota wait, 1 attempt with tokens and cost,
     1 item done), in a tight loop: the exact hot-path price, free of scheduling noise."""
-    from gateway_engine.batcher import ItemResult
+    from gateway_engine.items import ItemResult
     from observability.engine import GatewayObserver
     from providers.pricing import Prices
 

@@ -31,8 +31,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from .items import WorkItem
+
 if TYPE_CHECKING:
-    from .batcher import WorkItem
     from .quota.redis_store import RedisQuotaStore
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600

@@ -8,10 +8,9 @@ The Prometheus/log/trace implementation lives outside the engine (``observabilit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .batcher import ItemResult
+from .items import ItemResult
 
 
 class EngineObserver(Protocol):

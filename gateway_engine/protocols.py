@@ -17,11 +17,12 @@ The engine calls nothing else on these objects. The concrete implementations:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # annotations only: this module imports nothing of the engine at run time
-    from .batcher import ItemResult, WorkItem
+from .items import ItemResult, RawItem, WorkItem
+
+if TYPE_CHECKING:  # annotations only
     from .breaker import Permit
     from .quota.base import BudgetSeed, GlobalSlot, Lease
     from .quota.types import BudgetReservation, ProviderLimits, Reservation, TeamLimits
@@ -37,9 +38,6 @@ __all__ = [
     "RawItem",
     "ResultSink",
 ]
-
-# one work item as a caller hands it over: a WorkItem or a contract ITEM dict (WorkItem.coerce checks it)
-RawItem: TypeAlias = "WorkItem | Mapping[str, Any]"
 
 
 class Clock(Protocol):
