@@ -23,3 +23,10 @@ def record_action(
         action=action[:16],
         changes=changes or {},
     )
+
+
+def on_batch_action(
+    sender, model: str, object_id: str, object_repr: str, action: str, changes: dict | None, **kwargs
+) -> None:
+    """Receiver of ``batches.signals.batch_action`` (connected in audit.apps)."""
+    record_action(model, object_id, object_repr, action, changes)

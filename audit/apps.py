@@ -7,6 +7,9 @@ class AuditConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import signals
+        from batches.signals import batch_action
+
+        from . import actions, signals
 
         signals.connect()
+        batch_action.connect(actions.on_batch_action, dispatch_uid="audit.batch_action")

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
+from . import signals
 from .models import TERMINAL_BATCH_STATUSES, ApiKey, Batch, BatchItem, ItemStatus
 from .submission import BatchOptions, batch_options, submit_batch
 
@@ -90,10 +91,8 @@ def retry_failed(batch: Batch, *, api_key: ApiKey | None = None) -> Batch:
         api_key=api_key,
         options=_options_of(batch),
     )
-    from audit.actions import record_action
-
-    record_action(
-        "batch", str(batch.id), f"{batch.team.name} {batch.id}", "retried",
-        {"retry_batch": str(retry.id), "items": retry.total_count},
+    signals.batch_action.send(
+        sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team.name} {batch.id}",
+        action="retried", changes={"retry_batch": str(retry.id), "items": retry.total_count},
     )  # fmt: skip
     return retry

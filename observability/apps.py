@@ -10,9 +10,16 @@ class ObservabilityConfig(AppConfig):
     verbose_name = "Observability"
 
     def ready(self) -> None:
-        from . import celery_hooks, tracing
+        from batches import signals
+        from batches.execution import observers
+
+        from . import celery_hooks, events, tracing
+        from .engine import engine_observer
 
         celery_hooks.connect()
+        signals.batch_started.connect(events.on_batch_started, dispatch_uid="observability.batch_started")
+        signals.batch_finished.connect(events.on_batch_finished, dispatch_uid="observability.batch_finished")
+        observers.install(engine_observer)
         tracing.configure_from_env()
         warn_if_worker_metrics_invisible()
 

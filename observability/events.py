@@ -1,7 +1,7 @@
 """Batch lifecycle events: one log line and the metrics that go with them.
 
-Called from ``batches.execution`` (one-line hunks): ``batch_started`` when a batch turns running,
-``batch_finished`` after the finalizing transaction commits.
+Receivers of ``batches.signals`` (connected in observability.apps): ``batch_started`` when a batch turns
+running, ``batch_finished`` after the finalizing transaction commits.
 """
 
 from __future__ import annotations
@@ -49,3 +49,11 @@ def batch_finished(batch, line: dict) -> None:
             "failed": line.get("failed_count"),
         },
     )
+
+
+def on_batch_started(sender, batch, **kwargs) -> None:
+    batch_started(batch)
+
+
+def on_batch_finished(sender, batch, line: dict, **kwargs) -> None:
+    batch_finished(batch, line)

@@ -8,8 +8,8 @@ provider, attempts, latency, tokens, error type/code/message and attempt log (no
 TeamUsageDaily are not touched. Work is done in short transactions of CHUNK items, and items already
 purged are skipped, so the command is safe to run repeatedly and concurrently (cron or Celery beat).
 
-Other kinds of stored content plug in with ``register_purger``: the /v1 files do
-(openai_api.retention, registered by its app). A purger is ``fn(cutoff, dry_run, now)``; ``cutoff`` is
+The purgers are listed in ``PURGERS``: the items here, the /v1 files in openai_api.retention
+(observability sits above both apps in the import layers, so it names them). A purger is ``fn(cutoff, dry_run, now)``; ``cutoff`` is
 None when retention is off (days 0), and a purger with nothing to do then returns None (not reported).
 """
 
@@ -22,16 +22,14 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from batches.models import Batch, BatchItem
+from openai_api.retention import purge_files
+
 CHUNK = 2000
 PURGED_KEY = "purged_at"
 
 # name -> fn(cutoff or None, dry_run, now) -> number of objects purged (or that would be); None: not run
 Purger = Callable[[dt.datetime | None, bool, dt.datetime], int | None]
-_purgers: dict[str, Purger] = {}
-
-
-def register_purger(name: str, fn: Purger) -> None:
-    _purgers[name] = fn
 
 
 @dataclass
@@ -44,8 +42,6 @@ class RetentionReport:
 def purge_items(
     cutoff: dt.datetime | None, dry_run: bool = False, now: dt.datetime | None = None
 ) -> int | None:
-    from batches.models import Batch, BatchItem
-
     if cutoff is None:
         return None
     old_batches = Batch.objects.filter(completed_at__lt=cutoff).values("pk")
@@ -62,7 +58,7 @@ def purge_items(
             total += BatchItem.objects.filter(pk__in=ids).update(payload=marker, response=None)
 
 
-register_purger("items", purge_items)
+PURGERS: dict[str, Purger] = {"items": purge_items, "files": purge_files}
 
 
 def purge_old_data(
@@ -75,7 +71,7 @@ def purge_old_data(
     now = now or timezone.now()
     cutoff = now - dt.timedelta(days=days) if days else None
     report = RetentionReport(cutoff=cutoff, dry_run=dry_run)
-    for name, fn in _purgers.items():
+    for name, fn in PURGERS.items():
         n = fn(cutoff, dry_run, now)
         if n is not None:
             report.purged[name] = n

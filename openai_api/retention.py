@@ -1,4 +1,4 @@
-"""Retention of /v1 files (registered with observability.retention, run by purge_old_data).
+"""Retention of /v1 files (listed in observability.retention.PURGERS, run by purge_old_data).
 
 Two rules, each deleting the row and its blob in the files storage:
 

@@ -10,6 +10,8 @@ from gateway_engine.routing import RoutingTable
 from providers.adapters import routing_table_from_models
 from providers.models import Provider, RoutingRule
 
+from . import observers
+
 
 def load_routing_table() -> RoutingTable:
     """Every provider and routing rule as plain dataclasses (disabled ones are skipped by routing)."""
@@ -36,7 +38,6 @@ def build_batcher(
 ) -> CrossProviderBatcher:
     """The engine wired to the shared quota store, breaker and live limits (chosen by settings), and,
     for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
-    from observability.engine import engine_observer
     from providers.breaker import get_breaker
     from providers.quota import LimitsSource, get_quota_store
 
@@ -50,7 +51,7 @@ def build_batcher(
         limits_source=LimitsSource.shared(),
         options=engine_options(),
         salt=str(batch_id),
-        observer=engine_observer(batch_id, table),
+        observer=observers.observer_for(batch_id, table),
         journal=journal_for(owner) if owner else None,
     )
 

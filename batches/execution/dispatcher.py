@@ -36,11 +36,11 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
 from gateway_engine import ItemFeed, ItemResult, RunControl
 from gateway_site.forksafe import after_fork
-from observability import events
 
 from . import shutdown
 from .claims import (
@@ -322,7 +322,7 @@ class DispatchSlice:
                     status=BatchStatus.RUNNING, started_at=timezone.now()
                 ):
                     started = Batch.objects.filter(id=bid).only("id", "team_id", "total_count", "priority")
-                    events.batch_started(started.first())
+                    signals.batch_started.send(sender=Batch, batch=started.first())
         self.outstanding[provider] += len(rows)
         self.report.claimed += len(rows)
         self.feed.put(items)
@@ -408,7 +408,7 @@ def start_batch(batch_id: str) -> bool:
         if batch.status == BatchStatus.QUEUED:
             batch.status, batch.started_at = BatchStatus.RUNNING, timezone.now()
             batch.save(update_fields=["status", "started_at"])
-            transaction.on_commit(lambda: events.batch_started(batch))
+            transaction.on_commit(lambda: signals.batch_started.send(sender=Batch, batch=batch))
     if not BatchItem.objects.filter(batch_id=batch_id).exists():
         finalize_batch_if_done(batch_id)
         return False

@@ -13,9 +13,9 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
 from gateway_engine.stats import StatsBuilder
-from observability import events
 from providers.pricing import add_stats_costs, prices_by_provider
 
 from .claims import cancel_claimable
@@ -131,7 +131,7 @@ def finalize_batch_if_done(batch_id: str) -> bool:
         )
         _upsert_usage(batch, stats, now.date())
         line = {"event": "batch_finished", "status": batch.status, "team_id": batch.team_id, **stats}
-        transaction.on_commit(lambda: events.batch_finished(batch, line))
+        transaction.on_commit(lambda: signals.batch_finished.send(sender=Batch, batch=batch, line=line))
     return True
 
 
@@ -166,9 +166,10 @@ def cancel_batch(batch_id: str) -> Batch:
             return batch
         batch.status = BatchStatus.CANCELLED
         batch.save(update_fields=["status"])
-        from audit.actions import record_action
-
-        record_action("batch", str(batch.id), f"{batch.team_id} {batch.id}", "cancelled")
+        signals.batch_action.send(
+            sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team_id} {batch.id}",
+            action="cancelled", changes=None,
+        )  # fmt: skip
     cancel_claimable(batch_id)
     finalize_batch_if_done(batch_id)
     return Batch.objects.get(id=batch_id)
