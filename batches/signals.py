@@ -7,7 +7,7 @@ connect their receivers in ``AppConfig.ready`` (observability.apps, audit.apps).
 * ``batch_started(batch)`` — a batch turned running (sent after the transaction commits);
 * ``batch_finished(batch, line)`` — the finalizing transaction committed; ``line`` is the batch report;
 * ``batch_action(model, object_id, object_repr, action, changes)`` — a staff or team action on a batch
-  (cancelled, retried), sent inside the transaction that made it, so its audit row commits with it.
+  (cancelled, retried, content viewed), sent inside the transaction that made it, so its audit row commits with it.
 """
 
 from __future__ import annotations

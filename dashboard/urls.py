@@ -1,7 +1,5 @@
 from django.urls import path
 
-from audit import views as audit_views
-
 from . import views
 
 app_name = "dashboard"
@@ -15,5 +13,4 @@ urlpatterns = [
     path("providers/", views.providers, name="providers"),
     path("usage/", views.usage, name="usage"),
     path("usage.csv", views.usage_csv, name="usage_csv"),
-    path("history/", audit_views.history, name="history"),
 ]

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from audit.actions import record_action
+from batches import signals
 from batches.execution import cancel_batch
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
@@ -220,7 +220,10 @@ def item_detail(request, item_id: int):
         item = selectors.item_detail(item_id)
     except BatchItem.DoesNotExist:
         raise Http404("No such batch item") from None
-    record_action("batch", str(item.batch_id), f"item {item.custom_id}", "viewed", {"item": item.pk})
+    signals.batch_action.send(
+        sender=BatchItem, model="batch", object_id=str(item.batch_id), object_repr=f"item {item.custom_id}",
+        action="viewed", changes={"item": item.pk},
+    )  # fmt: skip
     attempts = [_attempt_row(a) for a in (item.attempt_log or [])]
     return render(
         request,

@@ -42,6 +42,7 @@ urlpatterns = [
     path("metrics", ops.metrics, name="metrics"),
     path("api/", include("batches.api.urls")),
     path("dashboard/", include("dashboard.urls")),
+    path("dashboard/", include("audit.urls")),  # /dashboard/history/
     path("v1/", include("openai_api.urls")),
     path("favicon.ico", favicon, name="favicon"),
     # Keep this last: whatever nothing above matched under /api/ and /v1/ answers JSON (gateway_site/errors.py).

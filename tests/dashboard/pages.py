@@ -15,5 +15,5 @@ def all_pages(seeded) -> dict[str, str]:
         "providers": reverse("dashboard:providers"),
         "usage": reverse("dashboard:usage"),
         "usage_csv": reverse("dashboard:usage_csv"),
-        "history": reverse("dashboard:history"),
+        "history": reverse("audit:history"),
     }

@@ -94,7 +94,7 @@ def test_rpm_edits_in_admin_and_load_providers_are_recorded_with_old_and_new(sta
         assert secret not in text
 
     # visible on the dashboard page and in the admin, without secrets
-    page = staff_client.get(reverse("dashboard:history") + "?model=provider")
+    page = staff_client.get(reverse("audit:history") + "?model=provider")
     body = page.content.decode()
     assert page.status_code == 200
     assert "command:load_providers" in body and "ops" in body and "changed" in body
