@@ -5,6 +5,7 @@ these models must save instances (the admin's revoke action does)."""
 
 from __future__ import annotations
 
+import weakref
 from decimal import Decimal
 
 from django.db.models.signals import post_delete, post_save, pre_save
@@ -71,19 +72,35 @@ def _record(instance, action: str, changes: dict) -> None:
     )
 
 
+# the row as stored, per model instance being saved (by id(); dropped when the instance is collected)
+_snapshots: dict[int, dict | None] = {}
+_commands_wrapped = False
+
+
+def _remember(instance, snapshot: dict | None) -> None:
+    key = id(instance)
+    if key not in _snapshots:
+        weakref.finalize(instance, _snapshots.pop, key, None)
+    _snapshots[key] = snapshot
+
+
+def _forget(instance) -> None:
+    _remember(instance, None)
+
+
 def _pre_save(sender, instance, raw=False, **kwargs) -> None:
     if raw or instance.pk is None:
-        instance._audit_old = None
+        _forget(instance)
         return
     row = sender.objects.filter(pk=instance.pk).values(*_fields(sender)).first()
-    instance._audit_old = {k: _plain(v) for k, v in row.items()} if row is not None else None
+    _remember(instance, {k: _plain(v) for k, v in row.items()} if row is not None else None)
 
 
 def _post_save(sender, instance, created, raw=False, **kwargs) -> None:
     if raw:
         return
     new = _snapshot(instance)
-    old = getattr(instance, "_audit_old", None)
+    old = _snapshots.get(id(instance))
     if created or old is None:
         changes: dict = {}
         for name, value in new.items():
@@ -93,7 +110,7 @@ def _post_save(sender, instance, created, raw=False, **kwargs) -> None:
             elif value not in (None, ""):  # a new object: its set fields
                 changes[name] = {"old": None, "new": value}
         _record(instance, "created", changes)
-        instance._audit_old = new
+        _remember(instance, new)
         return
     changes = _diff(old, new)
     if not changes:
@@ -101,7 +118,7 @@ def _post_save(sender, instance, created, raw=False, **kwargs) -> None:
     revoked = sender.__name__ == "ApiKey" and set(changes) == {"revoked_at"} and new["revoked_at"]
     action = "revoked" if revoked else "updated"
     _record(instance, action, changes)
-    instance._audit_old = new
+    _remember(instance, new)
 
 
 def _post_delete(sender, instance, **kwargs) -> None:
@@ -114,7 +131,8 @@ def _wrap_commands() -> None:
     """Every management command runs as actor "system", via "command:<name>"."""
     from django.core.management.base import BaseCommand
 
-    if getattr(BaseCommand.execute, "_audited", False):
+    global _commands_wrapped
+    if _commands_wrapped:
         return
     original = BaseCommand.execute
 
@@ -123,8 +141,8 @@ def _wrap_commands() -> None:
         with context.acting_as("system", f"command:{name}"):
             return original(self, *args, **options)
 
-    execute._audited = True
     BaseCommand.execute = execute
+    _commands_wrapped = True
 
 
 def connect() -> None:

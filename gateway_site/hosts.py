@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import DisallowedHost
 
 from observability import views as ops
@@ -47,9 +48,19 @@ class HostMiddleware:
 
 
 def _message(request) -> str:
-    raw = request._get_raw_host()  # the value get_host() refused (X-Forwarded-Host when trusted)
+    raw = _raw_host(request)
     shown = raw if len(raw) <= MAX_SHOWN_HOST else raw[:MAX_SHOWN_HOST] + "…"
     return (
         f"Invalid Host header {shown!r}: this gateway does not serve that host name "
         "(its operators list the allowed ones in DJANGO_ALLOWED_HOSTS)"
     )
+
+
+def _raw_host(request) -> str:
+    """The host value ``get_host()`` checked (X-Forwarded-Host when trusted), as Django picks it."""
+    meta = request.META
+    if settings.USE_X_FORWARDED_HOST and "HTTP_X_FORWARDED_HOST" in meta:
+        return meta["HTTP_X_FORWARDED_HOST"]
+    if "HTTP_HOST" in meta:
+        return meta["HTTP_HOST"]
+    return f"{meta.get('SERVER_NAME', '')}:{meta.get('SERVER_PORT', '')}"

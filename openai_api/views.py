@@ -141,8 +141,15 @@ class FilesView(OpenAIView):
                 raise UploadTooLarge(
                     413, f"request is {length} bytes; files are at most {cap} bytes", param="file"
                 )
-            request._request.upload_handlers.insert(0, SizeCapUploadHandler(request._request, cap))
         super().initial(request, *args, **kwargs)
+
+    def initialize_request(self, request, *args, **kwargs):
+        """The Django request, before DRF wraps it: an upload is cut off at the cap while it is read."""
+        if request.method == "POST":
+            request.upload_handlers.insert(
+                0, SizeCapUploadHandler(request, settings.GATEWAY_OPENAI_MAX_FILE_BYTES)
+            )
+        return super().initialize_request(request, *args, **kwargs)
 
     @extend_schema(
         tags=TAG,

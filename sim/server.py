@@ -426,7 +426,7 @@ async def start(
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - aiohttp exposes no public getter
+    bound = runner.addresses[0][1]
     return runner, bound
 
 
