@@ -30,8 +30,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
-from gateway_engine.http import RESERVED_PARAMS
 from gateway_engine.routing import RoutingError, candidates, stable_draw
+from gateway_engine.wire.openai import RESERVED_PARAMS
 from providers.models import Provider
 from providers.selectors import known_route_names
 

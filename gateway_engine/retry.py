@@ -1,10 +1,14 @@
-"""Retry policy: what is retried, how long to wait, how to read rate-limit headers, and the ONE table
-of error classes.
+"""Retry policy: what is retried, how long to wait, how to read rate-limit header values, and the ONE
+table of error classes.
 
-Retried: 429, 5xx, timeouts, connection errors and unreadable answers. Never retried: any other 4xx
-(400/401/403/404/422 …) — the provider's status and message are recorded instead.
+Retried: the error types ``rate_limited`` (429), ``server_error`` (5xx), ``timeout``,
+``connection_error`` and ``invalid_response``. Never retried: ``client_error`` (any other 4xx:
+400/401/403/404/422 …) — the provider's status and message are recorded instead. Which type an error
+answer gets is the provider's wire format's decision (gateway_engine.wire, e.g. ``wire.openai``).
 Waits: a 429's Retry-After / ``x-ratelimit-reset-*`` when given and believable, otherwise exponential
 backoff with full jitter: uniform(0, min(cap, base × 2^n)) for the n-th retry (n = 0 for the first).
+The wire format hands over a response's rate-limit headers under the names read here
+(``rate_limit_wait``: ``retry-after`` and ``x-ratelimit-reset*``).
 
 Rate-limit headers are believed only up to a ceiling (``RetryPolicy.max_rate_limit_wait_seconds``,
 default ``DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS``; the gateway sets it from its settings): a longer wait
@@ -127,24 +131,23 @@ class RetryPolicy:
         return min(self.cap_seconds, self.base_seconds * factor)
 
 
-def error_type_for_status(status_code: int) -> str:
-    if status_code == 429:
-        return ErrorType.RATE_LIMITED
-    if status_code >= 500:
-        return ErrorType.SERVER_ERROR
-    return ErrorType.CLIENT_ERROR
-
-
-def is_retryable_status(status_code: int) -> bool:
-    return status_code == 429 or status_code >= 500
+# Retried: the transient types. Which type an error answer has (its status and body read by the
+# provider's wire format, gateway_engine.wire) is the wire format's decision; this is the engine's.
+RETRYABLE_ERROR_TYPES = frozenset(
+    {
+        ErrorType.RATE_LIMITED,
+        ErrorType.SERVER_ERROR,
+        ErrorType.TIMEOUT,
+        ErrorType.CONNECTION_ERROR,
+        ErrorType.INVALID_RESPONSE,
+    }
+)
 
 
 def is_retryable_error(error_type: str, status_code: int | None = None) -> bool:
-    if error_type in (ErrorType.TIMEOUT, ErrorType.CONNECTION_ERROR, ErrorType.INVALID_RESPONSE):
-        return True
-    if status_code is not None:
-        return is_retryable_status(status_code)
-    return error_type in (ErrorType.RATE_LIMITED, ErrorType.SERVER_ERROR)
+    """Whether an attempt that ended with ``error_type`` is tried again. ``status_code`` is accepted
+    for callers that have it and not read: the wire format already chose the type from the status."""
+    return error_type in RETRYABLE_ERROR_TYPES
 
 
 # ---- rate-limit headers ----------------------------------------------------------------------------
@@ -232,7 +235,8 @@ def rate_limit_wait(
     now: float | None = None,
 ) -> float | None:
     """How long an answer asks us to wait: Retry-After first, then the longest believable
-    x-ratelimit-reset-*; None when nothing believable was given (the caller's backoff applies)."""
+    x-ratelimit-reset-*; None when nothing believable was given (the caller's backoff applies).
+    ``headers`` are an outcome's kept headers (``WireFormat.rate_limit_headers``, gateway_engine.wire)."""
     wait = parse_retry_after(headers.get("retry-after"), now, ceiling=ceiling)
     if wait is not None:
         return wait

@@ -16,7 +16,7 @@ from rest_framework import serializers
 
 from batches.models import Batch, BatchPriority, BatchStatus, ErrorType, ItemStatus
 from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
-from gateway_engine.http import RESERVED_PARAMS
+from gateway_engine.wire.openai import RESERVED_PARAMS
 
 # --- errors ---------------------------------------------------------------------------------------
 

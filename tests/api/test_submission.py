@@ -14,8 +14,9 @@ import respx
 from django.test import override_settings
 
 from batches.models import Batch, BatchItem
-from gateway_engine.http import RESERVED_PARAMS, ProviderClient
+from gateway_engine.http import ProviderClient
 from gateway_engine.routing import ProviderConfig
+from gateway_engine.wire.openai import RESERVED_PARAMS
 
 from .helpers import DROP, URL, item, post_json, post_jsonl
 
@@ -475,7 +476,7 @@ def test_bad_batch_options_are_400_naming_the_field_and_store_nothing(
 
 @pytest.mark.parametrize("key", sorted(RESERVED_PARAMS))
 def test_reserved_params_are_refused_here_and_never_sent_by_the_engine(client, routes, row_counts, key):
-    """One constant (gateway_engine.http.RESERVED_PARAMS): what submission refuses in params is
+    """One constant (gateway_engine.wire.openai.RESERVED_PARAMS): what submission refuses in params is
     exactly what the engine's clients keep out of the request body."""
     response = post_json(client, {"items": [item(0, params={key: "x", "max_tokens": 5})]})
     assert response.status_code == 400, response.content

@@ -14,7 +14,7 @@ from gateway_engine.routing import ProviderConfig
 
 MSG = [{"role": "user", "content": "hi"}]
 CAP = 4 * 1024 * 1024  # the default answer cap (GATEWAY_MAX_ANSWER_BYTES)
-MAX_USAGE_TOKENS = 10_000_000  # gateway_engine.http.MAX_USAGE_TOKENS
+MAX_USAGE_TOKENS = 10_000_000  # gateway_engine.answers.MAX_USAGE_TOKENS
 
 
 def config(broken, mode: str) -> ProviderConfig:

@@ -30,7 +30,7 @@ from tests.workers import delete_queue, send_start_batch, start_worker, stop_wor
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 MAX_RETRIES = 1
-MAX_USAGE_TOKENS = 10_000_000  # gateway_engine.http.MAX_USAGE_TOKENS
+MAX_USAGE_TOKENS = 10_000_000  # gateway_engine.answers.MAX_USAGE_TOKENS
 POISON = {
     # mode: (item status, error type) of every item sent there
     "nul": (ItemStatus.SUCCEEDED, ""),

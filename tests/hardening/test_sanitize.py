@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway_engine.http import sanitize_message
+from gateway_engine.answers import sanitize_message
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,102 @@
+"""The OpenAI-compatible wire format (provider kind ``openai``, docs/contract.md §5).
+
+``POST {base_url}/chat/completions`` with ``{"model": provider.model, "messages": …, **params}`` and
+``Authorization: Bearer <provider key>`` when one is configured; ``usage`` read from the answer;
+``Retry-After`` and ``x-ratelimit-*`` headers kept as they come (they are the engine's vocabulary);
+429 → ``rate_limited``, 5xx → ``server_error``, any other status → ``client_error``, with the
+provider's JSON error message (sanitised) or ``HTTP n`` as the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..answers import MAX_USAGE_TOKENS, clamp_count, sanitize_message
+from ..retry import ErrorType
+from ..routing import ProviderConfig
+from .base import Endpoint, ErrorVerdict, Usage
+
+KIND = "openai"
+# The gateway sets these itself ({"model": provider.model, "messages": …, **params}): a caller's value
+# would override the provider's model or the messages, and streamed answers are not read. Submission
+# (batches.submission) refuses them in an item's params; the body below never takes them.
+RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
+# the response headers an outcome keeps (gateway_engine.retry.rate_limit_wait reads them)
+KEEP_HEADERS = (
+    "retry-after",
+    "x-ratelimit-reset",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+)
+
+
+def chat_url(base_url: str) -> str:
+    return base_url.rstrip("/") + "/chat/completions"
+
+
+def parse_usage(body: Any) -> Usage | None:
+    """The OpenAI-style ``usage`` object with each count clamped to [0, MAX_USAGE_TOKENS], or None."""
+    if not isinstance(body, dict) or not isinstance(body.get("usage"), dict):
+        return None
+    raw = body["usage"]
+    prompt, completion = clamp_count(raw.get("prompt_tokens")), clamp_count(raw.get("completion_tokens"))
+    total = clamp_count(raw.get("total_tokens")) or prompt + completion
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": min(total, MAX_USAGE_TOKENS),
+    }
+
+
+def error_type_for_status(status_code: int) -> str:
+    """The error type of an error answer's status: 429 rate limited, 5xx server, any other client."""
+    if status_code == 429:
+        return ErrorType.RATE_LIMITED
+    if status_code >= 500:
+        return ErrorType.SERVER_ERROR
+    return ErrorType.CLIENT_ERROR
+
+
+def provider_message(status: int, body: Any) -> str:
+    """What a team sees of an error answer: the provider's JSON error message, sanitised, or 'HTTP n'."""
+    message = ""
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            message = err["message"]
+        elif isinstance(err, str):
+            message = err
+        elif isinstance(body.get("message"), str):
+            message = body["message"]
+    message = sanitize_message(message)
+    return message or f"HTTP {status}"
+
+
+class OpenAIWire:
+    """The ``openai`` kind (implements ``wire.base.WireFormat``)."""
+
+    kind = KIND
+    reserved_params = RESERVED_PARAMS
+
+    def endpoint(self, config: ProviderConfig) -> Endpoint:
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        return Endpoint(chat_url(config.base_url), headers)
+
+    def body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        payload = {"model": config.model, "messages": messages}
+        payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
+        return payload
+
+    def usage(self, body: Any) -> Usage | None:
+        return parse_usage(body)
+
+    def rate_limit_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        return {h: headers[h] for h in KEEP_HEADERS if h in headers}
+
+    def classify_error(self, status: int, body: Any) -> ErrorVerdict:
+        return ErrorVerdict(error_type_for_status(status), provider_message(status, body))
