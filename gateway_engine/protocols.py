@@ -3,7 +3,7 @@
 The engine calls nothing else on these objects. The concrete implementations:
 
 * ``QuotaStore``: ``quota.LocalQuotaStore`` (one process) and ``quota.RedisQuotaStore`` (every worker);
-* ``Breaker``: ``breaker.LocalBreaker`` and ``breaker.RedisBreaker``;
+* ``Breaker``: ``breaker.LocalBreaker`` and ``breaker_redis.RedisBreaker``;
 * ``LimitsProvider``: the gateway's ``providers.quota.LimitsSource`` (live limits from the database);
 * ``ItemSource``: ``batcher.ItemFeed`` (or any async iterable of items);
 * ``ResultSink``: the ``on_result`` callback of ``abatch`` (the gateway's ``EngineThread._on_result``);

@@ -10,7 +10,8 @@ import threading
 
 from django.conf import settings
 
-from gateway_engine.breaker import LocalBreaker, RedisBreaker
+from gateway_engine.breaker import LocalBreaker
+from gateway_engine.breaker_redis import RedisBreaker
 from gateway_site.forksafe import after_fork
 
 _breaker: LocalBreaker | RedisBreaker | None = None

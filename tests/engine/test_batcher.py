@@ -12,7 +12,8 @@ import pytest
 from django.conf import settings
 
 from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy
-from gateway_engine.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+from gateway_engine.breaker import BreakerConfig, LocalBreaker
+from gateway_engine.breaker_redis import RedisBreaker
 from gateway_engine.quota.local import LocalQuotaStore
 from gateway_engine.quota.redis_store import RedisQuotaStore
 from gateway_engine.routing import ProviderConfig, RouteRule, routing_table

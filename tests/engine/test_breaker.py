@@ -7,7 +7,8 @@ import time
 import pytest
 from django.conf import settings
 
-from gateway_engine.breaker import BreakerConfig, LocalBreaker, RedisBreaker
+from gateway_engine.breaker import BreakerConfig, LocalBreaker
+from gateway_engine.breaker_redis import RedisBreaker
 from tests.clock import FakeClock
 
 CFG = BreakerConfig(

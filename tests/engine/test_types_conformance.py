@@ -12,7 +12,8 @@ from typing import Any
 
 from batches.execution.runner import EngineThread
 from gateway_engine import CrossProviderBatcher, ItemFeed
-from gateway_engine.breaker import LocalBreaker, RedisBreaker
+from gateway_engine.breaker import LocalBreaker
+from gateway_engine.breaker_redis import RedisBreaker
 from gateway_engine.journal import NullJournal, RedisAttemptJournal
 from gateway_engine.protocols import (
     AttemptJournal,
