@@ -2,11 +2,11 @@
 routed, admitted, sent and retried with failure isolation; one ItemResult per item, in input order.
 
 No ORM in here. Input: work items and a RoutingTable (plain dataclasses). One ``abatch`` call builds a
-``RunContext`` and the run's parts, each in its own module: ``queues`` (per preferred provider,
-shortest first), ``attempts`` (one item's life: breaker, attempts, retry, fallback), ``admission``
-(budget → bucket token → lane → lease → in-flight slot; no idle token holders), ``outcomes`` (what an
-answer means), ``stopping`` (``RunControl``: cancel, deadline, drain) and ``outage`` (riding through a
-quota-store outage). ``feed.ItemFeed`` is the streaming item source.
+``RunContext`` and hands it to ``run.run_items``, which builds the run's parts, each in its own module:
+``queues`` (per preferred provider, shortest first), ``attempts`` (one item's life: breaker, attempts,
+retry, fallback), ``admission`` (budget → bucket token → lane → lease → in-flight slot; no idle token
+holders), ``outcomes`` (what an answer means), ``stopping`` (``RunControl``: cancel, deadline, drain)
+and ``outage`` (riding through a quota-store outage). ``feed.ItemFeed`` is the streaming item source.
 """
 
 from __future__ import annotations
@@ -14,21 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .admission import Admission
-from .attempts import ItemLife
 from .breaker import LocalBreaker
 from .context import RunContext
 from .http import HttpClients, TransportFactory
 from .items import ItemResult, RawItem
 from .journal import NULL_JOURNAL
-from .live_limits import LiveLimits
 from .observer import NULL_OBSERVER, EngineObserver
 from .options import EngineOptions
-from .outage import OutageRide
 from .protocols import (
     AsyncCloseable,
     AttemptJournal,
@@ -38,10 +33,9 @@ from .protocols import (
     QuotaStore,
     ResultSink,
 )
-from .queues import ProviderQueues
 from .quota.local import LocalQuotaStore
 from .routing import RoutingTable, routing_table_from_config
-from .stats import build_stats
+from .run import run_items
 from .stopping import RunControl, Stopping
 
 __all__ = ["CrossProviderBatcher"]
@@ -111,27 +105,10 @@ class CrossProviderBatcher:
 
         A list is grouped per preferred provider and served shortest first; an async source (e.g.
         ``ItemFeed``) is served FIFO per provider as items arrive, until the source ends."""
-        ctx = self._context()
-        stopping = Stopping(should_cancel, control)
-        limits = LiveLimits(self.limits_source)
-        admission = Admission(ctx.store, limits, ctx.options, stopping.should_cancel)
-        life = ItemLife(ctx, admission, limits, stopping, OutageRide(ctx.options, ctx.clock))
-        queues = ProviderQueues(ctx, life.run, on_result)
-        started = time.monotonic()
-        self.observer.on_run_start(batch_id, len(items) if isinstance(items, list) else 0)
-        try:
-            async with asyncio.TaskGroup() as tg:
-                await queues.serve(tg, items)
-        except BaseExceptionGroup as group:
-            raise _first_leaf(group) from None
-        finally:
-            self.observer.on_run_end(batch_id)
-            await ctx.http.aclose()
-        final = queues.final()
-        self.last_stats = build_stats(
-            batch_id, final, len(queues.work), int((time.monotonic() - started) * 1000)
-        )
-        return final
+        stopping = Stopping(should_cancel, control)  # binds ``control`` to this event loop
+        report = await run_items(self._context(), items, stopping, on_result=on_result, batch_id=batch_id)
+        self.last_stats = report.stats
+        return report.results
 
     def batch(self, items: Iterable[RawItem], **kwargs: Any) -> list[ItemResult]:
         """Synchronous wrapper (own event loop); closes loop-bound store/breaker clients afterwards."""
@@ -163,14 +140,6 @@ class CrossProviderBatcher:
             salt=self.salt,
             rng=random.Random(opts.seed),
         )
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first exception of a (nested) exception group: what a TaskGroup's caller re-raises."""
-    first = group.exceptions[0]
-    while isinstance(first, BaseExceptionGroup):
-        first = first.exceptions[0]
-    return first
 
 
 async def _aclose_quietly(obj: AsyncCloseable) -> None:
