@@ -1,5 +1,6 @@
-"""The asyncio execution engine, Django-free (tests/engine/test_boundary.py): batcher, HTTP, retry
-policy, routing, quota stores (gateway_engine.quota), circuit breaker, stats.
+"""The asyncio execution engine, Django-free (tests/engine/test_boundary.py): the batcher facade and its
+parts (admission, attempts, outcomes, queues, feed, stopping, outage), HTTP, retry policy, routing, quota
+stores (gateway_engine.quota), circuit breaker, stats.
 
     from gateway_engine import CrossProviderBatcher
     results = CrossProviderBatcher.from_config(provider_file_dict).batch(items)
@@ -9,11 +10,13 @@ clock) is typed in gateway_engine.protocols; its tunables are the fields of Engi
 wires both from Django in batches.execution.config (build_batcher, engine_options).
 """
 
-from .batcher import CrossProviderBatcher, ItemFeed, RunControl
+from .batcher import CrossProviderBatcher
+from .feed import ItemFeed
 from .items import ItemResult, WorkItem, estimate_tokens
 from .options import EngineOptions
 from .retry import RetryPolicy
 from .stats import build_stats
+from .stopping import RunControl
 
 __all__ = [
     "CrossProviderBatcher",

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from batches.models import ItemStatus
+from gateway_engine.outage import OutageBackoff
 from gateway_site.forksafe import ProcessLocal
 
 log = logging.getLogger("batches.execution")
@@ -63,10 +64,11 @@ class OutageTooLong(RuntimeError):
 
 
 def ride_through(what: str, fn: Callable[[], T], *, errors: tuple[type[BaseException], ...] = ()) -> T:
-    """Call ``fn``; on a database (or one of ``errors``) failure log loudly, back off (0.2 s doubling
-    to 2 s) and try again, for at most GATEWAY_OUTAGE_RIDE_SECONDS; then raise OutageTooLong."""
-    give_up = time.monotonic() + float(settings.GATEWAY_OUTAGE_RIDE_SECONDS)
-    delay, failures = 0.2, 0
+    """Call ``fn``; on a database (or one of ``errors``) failure log loudly, back off and try again by
+    the engine's outage rule (``gateway_engine.outage.OutageBackoff``: 0.2 s doubling to 2 s), for at
+    most GATEWAY_OUTAGE_RIDE_SECONDS counted from the first call; then raise OutageTooLong."""
+    backoff = OutageBackoff(float(settings.GATEWAY_OUTAGE_RIDE_SECONDS)).start_now()
+    failures = 0
     while True:
         try:
             result = fn()
@@ -77,7 +79,8 @@ def ride_through(what: str, fn: Callable[[], T], *, errors: tuple[type[BaseExcep
                     connection.close()
                 except Exception:  # noqa: BLE001 - the connection is broken anyway
                     pass
-            if time.monotonic() + delay > give_up:
+            delay = backoff.next_delay()
+            if delay is None:
                 log.error("%s: still failing after %d tries, giving up: %s", what, failures, exc)
                 raise OutageTooLong(f"{what}: {exc}") from exc
             log.error(
@@ -88,7 +91,6 @@ def ride_through(what: str, fn: Callable[[], T], *, errors: tuple[type[BaseExcep
                 delay,
             )
             time.sleep(delay)
-            delay = min(2.0, delay * 2)
             continue
         if failures:
             log.warning("%s: recovered after %d failed tries", what, failures)

@@ -1,0 +1,236 @@
+"""Admission: what an attempt must hold before its request may leave, taken in one fixed order.
+
+``Admission.admit(request)`` is the one way in (the seam later lanes and dimensions extend):
+
+    1. team budget:    store.reserve_budget(team, estimated tokens)  — BudgetExceeded: not sent, not retried
+    2. bucket token:   store.acquire(limits, estimated tokens)   — waits only on THIS provider's bucket
+                       (and the team's per-provider bucket for a team with a share cap), holding nothing else
+    3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
+    4. provider lease: store.try_lease(limits)                   — cross-worker concurrency slot, no wait
+    5. in-flight slot: store.try_global_slot()                   — per-process cap, no wait
+
+The rule, stated and enforced here and nowhere else: **bucket token first, then the concurrency
+slots, never the reverse; no idle token holders.** If 3, 4 or 5 is busy, everything taken so far goes
+back, the bucket token included (store.release: 1 request + the reserved tokens), the item waits until
+that one looks free (woken at once by a release in this process, short polling across processes) and
+starts again at 2. A send therefore follows its grant at once, and the provider never sees more than
+capacity + rate × window. ``settle`` reconciles the grant to the provider's reported usage after the
+send; ``release`` gives back a grant that will not be used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
+from typing import Literal, TypeAlias
+
+from .live_limits import LiveLimits
+from .options import EngineOptions
+from .protocols import QuotaStore
+from .quota.types import BudgetReservation, ProviderLimits, Reservation
+
+__all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
+
+Stack: TypeAlias = "AsyncExitStack[bool | None]"
+Lane: TypeAlias = Literal["batch", "interactive"]
+_Blocked: TypeAlias = Literal["", "lane", "lease", "slot"]  # what was busy when taking slots ("": nothing)
+DIMENSIONS = ("rpm", "tpm")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One quantity an attempt takes from the provider's buckets: ("rpm", 1) and ("tpm", estimate)."""
+
+    name: str
+    amount: int
+
+    def __post_init__(self) -> None:
+        if self.name not in DIMENSIONS:
+            raise ValueError(f"unknown quota dimension {self.name!r} (known: {', '.join(DIMENSIONS)})")
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """What one attempt asks for: the provider's limits, the dimensions, the item's team and lane, and
+    whether a cancel of the batch stops the wait (only before the item's first send)."""
+
+    limits: ProviderLimits
+    dimensions: tuple[Dimension, ...]
+    team: str = ""
+    lane: Lane = "batch"
+    check_cancel: bool = False
+
+    @classmethod
+    def for_item(
+        cls, limits: ProviderLimits, est_tokens: int, *, team: str, check_cancel: bool
+    ) -> AdmissionRequest:
+        """Today's request: one request and the estimated tokens, in the batch lane."""
+        dimensions = (Dimension("rpm", 1), Dimension("tpm", est_tokens))
+        return cls(limits, dimensions, team=team, check_cancel=check_cancel)
+
+    @property
+    def tokens(self) -> int:
+        """The tokens to reserve (the tpm dimension)."""
+        return sum(d.amount for d in self.dimensions if d.name == "tpm")
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """An admitted attempt: the bucket grant (with the team's budget reservation and the live limits),
+    ``held`` (gate, long lane, provider lease: closed after the send) and ``slot`` (the in-flight slot,
+    and the budget refund if nothing was settled: closed once the result is stored)."""
+
+    request: AdmissionRequest
+    reservation: Reservation
+    held: Stack
+    slot: Stack
+
+
+class Admission:
+    """One run's admission: the team budget, the buckets, this run's per-provider gates, the long lane,
+    the provider leases and the in-flight slots, in that order (module docstring)."""
+
+    def __init__(
+        self,
+        store: QuotaStore,
+        limits: LiveLimits,
+        options: EngineOptions,
+        should_cancel: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.store = store
+        self.limits = limits
+        self.should_cancel = should_cancel  # the run's cancel check (``check_cancel`` requests stop on it)
+        self.long_item_tokens = options.long_item_tokens
+        slots = max(1, int(store.global_max_in_flight))
+        self.long_lane = asyncio.Semaphore(max(1, int(slots * options.long_lane_share)))
+        self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    async def admit(self, request: AdmissionRequest) -> Admitted | None:
+        """Team budget, then bucket token, then — without waiting — long lane, provider lease and
+        in-flight slot. None when the batch was cancelled (and ``check_cancel`` is set) before anything
+        was sent; then nothing is held.
+
+        The estimated tokens are first reserved against the team's day and month budgets
+        (BudgetExceeded if there is no room: the item is not retried); the reservation rides on the
+        returned Reservation, ``settle`` settles it to the provider's usage, and closing ``slot`` refunds
+        it if nothing was settled (not sent, or no usage reported). A team with a share cap takes a
+        token of its per-(provider, team) bucket together with the provider's."""
+        store, limits, est = self.store, request.limits, request.tokens
+        team_limits = await self.limits.team(request.team)
+        budget: BudgetReservation | None = None
+        if team_limits is not None:
+            limits = limits.for_team(team_limits.name, team_limits.max_provider_share)
+            if team_limits.has_budget:
+                budget = await store.reserve_budget(team_limits, est, self.limits.budget_seed)
+        try:
+            admitted = await self._admit_provider(request, limits)
+        except BaseException:
+            if budget is not None:
+                await store.give_back_budget(budget)
+            raise
+        if admitted is None or budget is None:
+            if admitted is None and budget is not None:
+                await store.give_back_budget(budget)
+            return admitted
+        admitted.slot.push_async_callback(store.give_back_budget, budget)  # no-op once settled
+        return replace(admitted, reservation=replace(admitted.reservation, budget=budget))
+
+    async def settle(self, admitted: Admitted, usage: Mapping[str, int]) -> None:
+        """Reconcile the grant (and the team budget with it) to the provider's reported usage."""
+        await self.store.reconcile(admitted.request.limits, admitted.reservation, usage["total_tokens"])
+
+    async def release(self, admitted: Admitted) -> None:
+        """Give back everything an admitted attempt holds, without sending (granted just as it stopped)."""
+        await admitted.held.aclose()
+        await admitted.slot.aclose()
+        await self.store.release(admitted.request.limits, admitted.reservation)
+
+    def _gate(self, limits: ProviderLimits) -> asyncio.Semaphore:
+        """At most max_concurrency items of this run between "asking the bucket" and "answer in" per
+        provider: this run can never hold more leases than that, so the others wait here, locally,
+        instead of taking a bucket token, failing to get a lease and giving the token back (three
+        store round trips for nothing). No token is held while waiting here."""
+        key = (limits.name, max(1, int(limits.max_concurrency)))
+        gate = self._gates.get(key)
+        if gate is None:
+            gate = self._gates[key] = asyncio.Semaphore(key[1])
+        return gate
+
+    async def _admit_provider(self, request: AdmissionRequest, limits: ProviderLimits) -> Admitted | None:
+        """Bucket token, lane, lease, in-flight slot; everything back and start over when one is busy."""
+        store, est = self.store, request.tokens
+        long_item = est > self.long_item_tokens
+        live = self.limits.current(limits, request.team)
+        gate = self._gate(limits)
+        while True:
+            reservation = await self._bucket_token(gate, live, est)
+            limits = live()
+            if request.check_cancel and self.should_cancel():
+                gate.release()
+                await store.release(limits, reservation)
+                return None
+            blocked, held, slot = await self._take_slots(gate, limits, long_item)
+            if not blocked:
+                return Admitted(request, replace(reservation, current=live), held, slot)
+            await held.aclose()
+            await store.release(limits, reservation)  # no idle token holders
+            await self._wait_until_free(blocked, limits)
+            if request.check_cancel and self.should_cancel():
+                return None
+
+    async def _bucket_token(
+        self, gate: asyncio.Semaphore, live: Callable[[], ProviderLimits], est: int
+    ) -> Reservation:
+        """Pass this run's gate for the provider, then wait for the bucket's grant (gate held after)."""
+        limits = live()
+        await gate.acquire()
+        try:
+            return await self.store.acquire(limits, est, current=live)
+        except BaseException:
+            gate.release()
+            raise
+
+    async def _take_slots(
+        self, gate: asyncio.Semaphore, limits: ProviderLimits, long_item: bool
+    ) -> tuple[_Blocked, Stack, Stack]:
+        """Without waiting: the long lane (long items only), the provider lease, the in-flight slot.
+        Returns what was busy ("" when everything was taken), ``held`` (gate, lane, lease) and ``slot``
+        (in-flight). On an exception everything taken is given back."""
+        held, slot = AsyncExitStack(), AsyncExitStack()
+        held.callback(gate.release)
+        try:
+            blocked = await self._try_slots(held, slot, limits, long_item)
+        except BaseException:
+            await slot.aclose()
+            await held.aclose()
+            raise
+        return blocked, held, slot
+
+    async def _try_slots(self, held: Stack, slot: Stack, limits: ProviderLimits, long_item: bool) -> _Blocked:
+        store = self.store
+        if long_item:
+            if self.long_lane.locked():
+                return "lane"
+            await self.long_lane.acquire()  # free: returns without yielding
+            held.callback(self.long_lane.release)
+        lease = await store.try_lease(limits)
+        if lease is None:
+            return "lease"
+        held.push_async_callback(store.release_lease, limits, lease)
+        global_slot = await store.try_global_slot()
+        if global_slot is None:
+            return "slot"
+        slot.push_async_callback(store.release_global_slot, global_slot)
+        return ""
+
+    async def _wait_until_free(self, blocked: _Blocked, limits: ProviderLimits) -> None:
+        """Wait (holding nothing) until what was busy looks free."""
+        if blocked == "lane":
+            await self.long_lane.acquire()  # FIFO; hand it straight on, we start over at the bucket
+            self.long_lane.release()
+        elif blocked == "lease":
+            await self.store.wait_for_lease(limits)
+        else:
+            await self.store.wait_for_global_slot()

@@ -1,0 +1,284 @@
+"""One item's life: attempts until it succeeds, fails for good or has to stop.
+
+Per attempt: breaker permit for the chosen provider (open → next candidate, or wait for the half-open
+probe, at most ``max_breaker_wait_seconds`` measured in all), the journal note, admission
+(``admission.py``: budget, bucket token, lane, lease, in-flight slot), the send (one hard deadline =
+the provider's ``timeout_seconds``; the lease goes back as soon as the answer is in), then what the
+answer means (``outcomes.py``) and the retry/fallback decision: retried errors back off (full jitter,
+or the believable Retry-After) before the same provider is tried again; a provider whose retries are
+spent, or whose bucket can never fit the item, is left for the next candidate. Every retry goes
+through all of it again. The final attempt's in-flight slot is held until ``on_result`` returned (the
+caller persists the result there), so "sent but not recorded" never exceeds the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from .admission import Admission, AdmissionRequest, Admitted, Stack
+from .context import RunContext
+from .items import ItemResult, WorkItem, estimate_tokens
+from .live_limits import LiveLimits
+from .outage import OutageRide, is_store_failure
+from .outcomes import HttpOutcome
+from .quota.types import BudgetExceeded, ProviderLimits, QuotaImpossible
+from .recording import OutcomeRecorder, breaker_gave_up
+from .retry import ErrorType, is_retryable_error
+from .routing import ProviderConfig, RoutingError, candidates, stable_draw
+from .stopping import Stopping
+
+__all__ = ["Finished", "ItemLife", "ItemState"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An item's final result and its in-flight slot (None if nothing is held): the caller closes the
+    slot once the result is stored."""
+
+    result: ItemResult
+    slot: Stack | None = None
+
+
+@dataclass
+class ItemState:
+    """One item's way through its attempts: where it may go and what it has done."""
+
+    item: WorkItem
+    result: ItemResult
+    key: str  # the X-Request-ID header and the weighted draw's identity
+    cands: list[ProviderConfig]
+    est: int  # estimated tokens (the bucket reservation)
+    per_provider: dict[str, int] = field(default_factory=dict)  # attempts per provider
+    impossible: set[str] = field(default_factory=set)  # providers whose bucket can never fit the item
+    last_provider: str = ""
+    delay: float = 0.0  # backoff / Retry-After before retrying last_provider
+    breaker_waited: float = 0.0  # seconds spent waiting for open breakers (measured)
+
+    def usable(self, p: ProviderConfig) -> bool:
+        return p.name not in self.impossible and self.per_provider.get(p.name, 0) <= p.max_retries
+
+    def remaining(self) -> list[ProviderConfig]:
+        return [p for p in self.cands if self.usable(p)]
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class ItemLife:
+    """Runs items of one run, each from routing to its final result (``run``)."""
+
+    def __init__(
+        self, ctx: RunContext, admission: Admission, limits: LiveLimits, stopping: Stopping, ride: OutageRide
+    ) -> None:
+        self.ctx, self.admission, self.limits, self.stopping, self.ride = (
+            ctx,
+            admission,
+            limits,
+            stopping,
+            ride,
+        )
+        self.outcomes = OutcomeRecorder(ctx, admission, ride)
+
+    async def run(self, item: WorkItem) -> Finished:
+        """The item's final result and in-flight slot. A quota-store/breaker outage that outlasted the
+        ride-through propagates (the run fails); any other exception is an engine bug: logged, and the
+        item ends ``gateway_error``."""
+        try:
+            return await self._run_item(item)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if is_store_failure(exc):
+                raise
+            log.exception("engine bug while running item %s", item.custom_id)
+            message = f"{type(exc).__name__}: {exc}"
+            return Finished(
+                ItemResult(
+                    item.custom_id, "failed", error_type=ErrorType.GATEWAY_ERROR, error_message=message
+                )
+            )
+
+    async def _run_item(self, item: WorkItem) -> Finished:
+        """Attempts (breaker → quota → send → decide) until the item has its final result."""
+        state = self._item_state(item)
+        if isinstance(state, ItemResult):
+            return Finished(state)
+        while True:
+            done = await self._step(state)
+            if done is not None:
+                return done
+
+    def _item_state(self, item: WorkItem) -> ItemState | ItemResult:
+        """The item's candidates in order (its failed result ``no_provider`` when it cannot be routed)."""
+        ctx = self.ctx
+        result = ItemResult(item.custom_id, "failed")
+        key = item.key or item.custom_id
+        try:
+            draw = stable_draw(item.batch_id or ctx.salt, key)
+            cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw)
+        except RoutingError as exc:
+            result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
+            return result
+        est = estimate_tokens(item.messages, item.params, ctx.options.default_max_tokens)
+        return ItemState(item, result, key, cands, est)
+
+    async def _step(self, state: ItemState) -> Finished | None:
+        """One pass: stop? backoff? breaker permit, then one attempt. None: go round again."""
+        item, result = state.item, state.result
+        reason = self.stopping.stop_reason(item, result)
+        if reason:
+            return Finished(self.stopping.end(result, reason))
+        remaining = state.remaining()
+        if not remaining:
+            return Finished(result)  # the last failure is already recorded on the result
+        if state.delay > 0 and remaining[0].name == state.last_provider:
+            # backoff / Retry-After before retrying the same provider (ends early on the deadline)
+            await self.stopping.sleep(state.delay, item, result)
+            state.delay = 0.0
+            return None
+        state.delay = 0.0
+        choice, probe, wait = await self._permit(remaining)
+        if choice is None:
+            return await self._wait_for_breaker(state, remaining, wait)
+        return await self._attempt(state, choice, probe)
+
+    async def _permit(
+        self, remaining: list[ProviderConfig]
+    ) -> tuple[ProviderConfig | None, bool, float | None]:
+        """The first candidate whose breaker lets a call through, and whether that call is the half-open
+        probe. None if every breaker is open, with the shortest wait any of them named."""
+        wait: float | None = None
+        grace = self.ctx.options.breaker_probe_grace_seconds
+        for p in remaining:
+            permit = await self.ride(
+                "breaker", self.ctx.breaker.allow, p.name, probe_ttl_seconds=p.timeout_seconds + grace
+            )
+            if permit.allowed:
+                return p, permit.probe, None
+            wait = permit.wait_seconds if wait is None else min(wait, permit.wait_seconds)
+        return None, False, wait
+
+    async def _wait_for_breaker(
+        self, state: ItemState, remaining: list[ProviderConfig], wait: float | None
+    ) -> Finished | None:
+        """Every candidate's breaker is open: wait for the first probe, or give up once the item has
+        waited ``max_breaker_wait_seconds`` in all."""
+        ctx, limit = self.ctx, self.ctx.options.max_breaker_wait_seconds
+        if state.breaker_waited >= limit:
+            breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
+            return Finished(state.result)
+        wait = max(0.05, wait or 0.0) + ctx.rng.uniform(0, 0.05)
+        slept_from = ctx.clock()
+        await self.stopping.sleep(min(wait, limit - state.breaker_waited), state.item, state.result)
+        state.breaker_waited += ctx.clock() - slept_from
+        return None
+
+    async def _attempt(self, state: ItemState, choice: ProviderConfig, probe: bool) -> Finished | None:
+        """Quota for ``choice``, then the send, then what the answer means for the item."""
+        item, result = state.item, state.result
+        limits = await self.ride("limits", self.limits.provider, choice)
+        # noted durably before it can leave (before the quota wait, so no Redis round trip sits between
+        # the bucket's grant and the send); it counts once the HTTP layer marks it sent (journal.sent)
+        attempt = result.attempts + 1
+        await self.ride("journal", self.ctx.journal.before_send, item, choice.name, attempt, state.est)
+        waited_from = self.ctx.clock()
+        try:
+            admitted = await self.ride("quota", self._admit_bounded, limits, state)
+        except BudgetExceeded as exc:  # the team's budget is used up: not retried, nothing was sent
+            result.error_type, result.error_message = ErrorType.BUDGET_EXCEEDED, str(exc)
+            result.error_status_code = None
+            return Finished(result)
+        except QuotaImpossible as exc:
+            state.impossible.add(choice.name)
+            if not result.attempts or result.error_type == ErrorType.QUOTA_IMPOSSIBLE:
+                result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
+                result.error_status_code = None
+            return None
+        if admitted is None:  # stopped before the send (nothing held, token given back)
+            return Finished(self.stopping.end(result, self.stopping.stop_reason(item, result) or "cancelled"))
+        self.ctx.observer.on_quota_wait(choice.name, self.ctx.clock() - waited_from)
+        outcome, started = await self._send(state, choice, admitted)
+        return await self._after_send(state, choice, probe, admitted, outcome, started)
+
+    async def _admit_bounded(self, limits: ProviderLimits, state: ItemState) -> Admitted | None:
+        """Admission that gives up (None, nothing held) when the item has to stop while waiting."""
+        item, result = state.item, state.result
+        while True:
+            request = AdmissionRequest.for_item(
+                limits, state.est, team=item.team, check_cancel=not result.attempts
+            )
+            finished, admitted = await self.stopping.bounded(self.admission.admit(request), item)
+            if finished:
+                return admitted
+            if admitted is not None:  # granted just as we gave up: give everything back
+                await self.admission.release(admitted)
+            if self.stopping.stop_reason(item, result):
+                return None
+
+    async def _send(
+        self, state: ItemState, choice: ProviderConfig, admitted: Admitted
+    ) -> tuple[HttpOutcome, str]:
+        """The HTTP call, holding the long lane and the provider lease (released as soon as the answer is
+        in). Returns the outcome and when it was sent."""
+        sent: HttpOutcome | None = None
+        started = ""
+        try:
+            async with admitted.held:  # long lane + provider lease: released as soon as the answer is in
+                started = _now_iso()
+                item, attempt, journal = state.item, state.result.attempts + 1, self.ctx.journal
+                sent = await self.ctx.http.get(choice).chat(
+                    item.messages,
+                    item.params,
+                    request_id=state.key,
+                    on_sent=lambda: journal.sent(item, attempt),
+                )
+        except BaseException as exc:
+            if sent is None or not is_store_failure(exc):
+                await admitted.slot.aclose()
+                raise
+            # the answer is in; only the lease release failed (store down): it expires by itself
+            log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
+        assert sent is not None  # the call returned (an exception without an answer was re-raised)
+        return sent, started
+
+    async def _after_send(
+        self,
+        state: ItemState,
+        choice: ProviderConfig,
+        probe: bool,
+        admitted: Admitted,
+        outcome: HttpOutcome,
+        started: str,
+    ) -> Finished | None:
+        """Record the attempt; on success or a final failure return the result with its in-flight slot,
+        else give the slot back and set the delay before the next attempt (None: go round again)."""
+        result, slot = state.result, admitted.slot
+        try:
+            state.per_provider[choice.name] = state.per_provider.get(choice.name, 0) + 1
+            result.attempts += 1
+            state.last_provider = choice.name
+            entry = await self.outcomes.record(state.item, result, choice, admitted, outcome, started)
+            if outcome.ok:
+                await self.outcomes.succeeded(result, choice, entry, outcome)
+                return Finished(result, slot)
+            retry_after = await self.outcomes.failed(
+                result, choice, probe, admitted.request.limits, entry, outcome
+            )
+            if not is_retryable_error(outcome.error_type, outcome.status_code) or not state.remaining():
+                return Finished(result, slot)
+        except BaseException:
+            await slot.aclose()  # never leak the process-wide in-flight slot
+            raise
+        await slot.aclose()
+        self.ctx.observer.on_retry(choice.name, outcome.error_type)
+        if retry_after is not None:
+            state.delay = retry_after
+        else:
+            state.delay = self.ctx.options.retry.backoff(state.per_provider[choice.name] - 1, self.ctx.rng)
+        return None

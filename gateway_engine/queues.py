@@ -1,0 +1,114 @@
+"""One run's items, queued per preferred provider, and the workers that serve them.
+
+Items are dispatched per preferred provider (one small worker pool per provider, sized from the
+provider's ``max_concurrency``), so an empty bucket at provider A never delays provider B. A list is
+served shortest first (estimated tokens; ties in input order), so short items are not stuck behind long
+ones; an async source (``ItemFeed``) is served FIFO per provider as items arrive, until it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+
+from .attempts import Finished
+from .context import RunContext
+from .items import ItemResult, RawItem, WorkItem, estimate_tokens
+from .protocols import ItemSource, ResultSink
+from .routing import RoutingError, candidates, stable_draw
+
+__all__ = ["ProviderQueues"]
+
+
+class ProviderQueues:
+    """One ``abatch`` call's items per preferred provider; ``serve_item`` runs one item to its end."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        serve_item: Callable[[WorkItem], Awaitable[Finished]],
+        on_result: ResultSink | None,
+    ) -> None:
+        self.ctx, self.serve_item, self.on_result = ctx, serve_item, on_result
+        self.work: list[WorkItem] = []
+        self.results: list[ItemResult | None] = []
+        self.queues: dict[str, deque[int]] = {}
+        self.alive: dict[str, int] = {}
+
+    def preferred(self, item: WorkItem) -> str:
+        """The item's first candidate (the queue it waits in); "" when it cannot be routed."""
+        try:
+            draw = stable_draw(item.batch_id or self.ctx.salt, item.key or item.custom_id)
+            return candidates(self.ctx.table, route=item.route, provider=item.provider, draw=draw)[0].name
+        except RoutingError:
+            return ""
+
+    def workers(self, name: str) -> int:
+        """How many items of provider ``name``'s queue may be between "routed" and "done" at once."""
+        config = self.ctx.table.providers.get(name)
+        concurrency = config.max_concurrency if config else 1
+        opts = self.ctx.options
+        return max(opts.provider_workers_min, opts.provider_workers_factor * concurrency)
+
+    def add(self, raw: object) -> str:
+        """Queue one item behind its preferred provider; returns that provider ("" when not routable)."""
+        index = len(self.work)
+        item = WorkItem.coerce(raw, index)
+        self.work.append(item)
+        self.results.append(None)
+        name = self.preferred(item)
+        self.queues.setdefault(name, deque()).append(index)
+        return name
+
+    def shortest_first(self) -> None:
+        """Order every queue by estimated tokens (ties: input order)."""
+        default = self.ctx.options.default_max_tokens
+        for name, queue in self.queues.items():
+            est = {i: estimate_tokens(self.work[i].messages, self.work[i].params, default) for i in queue}
+            self.queues[name] = deque(sorted(queue, key=lambda i: (est[i], i)))
+
+    def staff(self, tg: asyncio.TaskGroup, name: str) -> None:
+        """Start workers for ``name``'s queue, up to the provider's worker count."""
+        for _ in range(min(len(self.queues[name]), self.workers(name) - self.alive.get(name, 0))):
+            self.alive[name] = self.alive.get(name, 0) + 1  # at creation: items added before it runs see it
+            tg.create_task(self.worker(name))
+
+    async def worker(self, name: str) -> None:
+        queue = self.queues[name]  # counted in ``alive`` by staff() when created
+        try:
+            while queue:
+                index = queue.popleft()
+                await self.finish(index, await self.serve_item(self.work[index]))
+        finally:
+            self.alive[name] -= 1
+
+    async def finish(self, index: int, finished: Finished) -> None:
+        """Keep the result, tell the observer and the caller; the in-flight slot goes back after that."""
+        result, item = finished.result, self.work[index]
+        self.results[index] = result
+        self.ctx.observer.on_item_done(result, team=item.team, batch_id=item.batch_id)
+        try:
+            if self.on_result is not None:
+                await self.on_result(index, result)
+        finally:
+            if finished.slot is not None:
+                await finished.slot.aclose()
+
+    async def serve(self, tg: asyncio.TaskGroup, items: Iterable[RawItem] | ItemSource) -> None:
+        """A list: grouped per preferred provider, shortest first. An async source: FIFO per provider as
+        items arrive, until it ends."""
+        if isinstance(items, AsyncIterable):
+            async for raw in items:
+                self.staff(tg, self.add(raw))
+            return
+        for raw in items:
+            self.add(raw)
+        self.shortest_first()
+        for name in self.queues:
+            self.staff(tg, name)
+
+    def final(self) -> list[ItemResult]:
+        final = [r for r in self.results if r is not None]
+        assert len(final) == len(self.work), "every item gets exactly one result"
+        return final

@@ -1,0 +1,128 @@
+"""What one attempt's answer means for its item: the attempt log entry, the result fields, the
+breaker's health signal, a 429's pause of the bucket, and the settle of the grant to the reported usage.
+Also how an item ends after waiting too long for open breakers."""
+
+from __future__ import annotations
+
+from .admission import Admission, Admitted
+from .context import RunContext
+from .items import AttemptEntry, ItemResult, WorkItem
+from .outage import OutageRide
+from .outcomes import HttpOutcome
+from .quota.types import ProviderLimits
+from .retry import ErrorType, rate_limit_wait
+from .routing import ProviderConfig
+
+__all__ = ["BREAKER_FAILURES", "OutcomeRecorder", "attempt_entry", "breaker_gave_up"]
+
+BREAKER_FAILURES = (
+    ErrorType.SERVER_ERROR,
+    ErrorType.TIMEOUT,
+    ErrorType.CONNECTION_ERROR,
+    ErrorType.INVALID_RESPONSE,
+)
+
+
+class OutcomeRecorder:
+    """Records one run's attempts on their results and tells the breaker, the bucket and the observer."""
+
+    def __init__(self, ctx: RunContext, admission: Admission, ride: OutageRide) -> None:
+        self.ctx, self.admission, self.ride = ctx, admission, ride
+
+    async def record(
+        self,
+        item: WorkItem,
+        result: ItemResult,
+        choice: ProviderConfig,
+        admitted: Admitted,
+        outcome: HttpOutcome,
+        started: str,
+    ) -> AttemptEntry:
+        """Settle the bucket with the reported usage, log the attempt (already counted on ``result``) and
+        tell the observer."""
+        usage = outcome.usage
+        if usage is not None:
+            await self.ride("reconcile", self.admission.settle, admitted, usage)
+        entry = attempt_entry(choice.name, outcome, started)
+        result.attempt_log.append(entry)
+        self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id)  # fmt: skip
+        result.provider, result.latency_ms = choice.name, outcome.latency_ms
+        return entry
+
+    async def succeeded(
+        self, result: ItemResult, choice: ProviderConfig, entry: AttemptEntry, outcome: HttpOutcome
+    ) -> None:
+        await self.ride("breaker", self.ctx.breaker.record, choice.name, ok=True)
+        entry["used"] = True
+        result.status, result.response = "succeeded", outcome.body
+        result.error_type, result.error_status_code, result.error_message = "", None, ""
+        usage = outcome.usage
+        if usage is not None:
+            result.prompt_tokens = usage["prompt_tokens"]
+            result.completion_tokens = usage["completion_tokens"]
+            result.total_tokens = usage["total_tokens"]
+
+    async def failed(
+        self,
+        result: ItemResult,
+        choice: ProviderConfig,
+        probe: bool,
+        limits: ProviderLimits,
+        entry: AttemptEntry,
+        outcome: HttpOutcome,
+    ) -> float | None:
+        """Record a failed attempt on the result, tell the breaker and (a 429) the bucket. Returns the
+        wait the answer asked for (Retry-After / x-ratelimit-reset-*), if believable."""
+        ctx = self.ctx
+        result.retry_extra_tokens += entry["tokens"]
+        result.error_type = outcome.error_type
+        result.error_status_code = outcome.status_code
+        result.error_message = outcome.message
+        retry_after = (
+            rate_limit_wait(outcome.headers, ceiling=ctx.options.retry.max_rate_limit_wait_seconds)
+            if outcome.status_code
+            else None
+        )
+        if outcome.error_type in BREAKER_FAILURES:
+            await self.ride(
+                "breaker", ctx.breaker.record, choice.name, ok=False, retry_after_seconds=retry_after
+            )
+        elif probe:  # the provider answered (429 or a 4xx): it is alive
+            await self.ride("breaker", ctx.breaker.record, choice.name, ok=True)
+        if outcome.status_code == 429 and retry_after:
+            await self.ride("penalize", ctx.store.penalize, limits, retry_after)
+        return retry_after
+
+
+def attempt_entry(provider: str, outcome: HttpOutcome, started: str) -> AttemptEntry:
+    """The attempt log entry of one HTTP attempt (see gateway_engine.stats)."""
+    usage = outcome.usage
+    entry: AttemptEntry = {
+        "provider": provider,
+        "status_code": outcome.status_code,
+        "error_type": outcome.error_type,
+        "latency_ms": outcome.latency_ms,
+        "prompt_tokens": usage["prompt_tokens"] if usage else 0,
+        "completion_tokens": usage["completion_tokens"] if usage else 0,
+        "tokens": usage["total_tokens"] if usage else 0,
+        "used": False,
+        "at": started,
+    }
+    if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
+        entry["detail"] = outcome.detail
+    return entry
+
+
+def breaker_gave_up(result: ItemResult, open_for: list[ProviderConfig], waited: float, limit: float) -> None:
+    """End an item that waited ``waited`` seconds (measured) for an open breaker. Sent before: it keeps
+    its last attempt's error type and status; never sent: ``no_provider``. The message says which
+    breakers were open and how long the item really waited."""
+    names = ", ".join(p.name for p in open_for)
+    gave_up = f"circuit breaker open for {names}: waited {waited:.1f} s (limit {limit:g} s)"
+    if result.attempts:
+        result.error_message = f"{result.error_message}; not retried: {gave_up}"
+    else:
+        result.error_type, result.error_status_code = ErrorType.NO_PROVIDER, None
+        result.error_message = f"never sent: {gave_up}" + (
+            f"; {result.error_message}" if result.error_message else ""
+        )
