@@ -6,14 +6,12 @@ handler per surface map it) and keeps the attributes the views read today (``sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway_engine.errors import ApplicationError
+from gateway_engine.quota import BudgetExceeded
 
-if TYPE_CHECKING:  # annotations only: the models are not needed to raise these
-    from gateway_engine.quota import BudgetExceeded
-
-    from ..models import Batch
+from ..models import Batch
 
 MAX_ERRORS = 100  # errors listed in one response; `error_count` gives the total
 
