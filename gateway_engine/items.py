@@ -1,6 +1,7 @@
 """The engine's value types: a work item in, its result out, one attempt's log entry, the TPM estimate.
 
-This module imports nothing else of the engine but ``result`` (the RESULT dict builder, itself import-free),
+This module imports nothing else of the engine but ``result`` (the RESULT dict builder) and ``item_shape``
+(the ITEM shape rule), both import-free,
 so every other module (protocols, observer, journal, the batcher) can import from here without a circle.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypeAlias, TypedDict
 
+from .item_shape import LENIENT, Problem, check_item_shape
 from .result import result_dict
 
 __all__ = ["AttemptEntry", "ItemResult", "RawItem", "WorkItem", "estimate_tokens"]
@@ -31,31 +33,45 @@ class WorkItem:
 
     @classmethod
     def coerce(cls, item: object, index: int = 0) -> WorkItem:
-        """From a WorkItem or a contract ITEM dict ({custom_id, route|provider, messages|query, params})."""
+        """From a WorkItem or a contract ITEM dict ({custom_id, route|provider, messages|query, params}),
+        checked by the one item-shape rule (gateway_engine.item_shape, read leniently)."""
         if isinstance(item, WorkItem):
             return item
-        if not isinstance(item, Mapping):
-            raise ValueError(f"items[{index}]: must be a dict or WorkItem, got {type(item).__name__}")
         where = f"items[{index}]"
-        custom_id = item.get("custom_id")
-        if not isinstance(custom_id, str) or not custom_id:
-            raise ValueError(f"{where}.custom_id: must be a non-empty string")
+        shape = check_item_shape(item, LENIENT)
+        if not shape.ok:
+            raise ValueError(_shape_message(shape.problems[0].problem, where, item))
+        assert isinstance(item, Mapping)  # the shape check passed: item is a Mapping
+        messages: list[Any] = (
+            [{"role": "user", "content": item["query"]}] if shape.content == "query" else item["messages"]
+        )
         route, provider = item.get("route") or "", item.get("provider") or ""
-        if bool(route) == bool(provider):
-            raise ValueError(f"{where}: exactly one of route/provider is required")
-        messages, query = item.get("messages"), item.get("query")
-        if (messages is None) == (query is None):
-            raise ValueError(f"{where}: exactly one of messages/query is required")
-        if query is not None:
-            if not isinstance(query, str):
-                raise ValueError(f"{where}.query: must be a string")
-            messages = [{"role": "user", "content": query}]
-        if not isinstance(messages, list) or not messages:
-            raise ValueError(f"{where}.messages: must be a non-empty list")
         params = item.get("params") or {}
-        if not isinstance(params, Mapping):
-            raise ValueError(f"{where}.params: must be an object")
-        return cls(custom_id, messages, dict(params), str(route), str(provider), str(item.get("key") or ""))
+        return cls(
+            item["custom_id"], messages, dict(params), str(route), str(provider), str(item.get("key") or "")
+        )
+
+
+# How WorkItem.coerce words each item-shape problem (after the item's path, e.g. "items[3]").
+_SHAPE_MESSAGES = {
+    Problem.CUSTOM_ID_MISSING: ".custom_id: must be a non-empty string",
+    Problem.CUSTOM_ID_NOT_A_STRING: ".custom_id: must be a non-empty string",
+    Problem.CUSTOM_ID_EMPTY: ".custom_id: must be a non-empty string",
+    Problem.TARGET_BOTH: ": exactly one of route/provider is required",
+    Problem.TARGET_NEITHER: ": exactly one of route/provider is required",
+    Problem.CONTENT_BOTH: ": exactly one of messages/query is required",
+    Problem.CONTENT_NEITHER: ": exactly one of messages/query is required",
+    Problem.QUERY_NOT_A_STRING: ".query: must be a string",
+    Problem.MESSAGES_NOT_A_LIST: ".messages: must be a non-empty list",
+    Problem.MESSAGES_EMPTY: ".messages: must be a non-empty list",
+    Problem.PARAMS_NOT_AN_OBJECT: ".params: must be an object",
+}
+
+
+def _shape_message(problem: Problem, where: str, item: object) -> str:
+    if problem is Problem.NOT_AN_OBJECT:
+        return f"{where}: must be a dict or WorkItem, got {type(item).__name__}"
+    return where + _SHAPE_MESSAGES[problem]
 
 
 class AttemptEntry(TypedDict):

@@ -16,7 +16,7 @@ from .attempts import Finished
 from .context import RunContext
 from .items import ItemResult, RawItem, WorkItem, estimate_tokens
 from .protocols import ItemSource, ResultSink
-from .routing import RoutingError, candidates, stable_draw
+from .routing import preferred_provider
 
 __all__ = ["ProviderQueues"]
 
@@ -38,11 +38,10 @@ class ProviderQueues:
 
     def preferred(self, item: WorkItem) -> str:
         """The item's first candidate (the queue it waits in); "" when it cannot be routed."""
-        try:
-            draw = stable_draw(item.batch_id or self.ctx.salt, item.key or item.custom_id)
-            return candidates(self.ctx.table, route=item.route, provider=item.provider, draw=draw)[0].name
-        except RoutingError:
-            return ""
+        return preferred_provider(
+            self.ctx.table, route=item.route, provider=item.provider,
+            salt=item.batch_id or self.ctx.salt, key=item.key or item.custom_id,
+        )  # fmt: skip
 
     def workers(self, name: str) -> int:
         """How many items of provider ``name``'s queue may be between "routed" and "done" at once."""

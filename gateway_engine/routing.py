@@ -157,3 +157,27 @@ def candidates(
         tier = sorted((r for r in rules if r.priority == priority), key=lambda r: r.provider)
         ordered.extend(table.providers[r.provider] for r in weighted_order(tier, draw))
     return ordered
+
+
+def preferred_provider(
+    table: RoutingTable, *, route: str = "", provider: str = "", salt: str, key: str
+) -> str:
+    """The provider an item is queued behind: its first candidate for the draw ``stable_draw(salt, key)``
+    (salt: the batch id, key: the item's key or custom_id), or "" when it cannot be routed now. The
+    scheduler's queue at submission and the engine's queue both come from here, so they agree."""
+    return _first_choice(table, route, provider, stable_draw(salt, key))
+
+
+def draw_free_preference(table: RoutingTable, *, route: str = "", provider: str = "") -> str | None:
+    """The preferred provider when the draw cannot change it (the same at the lowest and the highest
+    draw, e.g. an explicit provider or one rule in the first tier); None when it depends on the draw.
+    Lets a caller resolve a whole route once instead of once per item."""
+    low, high = _first_choice(table, route, provider, 0.0), _first_choice(table, route, provider, 1 - 2**-53)
+    return low if low == high else None
+
+
+def _first_choice(table: RoutingTable, route: str, provider: str, draw: float) -> str:
+    try:
+        return candidates(table, route=route, provider=provider, draw=draw)[0].name
+    except RoutingError:
+        return ""

@@ -183,7 +183,7 @@ def _v1_batch(client, data: bytes):
 def held(monkeypatch, files_root):
     from batches import submission
 
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)
 
 
 @pytest.fixture

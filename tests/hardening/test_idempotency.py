@@ -85,7 +85,7 @@ def test_racing_twins_make_one_batch(team, route, monkeypatch):
     from batches.submission import IdempotencyConflict, request_hash, submit_body, submit_idempotent
 
     started = []
-    monkeypatch.setattr("batches.submission.enqueue_start", started.append)  # no engine run here
+    monkeypatch.setattr("batches.submission.enqueue.enqueue_start", started.append)  # no engine run here
 
     data = body().encode()
     digest = request_hash(data, "application/json")

@@ -35,7 +35,7 @@ def files_root(tmp_path, settings, monkeypatch):
             "OPTIONS": {"location": str(tmp_path / "files")},
         },
     }
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)
     return tmp_path / "files"
 
 

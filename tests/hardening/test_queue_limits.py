@@ -22,7 +22,7 @@ URL = "/api/v1/batches"
 @pytest.fixture(autouse=True)
 def held(monkeypatch):
     """Batches are stored, not started: the queue only grows."""
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)
 
 
 @pytest.fixture

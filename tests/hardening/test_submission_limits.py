@@ -8,7 +8,8 @@ import json
 import pytest
 
 from batches.models import Batch, BatchItem
-from batches.submission import SubmissionError, _contains_nul, parse_body, submit_body
+from batches.submission import SubmissionError, parse_body, submit_body
+from batches.submission.json_values import contains_nul
 
 MAX_CONTENT_PARTS, MAX_MESSAGES, MAX_PARAMS_DEPTH = 100, 1000, 8  # batches.submission's limits
 
@@ -95,7 +96,7 @@ def test_deep_nesting_never_overflows_the_stack(client, route):
     deep: object = "\x00"
     for _ in range(5000):
         deep = [deep]
-    assert _contains_nul(deep) is True
+    assert contains_nul(deep) is True
     nested = "[" * 600 + '"\\u0000"' + "]" * 600
     body = (
         '{"items": [{"custom_id": "a", "route": "intent", "query": "q"}], "metadata": {"m": ' + nested + "}}"
@@ -112,26 +113,26 @@ def test_deep_nesting_never_overflows_the_stack(client, route):
 
 def test_gc_is_not_paused_for_the_whole_request(team, route, monkeypatch):
     """GC is re-enabled between validation slices: seen enabled at least once mid-validation."""
-    monkeypatch.setattr("batches.submission.GC_SLICE_ITEMS", 10)
-    monkeypatch.setattr("batches.submission.enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr("batches.submission.validation.GC_SLICE_ITEMS", 10)
+    monkeypatch.setattr("batches.submission.enqueue.enqueue_start", lambda batch_id: None)
     seen = []
-    from batches import submission
+    from batches.submission import validation
 
-    original = submission._Validator.item
+    original = validation.ItemValidator.item
 
     def spy(self, i, item, raw_size):
         seen.append(gc.isenabled())
         return original(self, i, item, raw_size)
 
-    monkeypatch.setattr(submission._Validator, "item", spy)
+    monkeypatch.setattr(validation.ItemValidator, "item", spy)
     pauses = []
-    original_pause = submission.paused_gc
+    original_pause = validation.paused_gc
 
     def counting_pause():
         pauses.append(1)
         return original_pause()
 
-    monkeypatch.setattr(submission, "paused_gc", counting_pause)
+    monkeypatch.setattr(validation, "paused_gc", counting_pause)
     body = json.dumps({"items": [{"custom_id": f"c{i}", "route": "intent", "query": "q"} for i in range(35)]})
     assert gc.isenabled()
     submit_body(team=team, body=body.encode(), content_type="application/json")

@@ -43,15 +43,15 @@ def test_batch_stops_at_the_budget_and_the_next_submission_gets_429(
     sim = setup
     # two batches, each within the remaining budget when submitted; both queued before either runs
     queued: list[str] = []
-    monkeypatch.setattr(submission, "enqueue_start", queued.append)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", queued.append)
     a = submit_batch(team=team, items=items("a", 30))  # 7,590 tokens
     b = submit_batch(team=team, items=items("b", 30))  # 7,590 more: only 9 of them fit
     monkeypatch.undo()
     assert queued == [str(a.id), str(b.id)]
-    submission.enqueue_start(str(a.id))  # eager Celery: runs the batch here
+    submission.enqueue.enqueue_start(str(a.id))  # eager Celery: runs the batch here
     a.refresh_from_db()
     assert (a.status, a.completed_count) == (BatchStatus.COMPLETED, 30)
-    submission.enqueue_start(str(b.id))
+    submission.enqueue.enqueue_start(str(b.id))
     b.refresh_from_db()
     rows = list(BatchItem.objects.filter(batch=b))
     ok = [r for r in rows if r.status == ItemStatus.SUCCEEDED]

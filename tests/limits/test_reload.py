@@ -89,7 +89,7 @@ def test_lowered_rpm_holds_at_the_provider_for_every_worker(
     from batches import submission
 
     queued: list[str] = []
-    monkeypatch.setattr(submission, "enqueue_start", queued.append)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", queued.append)
     items = [{"custom_id": f"k{i:04d}", "provider": "rl", "query": f"q tag-k{i:04d}", "params": {"max_tokens": 4}}
              for i in range(1500)]  # fmt: skip
     batch = submit_batch(team=team, items=items)

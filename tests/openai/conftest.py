@@ -79,7 +79,7 @@ def celery_worker_queue(tmp_path, monkeypatch):
     queue = test_queue("openai")
     log_path = tmp_path / "worker.log"
     proc = start_worker("openai", queue, log_path, GATEWAY_CHUNK_SIZE="100")
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: send_start_batch(batch_id, queue))
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: send_start_batch(batch_id, queue))
     try:
         yield log_path
     finally:

@@ -105,7 +105,7 @@ def test_batch_output_files_are_written_even_over_the_quota(team, files_root, se
                                                              make_route, monkeypatch):  # fmt: skip
     from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)
     make_route("chat", make_provider("alpha"))
     client = client_of(team)
     file = upload(client, VALID).json()
@@ -143,7 +143,7 @@ def test_expires_at_is_the_default_expiry_after_created_at(team, files_root, set
 
 def test_an_expired_file_is_a_404_and_cannot_start_a_batch(team, files_root, make_provider, make_route,
                                                             monkeypatch):  # fmt: skip
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)
     make_route("chat", make_provider("alpha"))
     client = client_of(team)
     expired, live = upload(client, VALID).json(), upload(client, VALID).json()

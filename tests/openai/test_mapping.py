@@ -51,7 +51,7 @@ def content_lines(client, file_id) -> list[dict]:
 @pytest.fixture
 def held(monkeypatch):
     """New batches are stored but not started (the test plays the engine's part)."""
-    monkeypatch.setattr(submission, "enqueue_start", lambda batch_id: None)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)
 
 
 def test_all_failed_native_batch_is_openai_completed_with_http_error_lines(

@@ -35,14 +35,14 @@ def queue_batch(team, items, *, priority: str = "normal", window=None):
     swallowed); items get their queue_provider exactly as a POST would."""
     from batches import submission
 
-    saved = submission.enqueue_start
-    submission.enqueue_start = lambda batch_id: None
+    saved = submission.enqueue.enqueue_start
+    submission.enqueue.enqueue_start = lambda batch_id: None
     try:
         return submission.submit_batch(
             team=team, items=items, options=submission.BatchOptions(priority=priority, window=window)
         )
     finally:
-        submission.enqueue_start = saved
+        submission.enqueue.enqueue_start = saved
 
 
 class Workers:

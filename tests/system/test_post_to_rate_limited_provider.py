@@ -49,7 +49,7 @@ def test_post_broker_two_workers_never_exceed_the_providers_rate_limit(
         sent.append(batch_id)
         send_start_batch(batch_id, queue)
 
-    monkeypatch.setattr(submission, "enqueue_start", enqueue_start)
+    monkeypatch.setattr(submission.enqueue, "enqueue_start", enqueue_start)
     workers = [
         start_worker(n, queue, tmp_path / f"{n}.log", GATEWAY_CHUNK_SIZE="20") for n in ("sys1", "sys2")
     ]

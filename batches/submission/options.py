@@ -1,0 +1,68 @@
+"""Batch options: ``priority`` and ``completion_window`` (top-level JSON fields, or query parameters
+for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ..models import BatchPriority
+from .errors import FieldError, SubmissionError
+from .json_values import type_name
+
+PRIORITIES = tuple(p.value for p in BatchPriority)
+COMPLETION_WINDOW_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MIN_COMPLETION_WINDOW = timedelta(seconds=10)
+MAX_COMPLETION_WINDOW = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    priority: str = BatchPriority.NORMAL
+    completion_window: str = ""
+    window: timedelta | None = None
+
+
+def parse_window(value: str) -> timedelta | None:
+    """'15m' → 15 minutes; None if the text is not of the form ^[1-9][0-9]*(s|m|h|d)$."""
+    if not COMPLETION_WINDOW_RE.match(value):
+        return None
+    return timedelta(seconds=int(value[:-1]) * WINDOW_UNITS[value[-1]])
+
+
+def _window(completion_window: Any, errors: list[FieldError]) -> tuple[str, timedelta | None]:
+    if completion_window is None or completion_window == "":
+        return "", None
+    if not isinstance(completion_window, str):
+        errors.append(
+            FieldError(
+                None, "completion_window", f"must be a string like '15m', got {type_name(completion_window)}"
+            )
+        )
+        return completion_window, None
+    window = parse_window(completion_window)
+    if window is None or not (MIN_COMPLETION_WINDOW <= window <= MAX_COMPLETION_WINDOW):
+        errors.append(
+            FieldError(
+                None,
+                "completion_window",
+                "must match ^[1-9][0-9]*(s|m|h|d)$ and lie between 10s and 7d (e.g. '15m', '24h')",
+            )
+        )
+    return completion_window, window
+
+
+def batch_options(priority: Any = None, completion_window: Any = None) -> BatchOptions:
+    """Validate the batch options; raise SubmissionError(400) naming each bad field."""
+    errors: list[FieldError] = []
+    if priority is None or priority == "":
+        priority = BatchPriority.NORMAL.value
+    elif priority not in PRIORITIES:
+        errors.append(FieldError(None, "priority", f"must be one of {', '.join(PRIORITIES)}"))
+    completion_window, window = _window(completion_window, errors)
+    if errors:
+        raise SubmissionError(400, errors)
+    return BatchOptions(priority=str(priority), completion_window=completion_window, window=window)

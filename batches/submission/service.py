@@ -1,0 +1,136 @@
+"""The submission service: ties parsing, options, validation, the budget and queue-limit checks and
+storage into one transaction per batch, and queues the batch once it has committed.
+
+This is the only module of the package that reads the database for validation: it builds the
+``KnownTargets`` the pure validator needs and the routing table storage queues items by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from batches import budget
+from batches.execution.config import load_routing_table
+from providers.models import Provider
+from providers.selectors import known_route_names
+
+from .. import queue_limits
+from ..models import ApiKey, Batch, BatchStatus, Team
+from . import enqueue
+from .caps import Limits
+from .errors import BudgetRefused, SubmissionError
+from .idempotency import Idempotency
+from .metadata import metadata_errors
+from .options import BatchOptions, batch_options
+from .parsing import parse_body
+from .storage import insert_items
+from .targets import KnownTargets
+from .validation import ValidItem, check_items
+
+
+def known_targets() -> KnownTargets:
+    """The routes and providers an item may name now, as stored (two queries)."""
+    return KnownTargets(
+        routes=frozenset(known_route_names()),
+        providers=dict(Provider.objects.values_list("name", "enabled")),
+    )
+
+
+def validate_items(
+    items: Sequence[Any],
+    item_sizes: Sequence[int] | None = None,
+    limits: Limits | None = None,
+    item_lines: Sequence[int] | None = None,
+) -> list[ValidItem]:
+    """Validate every item against the routes and providers stored now (``validation.check_items``);
+    raise SubmissionError(400) listing the first 100 problems, or return all."""
+    return check_items(items, known_targets(), limits or Limits.from_settings(), item_sizes, item_lines)
+
+
+def submit_batch(
+    *,
+    team: Team,
+    items: Sequence[Any],
+    metadata: dict[str, Any] | None = None,
+    api_key: ApiKey | None = None,
+    item_sizes: Sequence[int] | None = None,
+    options: BatchOptions | None = None,
+    idempotency: Idempotency | None = None,
+    item_lines: Sequence[int] | None = None,
+) -> Batch:
+    """Validate `items` and store a queued batch with its items in one transaction.
+
+    Raises SubmissionError (nothing stored) when any item or the metadata is invalid. After commit,
+    `batches.tasks.start_batch.delay(batch_id)` is called. With ``idempotency`` the batch row carries
+    its key and request hash (see ``submit_idempotent``); a concurrent twin raises IntegrityError.
+    """
+    metadata = {} if metadata is None else metadata
+    problems = metadata_errors(metadata)
+    if problems:
+        raise SubmissionError(400, problems)
+    options = options or BatchOptions()
+    valid = validate_items(items, item_sizes, item_lines=item_lines)
+    check_budget(team, valid)
+    with transaction.atomic():
+        queue_limits.check(team, len(valid))  # locks the team's row until this commits
+        now = timezone.now()
+        batch = Batch.objects.create(
+            team=team,
+            api_key=api_key,
+            status=BatchStatus.QUEUED,
+            metadata=metadata,
+            total_count=len(valid),
+            priority=options.priority,
+            completion_window=options.completion_window,
+            expires_at=now + options.window if options.window else None,
+            idempotency_key=idempotency.key if idempotency else "",
+            request_hash=idempotency.request_hash if idempotency else "",
+        )
+        insert_items(batch, valid, load_routing_table())
+        batch_id = str(batch.id)
+        transaction.on_commit(lambda: enqueue.enqueue_start(batch_id))
+    return batch
+
+
+def check_budget(team: Team, valid: Sequence[ValidItem]) -> None:
+    """Raise BudgetRefused (429, nothing stored) if the batch's estimated tokens exceed the team's
+    remaining daily or monthly budget."""
+    if team.daily_token_budget is None and team.monthly_token_budget is None:
+        return
+    refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(v.payload for v in valid))
+    if refusal is not None:
+        raise BudgetRefused(refusal)
+
+
+def submit_body(
+    *,
+    team: Team,
+    body: bytes,
+    content_type: str | None,
+    api_key: ApiKey | None = None,
+    query: Mapping[str, str] | None = None,
+    idempotency: Idempotency | None = None,
+) -> Batch:
+    """Parse a raw request body (JSON or JSONL) and submit it. Raises SubmissionError.
+
+    Batch options come from the JSON body's top level, or from ``query`` (the request's query
+    parameters) for a JSONL body."""
+    parsed = parse_body(body, content_type)  # containers bounded before parsing; GC stays on
+    if parsed.item_sizes is not None:  # JSONL: options travel as query parameters
+        query = query or {}
+        parsed.priority, parsed.completion_window = query.get("priority"), query.get("completion_window")
+    options = batch_options(parsed.priority, parsed.completion_window)
+    return submit_batch(
+        team=team,
+        items=parsed.items,
+        metadata=parsed.metadata,
+        api_key=api_key,
+        item_sizes=parsed.item_sizes,
+        options=options,
+        idempotency=idempotency,
+        item_lines=parsed.item_lines,
+    )

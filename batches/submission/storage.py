@@ -1,0 +1,93 @@
+"""Writing a validated batch's items: PostgreSQL COPY (psycopg 3) or, on other databases,
+bulk_create in large chunks, each item with its scheduler queue (the preferred provider)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from django.db import connection
+from django.utils import timezone
+
+from gateway_engine.routing import RoutingTable, draw_free_preference, preferred_provider
+
+from ..models import Batch, BatchItem, ItemStatus
+from .validation import ValidItem
+
+COPY_COLUMNS = (
+    "batch_id",
+    "seq",
+    "custom_id",
+    "route",
+    "requested_provider",
+    "queue_provider",
+    "payload",
+    "status",
+    "provider",
+    "attempts",
+    "error_type",
+    "error_message",
+    "retry_extra_tokens",
+    "attempt_log",
+    "claimed_by",
+    "created_at",
+)
+SQLITE_CHUNK = 5000
+
+
+def insert_items(batch: Batch, valid: Iterable[ValidItem], table: RoutingTable) -> None:
+    """Store the items of ``batch`` (inside the caller's transaction), queued as ``table`` routes them."""
+    queue = queue_namer(str(batch.id), table)
+    if connection.vendor == "postgresql":
+        _copy_items(batch, valid, queue)
+    else:
+        _bulk_create_items(batch, valid, queue)
+
+
+def queue_namer(batch_id: str, table: RoutingTable) -> Callable[[ValidItem], str]:
+    """The scheduler's queue of an item (``BatchItem.queue_provider``): its preferred provider, drawn
+    exactly as the engine will (``routing.preferred_provider``, salt = batch id, key = custom_id), or
+    "" when unroutable now. Routes whose first choice does not depend on the draw are resolved once."""
+    fixed: dict[tuple[str, str], str | None] = {}
+
+    def name(v: ValidItem) -> str:
+        key = (v.route, v.provider)
+        if key not in fixed:
+            fixed[key] = draw_free_preference(table, route=v.route, provider=v.provider)
+        known = fixed[key]
+        if known is not None:
+            return known
+        return preferred_provider(table, route=v.route, provider=v.provider, salt=batch_id, key=v.custom_id)
+
+    return name
+
+
+def _copy_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
+    table = connection.ops.quote_name(BatchItem._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(c) for c in COPY_COLUMNS)
+    now = timezone.now()
+    pending = ItemStatus.PENDING.value
+    batch_id = batch.id
+    with connection.cursor() as cursor:
+        with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for v in valid:
+                copy.write_row(
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, queue(v), v.payload_json, pending, "", 0, "", "", 0,
+                     "[]", "", now)
+                )  # fmt: skip
+
+
+def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
+    rows = [
+        BatchItem(
+            batch=batch,
+            seq=v.seq,
+            custom_id=v.custom_id,
+            route=v.route,
+            requested_provider=v.provider,
+            queue_provider=queue(v),
+            payload=v.payload,
+            status=ItemStatus.PENDING,
+        )
+        for v in valid
+    ]
+    BatchItem.objects.bulk_create(rows, batch_size=SQLITE_CHUNK)
