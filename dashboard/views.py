@@ -3,7 +3,6 @@ SVG in charts.py."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 from django.contrib import messages
@@ -17,15 +16,15 @@ from audit.actions import record_action
 from batches.execution import cancel_batch, cancellable
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
-from batches.selectors import USAGE_SUMS, item_status_counts
+from batches.selectors import item_status_counts
 from batches.submission import SubmissionError
 from gateway_engine.retry import error_class
 from providers.adapters import provider_limits
-from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
 
 from . import charts, live
 from .access import permission_required, staff_required
 from .forms import DEFAULT_WINDOW, BatchFilterForm, FailureFilterForm, UsageFilterForm
+from .provider_rows import provider_row
 from .selectors import batch_detail as detail_reads
 from .selectors import capacity as capacity_reads
 from .selectors import error_classes
@@ -34,6 +33,7 @@ from .selectors import history as history_reads
 from .selectors import providers as provider_reads
 from .selectors import queues as queue_reads
 from .selectors import usage as usage_reads
+from .usage_csv import usage_csv_lines
 
 PAGE_SIZE = 50
 RUNNING_REFRESH_SECONDS = 5
@@ -283,30 +283,7 @@ def providers(request):
     quota = live.quota_states(limits)
     breakers = live.breaker_states([view.name for view, _ in pairs])
     recent = provider_reads.recent_activity()
-    rows = []
-    for view, _provider in pairs:
-        state = quota.by_provider.get(view.name)
-        breaker = breakers.by_provider.get(view.name)
-        rows.append(
-            {
-                "config": view,
-                "quota": state,
-                "breaker": breaker["state"] if breaker is not None else None,
-                "breaker_detail": live.breaker_detail(breaker),
-                "recent": recent.get(view.name),
-                "rpm_wait_ms": live.bucket_wait_ms(getattr(state, "rpm_tokens_available", None), view.rpm),
-                "tpm_wait_ms": live.bucket_wait_ms(getattr(state, "tpm_tokens_available", None), view.tpm),
-                "rpm_pct": _pct(getattr(state, "observed_rpm", None), view.rpm),
-                "tpm_pct": _pct(getattr(state, "observed_tpm", None), view.tpm),
-                "lease_pct": _pct(getattr(state, "leases_in_flight", None), view.max_concurrency),
-                "rpm_fill_pct": _pct(
-                    getattr(state, "rpm_tokens_available", None), getattr(state, "rpm_capacity", None)
-                ),
-                "tpm_fill_pct": _pct(
-                    getattr(state, "tpm_tokens_available", None), getattr(state, "tpm_capacity", None)
-                ),
-            }
-        )
+    rows = [provider_row(view, quota, breakers, recent) for view, _provider in pairs]
     return render(
         request,
         "dashboard/providers.html",
@@ -322,12 +299,6 @@ def providers(request):
             "queues": queue_reads.queued_items_by_provider(),
         },
     )
-
-
-def _pct(part, whole) -> float | None:
-    if part is None or not whole:
-        return None
-    return max(0.0, min(100.0, 100.0 * float(part) / float(whole)))
 
 
 @staff_required
@@ -373,25 +344,6 @@ def _with_usage_defaults(query):
     return data
 
 
-def _csv_safe(value: str) -> str:
-    """Team and provider names starting with = + - @ would be formulas in a spreadsheet."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
-class _Echo:
-    def write(self, value):
-        return value
-
-
-# the detail columns of usage_csv_rows (batches.selectors.USAGE_SUMS), then what is computed from them
-CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost"]
-
-
-def _csv_costs(prices, provider: str, prompt: int, completion: int, wasted: int) -> list:
-    costs = sum_usage_costs([(prices.get(provider, UNKNOWN), prompt, completion, wasted)])
-    return ["" if costs[k] is None else f"{costs[k]:.6f}" for k in ("cost", "wasted_cost")]
-
-
 @staff_required
 def usage_csv(request):
     form = UsageFilterForm(request.GET)
@@ -402,30 +354,6 @@ def usage_csv(request):
         )
     start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
     qs = usage_reads.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
-    writer = csv.writer(_Echo())
-    prices = prices_by_provider()
-
-    def rows():
-        yield writer.writerow(CSV_HEADER)
-        for day, team, provider, req, ok, failed, prompt, completion, wasted in usage_reads.usage_csv_rows(
-            qs
-        ):
-            yield writer.writerow(
-                [
-                    day.isoformat(),
-                    _csv_safe(team),
-                    _csv_safe(provider),
-                    req,
-                    ok,
-                    failed,
-                    prompt,
-                    completion,
-                    wasted,
-                    prompt + completion,
-                    *_csv_costs(prices, provider, prompt, completion, wasted),
-                ]
-            )
-
-    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(usage_csv_lines(qs), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="team-usage_{start}_{end}.csv"'
     return response
