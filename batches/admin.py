@@ -197,9 +197,7 @@ class BatchAdmin(ReadOnlyAdmin):
     )
     def cancel_batches(self, request, queryset) -> None:
         """What POST /api/v1/batches/{id}/cancel does, for staff: batches.execution.cancel_batch each."""
-        from dashboard.selectors import cancellable
-
-        from .execution import cancel_batch
+        from .execution import cancel_batch, cancellable
 
         open_batches = [b for b in queryset if cancellable(b)]
         for batch in open_batches:

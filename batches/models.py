@@ -7,6 +7,8 @@ import uuid
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from gateway_engine.retry import ErrorType
+
 MAX_TEAM_WEIGHT = 1000
 
 
@@ -124,8 +126,7 @@ class BatchPriority(models.TextChoices):
     LOW = "low"
 
 
-# higher runs first within a team (before aging)
-PRIORITY_RANK = {BatchPriority.HIGH: 2, BatchPriority.NORMAL: 1, BatchPriority.LOW: 0}
+# The lanes' service order is batches.scheduling.fair.LANE_RANK (high 0 first), the one priority rank.
 
 
 class Batch(models.Model):
@@ -199,21 +200,12 @@ class ItemStatus(models.TextChoices):
 TERMINAL_ITEM_STATUSES = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.EXPIRED)
 
 
-class ErrorType(models.TextChoices):
-    """Error classes used in results, stats and the failures browser."""
-
-    CLIENT_ERROR = "client_error"  # 4xx other than 429: recorded, never retried
-    RATE_LIMITED = "rate_limited"  # 429 after retries were spent
-    SERVER_ERROR = "server_error"  # 5xx after retries were spent
-    TIMEOUT = "timeout"
-    CONNECTION_ERROR = "connection_error"
-    QUOTA_IMPOSSIBLE = "quota_impossible"  # the item can never fit the provider's TPM bucket
-    NO_PROVIDER = "no_provider"  # route has no enabled provider / breaker open with nothing left
-    INVALID_RESPONSE = "invalid_response"
-    GATEWAY_ERROR = "gateway_error"  # e.g. quota store unreachable
-    CANCELLED = "cancelled"  # the batch was cancelled before the item was sent
-    EXPIRED = "expired"  # the batch's completion_window passed before the item was sent
-    BUDGET_EXCEEDED = "budget_exceeded"  # the team's token budget ran out
+# The error types are defined once, by the engine (gateway_engine.retry.ErrorType); the field's choices
+# are derived from it, labelled the way TextChoices labels a member ("CLIENT_ERROR" → "Client Error").
+ERROR_TYPE_CHOICES: list[tuple[str, str]] = [
+    (value, name.replace("_", " ").title()) for name, value in vars(ErrorType).items() if name.isupper()
+]
+ERROR_TYPE_VALUES: tuple[str, ...] = tuple(value for value, _label in ERROR_TYPE_CHOICES)
 
 
 class BatchItem(models.Model):
@@ -234,7 +226,7 @@ class BatchItem(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
-    error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True, default="")
+    error_type = models.CharField(max_length=32, choices=ERROR_TYPE_CHOICES, blank=True, default="")
     error_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True, default="")
     prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, QuerySet, Sum
 
 from gateway_engine.result import result_dict
+from providers.pricing import ProviderTokens, add_usage_costs
 
 from .models import Batch, BatchItem, ItemStatus, Team, TeamUsageDaily
 
@@ -130,7 +131,8 @@ def usage_for_team(
         entry.update(_usage_numbers(row))
         rows.append(entry)
     totals = _usage_numbers(qs.aggregate(**sums))
-    add_usage_costs(qs, group_by, rows, totals)
+    tokens = _tokens_by_provider(qs, group_by)
+    totals.update(add_usage_costs((row, tokens.get(row[group_by], [])) for row in rows))
     return {
         "group_by": group_by,
         "from": date_from.isoformat() if date_from else None,
@@ -141,25 +143,18 @@ def usage_for_team(
     }
 
 
-def add_usage_costs(qs, group_by: str, rows: list[dict], totals: dict) -> None:
-    """``cost`` and ``wasted_cost`` on every row and the totals, priced per provider (one query)."""
-    from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
-
-    prices = prices_by_provider()
-    parts: dict = {}
+def _tokens_by_provider(qs: QuerySet[TeamUsageDaily], group_by: str) -> dict[Any, list[ProviderTokens]]:
+    """{group key (as in the rows): [(provider, prompt, completion, wasted), ...]}: one GROUP BY."""
     per_provider = (
         qs.values(group_by, "provider")
         .annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"), w=Sum("wasted_tokens"))
         .order_by()
     )
+    out: dict[Any, list[ProviderTokens]] = {}
     for row in per_provider:
         key = row[group_by].isoformat() if isinstance(row[group_by], dt.date) else row[group_by]
-        parts.setdefault(key, []).append(
-            (prices.get(row["provider"], UNKNOWN), row["p"] or 0, row["c"] or 0, row["w"] or 0)
-        )
-    for row in rows:
-        row.update(sum_usage_costs(parts.get(row[group_by], [])))
-    totals.update(sum_usage_costs([part for group in parts.values() for part in group]))
+        out.setdefault(key, []).append((row["provider"], row["p"] or 0, row["c"] or 0, row["w"] or 0))
+    return out
 
 
 def _usage_numbers(row: dict[str, Any]) -> dict[str, int]:

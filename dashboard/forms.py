@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from batches.models import BatchStatus, Team
 
-from .selectors import ERROR_CLASSES
+from .selectors.error_classes import ERROR_CLASSES
 
 
 class DateInput(forms.DateInput):

@@ -1,8 +1,8 @@
-"""Dashboard pages (staff only). Thin: filters in forms.py, queries in selectors.py, SVG in charts.py."""
+"""Dashboard pages (staff only). Thin: filters in forms.py, queries in selectors/ (one module per page),
+SVG in charts.py."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 from django.contrib import messages
@@ -13,18 +13,27 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from batches import signals
-from batches.execution import cancel_batch
+from batches.execution import cancel_batch, cancellable
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.retry import RetryRefused, retry_failed
-from batches.selectors import USAGE_SUMS, item_status_counts
+from batches.selectors import item_status_counts
 from batches.submission import SubmissionError
 from gateway_engine.retry import error_class
 from providers.adapters import provider_limits
-from providers.pricing import UNKNOWN, prices_by_provider, sum_usage_costs
 
-from . import charts, live, selectors
+from . import charts, live
 from .access import permission_required, staff_required
 from .forms import DEFAULT_WINDOW, BatchFilterForm, FailureFilterForm, UsageFilterForm
+from .provider_rows import provider_row
+from .selectors import batch_detail as detail_reads
+from .selectors import capacity as capacity_reads
+from .selectors import error_classes
+from .selectors import failures as failure_reads
+from .selectors import history as history_reads
+from .selectors import providers as provider_reads
+from .selectors import queues as queue_reads
+from .selectors import usage as usage_reads
+from .usage_csv import usage_csv_lines
 
 PAGE_SIZE = 50
 RUNNING_REFRESH_SECONDS = 5
@@ -42,7 +51,7 @@ def _page(request, qs, per_page: int = PAGE_SIZE):
 def batch_list(request):
     form = BatchFilterForm(request.GET)
     if form.is_valid():
-        qs = selectors.batch_history(
+        qs = history_reads.batch_history(
             team=form.cleaned_data["team"],
             status=form.cleaned_data["status"],
             date_from=form.cleaned_data["date_from"],
@@ -52,7 +61,7 @@ def batch_list(request):
         qs = Batch.objects.none()
     page = _page(request, qs)
     now = timezone.now()
-    rows = [selectors.summarize_batch(b, now) for b in page.object_list]
+    rows = [history_reads.summarize_batch(b, now) for b in page.object_list]
     any_running = any(not r.batch.is_terminal for r in rows)
     return render(
         request,
@@ -70,15 +79,15 @@ def batch_list(request):
 @staff_required
 def batch_detail(request, batch_id):
     batch = get_object_or_404(Batch.objects.select_related("team"), pk=batch_id)
-    summary = selectors.summarize_batch(batch)
-    histogram = selectors.latency_histogram(batch)
+    summary = history_reads.summarize_batch(batch)
+    histogram = detail_reads.latency_histogram(batch)
     chart = charts.bar_chart(
         [label for label, _ in histogram],
         [n for _, n in histogram],
         title="Latency of finished items (last attempt)",
         width=HALF_CHART_WIDTH,
     )
-    unit, progress = selectors.progress_over_time(batch)
+    unit, progress = detail_reads.progress_over_time(batch)
     fmt = {"minute": "%H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[unit]
     progress_chart = charts.stacked_bar_chart(
         [bucket.strftime(fmt) for bucket, _, _ in progress],
@@ -92,7 +101,7 @@ def batch_detail(request, batch_id):
     )
     status_counts = item_status_counts(batch)
     item_status = _item_status_choice(request.GET.get("items"), status_counts)
-    page = _page(request, selectors.batch_items(batch, item_status or None))
+    page = _page(request, detail_reads.batch_items(batch, item_status or None))
     return render(
         request,
         "dashboard/batch_detail.html",
@@ -108,10 +117,10 @@ def batch_detail(request, batch_id):
             and batch.completed_at is not None
             and status_counts["failed"] > 0
             and request.user.has_perm("batches.retry_batch"),
-            "can_cancel": selectors.cancellable(batch) and request.user.has_perm("batches.cancel_batch"),
-            "retry_origin": selectors.retry_origin(batch),
-            "providers": selectors.provider_breakdown(batch),
-            "error_classes": selectors.ERROR_CLASSES,
+            "can_cancel": cancellable(batch) and request.user.has_perm("batches.cancel_batch"),
+            "retry_origin": detail_reads.retry_origin(batch),
+            "providers": detail_reads.provider_breakdown(batch),
+            "error_classes": error_classes.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},
             "has_stats": bool((batch.stats or {}).get("providers")),
             "latency_chart": chart,
@@ -159,7 +168,7 @@ def batch_cancel(request, batch_id):
     service as POST /api/v1/batches/{id}/cancel: items not sent yet are cancelled, in-flight ones finish."""
     batch = get_object_or_404(Batch.objects.select_related("team"), pk=batch_id)
     if request.method == "POST":
-        if not selectors.cancellable(batch):
+        if not cancellable(batch):
             messages.warning(request, f"Not cancelled: the batch has already finished ({batch.status}).")
             return redirect("dashboard:batch_detail", batch.pk)
         batch = cancel_batch(str(batch.pk))
@@ -180,7 +189,7 @@ def batch_cancel(request, batch_id):
         {
             "nav": "batches",
             "batch": batch,
-            "can_cancel": selectors.cancellable(batch),
+            "can_cancel": cancellable(batch),
             "pending": counts[ItemStatus.PENDING],
             "running": counts[ItemStatus.RUNNING],
         },
@@ -188,7 +197,7 @@ def batch_cancel(request, batch_id):
 
 
 def _place_context(batch) -> dict:
-    place = selectors.batch_place(batch)
+    place = queue_reads.batch_place(batch)
     etas = [p.eta_seconds for p in place if p.eta_seconds is not None]
     return {"place": place, "place_eta": max(etas) if etas else None}
 
@@ -217,7 +226,7 @@ def _attempt_row(entry) -> dict:
 @permission_required("batches.view_content", "Reading a team's prompts and answers")
 def item_detail(request, item_id: int):
     try:
-        item = selectors.item_detail(item_id)
+        item = detail_reads.item_detail(item_id)
     except BatchItem.DoesNotExist:
         raise Http404("No such batch item") from None
     signals.batch_action.send(
@@ -246,10 +255,10 @@ def failures(request):
     data = request.GET.copy()
     if not data.get("window"):
         data["window"] = DEFAULT_WINDOW  # so the select shows the window actually applied
-    form = FailureFilterForm(data, provider_names=selectors.provider_names())
+    form = FailureFilterForm(data, provider_names=failure_reads.provider_names())
     if form.is_valid():
         since, until = form.time_bounds()
-        qs = selectors.failures(
+        qs = failure_reads.failures(
             provider=form.cleaned_data["provider"],
             error_class=form.cleaned_data["error_class"],
             status_code=form.cleaned_data["status_code"],
@@ -261,8 +270,8 @@ def failures(request):
     else:
         since = until = None
         qs = BatchItem.objects.none()
-    groups = selectors.failure_groups(qs)
-    page = _page(request, selectors.failure_list(qs))
+    groups = failure_reads.failure_groups(qs)
+    page = _page(request, failure_reads.failure_list(qs))
     return render(
         request,
         "dashboard/failures.html",
@@ -272,35 +281,12 @@ def failures(request):
 
 @staff_required
 def providers(request):
-    pairs = selectors.provider_configs()
+    pairs = provider_reads.provider_configs()
     limits = [provider_limits(p) for _, p in pairs]
     quota = live.quota_states(limits)
     breakers = live.breaker_states([view.name for view, _ in pairs])
-    recent = selectors.recent_activity()
-    rows = []
-    for view, _provider in pairs:
-        state = quota.by_provider.get(view.name)
-        breaker = breakers.by_provider.get(view.name)
-        rows.append(
-            {
-                "config": view,
-                "quota": state,
-                "breaker": breaker["state"] if breaker is not None else None,
-                "breaker_detail": live.breaker_detail(breaker),
-                "recent": recent.get(view.name),
-                "rpm_wait_ms": live.bucket_wait_ms(getattr(state, "rpm_tokens_available", None), view.rpm),
-                "tpm_wait_ms": live.bucket_wait_ms(getattr(state, "tpm_tokens_available", None), view.tpm),
-                "rpm_pct": _pct(getattr(state, "observed_rpm", None), view.rpm),
-                "tpm_pct": _pct(getattr(state, "observed_tpm", None), view.tpm),
-                "lease_pct": _pct(getattr(state, "leases_in_flight", None), view.max_concurrency),
-                "rpm_fill_pct": _pct(
-                    getattr(state, "rpm_tokens_available", None), getattr(state, "rpm_capacity", None)
-                ),
-                "tpm_fill_pct": _pct(
-                    getattr(state, "tpm_tokens_available", None), getattr(state, "tpm_capacity", None)
-                ),
-            }
-        )
+    recent = provider_reads.recent_activity()
+    rows = [provider_row(view, quota, breakers, recent) for view, _provider in pairs]
     return render(
         request,
         "dashboard/providers.html",
@@ -309,19 +295,13 @@ def providers(request):
             "rows": rows,
             "quota_error": quota.error,
             "breaker_error": breakers.error,
-            "recent_minutes": int(selectors.RECENT_WINDOW.total_seconds() // 60),
-            "advice": selectors.capacity_advice(rows),
+            "recent_minutes": int(provider_reads.RECENT_WINDOW.total_seconds() // 60),
+            "advice": capacity_reads.capacity_advice(rows),
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,
             "now": timezone.now(),
-            "queues": selectors.queued_items_by_provider(),
+            "queues": queue_reads.queued_items_by_provider(),
         },
     )
-
-
-def _pct(part, whole) -> float | None:
-    if part is None or not whole:
-        return None
-    return max(0.0, min(100.0, 100.0 * float(part) / float(whole)))
 
 
 @staff_required
@@ -330,14 +310,14 @@ def usage(request):
     context = {"nav": "usage", "form": form}
     if form.is_valid():
         start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
-        qs = selectors.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
-        per_day = selectors.usage_by_day(qs, start, end)
+        qs = usage_reads.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
+        per_day = usage_reads.usage_by_day(qs, start, end)
         context.update(
             date_from=start,
             date_to=end,
-            by_team_day=selectors.usage_by_team_day(qs),
-            by_team_provider=(by_team_provider := selectors.usage_by_team_provider(qs)),
-            cost_totals=selectors.add_usage_costs(by_team_provider),
+            by_team_day=usage_reads.usage_by_team_day(qs),
+            by_team_provider=(by_team_provider := usage_reads.usage_by_team_provider(qs)),
+            cost_totals=usage_reads.team_provider_costs(by_team_provider),
             totals={
                 k: sum(r[k] for r in per_day) for k in ("prompt", "completion", "wasted", "total", "requests")
             },
@@ -367,25 +347,6 @@ def _with_usage_defaults(query):
     return data
 
 
-def _csv_safe(value: str) -> str:
-    """Team and provider names starting with = + - @ would be formulas in a spreadsheet."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
-class _Echo:
-    def write(self, value):
-        return value
-
-
-# the detail columns of usage_csv_rows (batches.selectors.USAGE_SUMS), then what is computed from them
-CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost"]
-
-
-def _csv_costs(prices, provider: str, prompt: int, completion: int, wasted: int) -> list:
-    costs = sum_usage_costs([(prices.get(provider, UNKNOWN), prompt, completion, wasted)])
-    return ["" if costs[k] is None else f"{costs[k]:.6f}" for k in ("cost", "wasted_cost")]
-
-
 @staff_required
 def usage_csv(request):
     form = UsageFilterForm(request.GET)
@@ -395,29 +356,7 @@ def usage_csv(request):
             request, "dashboard/usage.html", {"nav": "usage", "form": form, "csv_error": errors}, status=400
         )
     start, end = form.cleaned_data["date_from"], form.cleaned_data["date_to"]
-    qs = selectors.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
-    writer = csv.writer(_Echo())
-    prices = prices_by_provider()
-
-    def rows():
-        yield writer.writerow(CSV_HEADER)
-        for day, team, provider, req, ok, failed, prompt, completion, wasted in selectors.usage_csv_rows(qs):
-            yield writer.writerow(
-                [
-                    day.isoformat(),
-                    _csv_safe(team),
-                    _csv_safe(provider),
-                    req,
-                    ok,
-                    failed,
-                    prompt,
-                    completion,
-                    wasted,
-                    prompt + completion,
-                    *_csv_costs(prices, provider, prompt, completion, wasted),
-                ]
-            )
-
-    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    qs = usage_reads.usage_rows(date_from=start, date_to=end, team=form.cleaned_data["team"])
+    response = StreamingHttpResponse(usage_csv_lines(qs), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="team-usage_{start}_{end}.csv"'
     return response

@@ -12,6 +12,7 @@ docs/operations.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -34,6 +35,9 @@ class Prices:
 
 
 UNKNOWN = Prices(None, None)
+
+# (provider name, prompt tokens, completion tokens, wasted tokens) of one usage row
+ProviderTokens = tuple[str, int, int, int]
 
 
 def token_cost(prices: Prices, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
@@ -88,6 +92,23 @@ def prices_by_provider() -> dict[str, Prices]:
             "name", "price_prompt_per_million", "price_completion_per_million"
         )
     }
+
+
+def add_usage_costs(rows_with_usage: Iterable[tuple[dict, Iterable[ProviderTokens]]]) -> dict:
+    """The one cost helper of the usage readers (the usage API and the dashboard's usage page): adds
+    ``cost`` / ``wasted_cost`` to each usage row, priced from that row's per-provider tokens, and returns
+    the totals over every row ({"cost", "wasted_cost"}; None = some price unknown). One query for the
+    prices. ``rows_with_usage``: (row, [(provider, prompt, completion, wasted), ...]) pairs."""
+    prices = prices_by_provider()
+    every = []
+    for row, usage in rows_with_usage:
+        parts = [
+            (prices.get(provider, UNKNOWN), prompt, completion, wasted)
+            for provider, prompt, completion, wasted in usage
+        ]
+        row.update(sum_usage_costs(parts))
+        every.extend(parts)
+    return sum_usage_costs(every)
 
 
 def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:

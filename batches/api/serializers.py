@@ -14,7 +14,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from batches.models import Batch, BatchPriority, BatchStatus, ErrorType, ItemStatus
+from batches.models import ERROR_TYPE_VALUES, Batch, BatchPriority, BatchStatus, ItemStatus
 from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
@@ -251,7 +251,7 @@ class BatchPageSerializer(serializers.Serializer):
 
 class ResultErrorSerializer(serializers.Serializer):
     type = serializers.ChoiceField(
-        choices=[*ErrorType.values, ItemStatus.PENDING, ItemStatus.RUNNING, ItemStatus.CANCELLED],
+        choices=[*ERROR_TYPE_VALUES, ItemStatus.PENDING, ItemStatus.RUNNING, ItemStatus.CANCELLED],
         help_text="An error class for failed items; 'pending', 'running' or 'cancelled' for items without an answer.",
     )
     status_code = serializers.IntegerField(allow_null=True, help_text="The provider's HTTP status, if any.")

@@ -4,7 +4,7 @@
     results     write finished items in bulk (owned rows only) with the batch counters
     runner      the thread bridge to the async engine; run a fixed list of claimed items
     dispatcher  time-bounded slices: fair, provider-aware claiming into one streaming engine run
-    finalize    finalize exactly once, progress snapshots, cancel
+    finalize    finalize exactly once, progress snapshots, cancel (and whether a cancel changes anything)
     reaper      the reconciler thread (dead claims, overdue batches, dispatchers alive)
 
 The async engine (gateway_engine) never touches the ORM; the pure scheduling rules are in
@@ -32,7 +32,7 @@ from .dispatcher import (
     start_batch,
     work_remains,
 )
-from .finalize import batch_stats, cancel_batch, finalize_batch_if_done, snapshot_progress
+from .finalize import batch_stats, cancel_batch, cancellable, finalize_batch_if_done, snapshot_progress
 from .reaper import Reaper, reconcile
 from .results import WRITE_BATCH_ROWS, write_results
 from .runner import ChunkReport, EngineThread, execute_chunk, run_claimed
@@ -49,6 +49,7 @@ __all__ = [
     "batch_stats",
     "build_batcher",
     "cancel_batch",
+    "cancellable",
     "cancel_claimable",
     "claim_items",
     "claim_lease",

@@ -13,7 +13,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from gateway_engine.retry import ErrorType
 
 from . import journal
 from .common import claim_lease

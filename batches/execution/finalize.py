@@ -157,12 +157,18 @@ def snapshot_progress(batch_id: str, *, force: bool = False) -> bool:
     return bool(Batch.objects.filter(id=batch_id, completed_at__isnull=True).update(stats=stats))
 
 
+def cancellable(batch: Batch) -> bool:
+    """Whether cancelling still changes anything: cancel_batch leaves a finished batch as it is (a
+    cancelled batch still finishing its in-flight items can be swept again)."""
+    return batch.completed_at is None and batch.status not in FINISHED_STATUSES
+
+
 def cancel_batch(batch_id: str) -> Batch:
     """Cancel a batch: items not yet sent are cancelled, in-flight ones finish (a running worker notices
     within about a second). The batch is finalized as soon as nothing is left running."""
     with transaction.atomic():
         batch = Batch.objects.select_for_update().get(id=batch_id)
-        if batch.completed_at is not None or batch.status in FINISHED_STATUSES:
+        if not cancellable(batch):
             return batch
         batch.status = BatchStatus.CANCELLED
         batch.save(update_fields=["status"])

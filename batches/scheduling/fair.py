@@ -46,7 +46,7 @@ def effective_lane(priority: str, waited_seconds: float, aging_seconds: float) -
     return max(0, rank)
 
 
-def batch_order_key(c: BatchCandidate, now: float, aging_seconds: float) -> tuple:
+def batch_order_key(c: BatchCandidate, now: float, aging_seconds: float) -> tuple[int, float, float, str]:
     lane = effective_lane(c.priority, now - c.created_at, aging_seconds)
     deadline = c.expires_at if c.expires_at is not None else math.inf
     return (lane, deadline, c.created_at, c.batch_id)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, Team, TeamUsageDaily
+from gateway_engine.retry import ErrorType
 from providers.models import Provider, RoutingRule
 
 DB_SECRET = "sk-db-secret-9f8e7d6c5b4a"

@@ -17,8 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.services import create_api_key, create_team
+from gateway_engine.retry import ErrorType
 from tests.factories import make_batch, work_item
 
 pytestmark = pytest.mark.django_db

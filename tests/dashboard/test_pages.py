@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from batches.models import BatchItem, ErrorType, ItemStatus
-from dashboard import selectors
-from gateway_engine.retry import error_class
+from batches.models import BatchItem, ItemStatus
+from dashboard.selectors import batch_detail, error_classes
+from gateway_engine.retry import ErrorType, error_class
 
 
 def test_batch_history_rows_and_filters(staff_client, seeded):
@@ -140,7 +140,9 @@ def test_failures_filters(staff_client, seeded):
 def test_error_class_python_and_sql_agree(seeded):
     for item in BatchItem.objects.filter(status=ItemStatus.FAILED):
         klass = error_class(item.error_type, item.error_status_code)
-        assert BatchItem.objects.filter(selectors.error_class_q(klass), pk=item.pk).exists(), item.error_type
+        assert BatchItem.objects.filter(error_classes.error_class_q(klass), pk=item.pk).exists(), (
+            item.error_type
+        )
     assert error_class(ErrorType.SERVER_ERROR, None) == "5xx"
 
 
@@ -226,7 +228,7 @@ def test_batch_log_reads_stats_exactly_as_the_engine_builds_them(staff_client, s
 
 def test_progress_over_time_counts_finished_items(staff_client, seeded):
     response = staff_client.get(reverse("dashboard:batch_detail", args=[seeded.running.pk]))
-    unit, buckets = selectors.progress_over_time(seeded.running)
+    unit, buckets = batch_detail.progress_over_time(seeded.running)
     assert unit == "minute"
     assert sum(ok for _, ok, _ in buckets) == 23 and sum(f for _, _, f in buckets) == 2
     assert "Items finished per minute" in str(response.context["progress_chart"])

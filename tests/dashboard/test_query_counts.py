@@ -111,7 +111,7 @@ def test_batch_detail_numbers_for_10k_items(staff_client, seeded, big_batch):
 def _hist(ctx):
     chart = str(ctx["latency_chart"])
     assert chart.startswith("<svg")
-    from dashboard.selectors import latency_histogram
+    from dashboard.selectors.batch_detail import latency_histogram
 
     data = latency_histogram(ctx["batch"])
     return [label for label, _ in data], [n for _, n in data]

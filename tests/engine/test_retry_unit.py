@@ -1,7 +1,7 @@
 import random
 from email.utils import formatdate
 
-from batches.models import ErrorType as ModelErrorType
+from batches.models import BatchItem
 from gateway_engine.retry import (
     ErrorType,
     RetryPolicy,
@@ -15,7 +15,23 @@ from gateway_engine.retry import (
 
 def test_engine_error_types_match_the_model_choices():
     engine = {k: v for k, v in vars(ErrorType).items() if k.isupper()}
-    assert engine == {m.name: m.value for m in ModelErrorType}
+    choices = BatchItem._meta.get_field("error_type").choices
+    assert choices == [(value, name.replace("_", " ").title()) for name, value in engine.items()]
+    # the values and labels the migrations recorded (batches 0004)
+    assert choices == [
+        ("client_error", "Client Error"),
+        ("rate_limited", "Rate Limited"),
+        ("server_error", "Server Error"),
+        ("timeout", "Timeout"),
+        ("connection_error", "Connection Error"),
+        ("quota_impossible", "Quota Impossible"),
+        ("no_provider", "No Provider"),
+        ("invalid_response", "Invalid Response"),
+        ("gateway_error", "Gateway Error"),
+        ("cancelled", "Cancelled"),
+        ("expired", "Expired"),
+        ("budget_exceeded", "Budget Exceeded"),
+    ]
 
 
 def test_retryable_table():

@@ -13,7 +13,7 @@ import pytest
 from django.db.models import Count
 
 from batches.models import BatchItem, ItemStatus
-from dashboard import selectors
+from dashboard.selectors import error_classes
 from gateway_engine.retry import ERROR_CLASS_KEYS, ERROR_CLASS_TABLE, ErrorType, error_class
 from gateway_engine.stats import StatsBuilder
 from tests.factories import make_batch
@@ -54,7 +54,7 @@ def test_engine_and_dashboard_sql_classify_every_outcome_alike(team):
     batch = _stored(team)
     by_sql = dict(
         BatchItem.objects.filter(batch=batch)
-        .annotate(klass=selectors.error_class_expr())
+        .annotate(klass=error_classes.error_class_expr())
         .values_list("custom_id", "klass")
     )
     by_engine = {f"i{n}": error_class(error_type, status) for n, (error_type, status) in enumerate(FIXTURE)}
@@ -63,17 +63,17 @@ def test_engine_and_dashboard_sql_classify_every_outcome_alike(team):
     assert set(by_engine.values()) == set(ERROR_CLASS_KEYS)
 
     # the per-class filter selects exactly the rows the classifier puts there (a partition)
-    assert selectors.ERROR_CLASS_KEYS == ERROR_CLASS_KEYS
+    assert error_classes.ERROR_CLASS_KEYS == ERROR_CLASS_KEYS
     for key in ERROR_CLASS_KEYS:
         selected = set(
-            BatchItem.objects.filter(selectors.error_class_q(key), batch=batch).values_list(
+            BatchItem.objects.filter(error_classes.error_class_q(key), batch=batch).values_list(
                 "custom_id", flat=True
             )
         )
         assert selected == {cid for cid, klass in by_engine.items() if klass == key}, key
     grouped = dict(
         BatchItem.objects.filter(batch=batch)
-        .annotate(klass=selectors.error_class_expr())
+        .annotate(klass=error_classes.error_class_expr())
         .values("klass")
         .annotate(n=Count("id"))
         .values_list("klass", "n")
@@ -92,7 +92,7 @@ def test_engine_stats_count_the_classes_the_dashboard_counts(team):
     by_class = builder.build(str(batch.pk), len(FIXTURE), 0)["providers"]["p"]["errors_by_class"]
     # an attempt with no error_type is not an error in the stats; the dashboard has no such failed row
     typed = BatchItem.objects.filter(batch=batch).exclude(error_type="")
-    sql = {key: typed.filter(selectors.error_class_q(key)).count() for key in ERROR_CLASS_KEYS}
+    sql = {key: typed.filter(error_classes.error_class_q(key)).count() for key in ERROR_CLASS_KEYS}
     assert {k: v for k, v in by_class.items() if v} == {k: v for k, v in sql.items() if v}
     assert set(by_class) >= {rule.key for rule in ERROR_CLASS_TABLE}
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.services import create_team
-from dashboard import selectors
+from dashboard.selectors import queues
 
 pytestmark = pytest.mark.django_db
 
@@ -55,23 +55,23 @@ def scene(make_provider):
 
 def test_batch_place_follows_lanes_age_and_weights(scene):
     target = scene["target"]
-    place = selectors.batch_place(target)
+    place = queues.batch_place(target)
     assert len(place) == 1
     p = place[0]
     assert (p.provider, p.pending, p.ahead_same_team) == ("alpha", 20, 10 + 5)
     assert p.ahead_other_teams == 70 + 4
     assert p.rpm == 120 and p.eta_seconds == pytest.approx((15 + 74 + 20) / 2.0)
     # the low-lane batch waits for every normal and high item of its team, whatever its age
-    low = selectors.batch_place(scene["low"])[0]
+    low = queues.batch_place(scene["low"])[0]
     assert low.ahead_same_team == 10 + 5 + 20 + 7
     # a finished batch has no place
     Batch.objects.filter(pk=target.pk).update(status=BatchStatus.COMPLETED, completed_at=timezone.now())
     target.refresh_from_db()
-    assert selectors.batch_place(target) == []
+    assert queues.batch_place(target) == []
 
 
 def test_queued_items_by_provider_team_and_lane(scene):
-    rows = {(r.provider, r.team, r.priority): r.pending for r in selectors.queued_items_by_provider()}
+    rows = {(r.provider, r.team, r.priority): r.pending for r in queues.queued_items_by_provider()}
     assert rows == {
         ("alpha", "acme", "high"): 5,
         ("alpha", "acme", "normal"): 10 + 20 + 7,

@@ -13,8 +13,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from batches.models import Batch, BatchItem, ItemStatus, TeamUsageDaily
+from batches.scheduling.capacity import advise, suggested_concurrency
 from batches.services import create_api_key
-from observability.capacity import advise, suggested_concurrency
 from providers.pricing import Prices, add_stats_costs, sum_usage_costs
 
 pytestmark = pytest.mark.django_db

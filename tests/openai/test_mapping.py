@@ -13,7 +13,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from batches import submission
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from gateway_engine.retry import ErrorType
 from openai_api.conversion import native_item, result_line
 from openai_api.models import File, OpenAIBatch
 from sim.testing import run_simulator_in_thread

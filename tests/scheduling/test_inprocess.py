@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from batches import execution
 from batches.execution import dispatcher
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from gateway_engine.retry import ErrorType
 from tests.engine.provider_server import Reply, ok_reply
 
 from .conftest import q, queue_batch, wait_for

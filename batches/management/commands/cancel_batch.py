@@ -6,7 +6,7 @@ import uuid
 
 from django.core.management.base import CommandError
 
-from batches.execution import cancel_batch
+from batches.execution import cancel_batch, cancellable
 from batches.models import Batch
 from gateway_site.commands import DatabaseCommand
 
@@ -28,8 +28,6 @@ class Command(DatabaseCommand):
         before = Batch.objects.filter(pk=key).first()
         if before is None:
             raise CommandError(f"no batch has the id {batch_id!r}")
-        from dashboard.selectors import cancellable
-
         was_open = cancellable(before)
         batch = cancel_batch(str(key))
         self.stdout.write(describe(batch, was_open=was_open))

@@ -5,7 +5,8 @@
 Little's law: to use the whole RPM, as many calls must be in flight as arrive during one latency, plus
 20 % headroom. Too low: leases saturate while the RPM bucket stays full (traffic waits locally for a
 slot, the provider is under-used). Too high: more slots than the RPM can feed — bursts at the
-provider, longer tails, 429s. Pure functions; the providers page feeds them observed numbers.
+provider, longer tails, 429s. Pure functions beside the other sizing rules (``fair.buffer_target``); the
+providers page feeds them observed numbers (``dashboard.selectors.capacity``).
 """
 
 from __future__ import annotations

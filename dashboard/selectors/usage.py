@@ -1,0 +1,75 @@
+"""The usage audit page and its CSV: TeamUsageDaily summed per team and day, per team and provider, and
+per calendar day, with costs (the one cost helper, providers.pricing.add_usage_costs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import QuerySet, Sum
+
+from batches.models import Team, TeamUsageDaily
+from batches.selectors import USAGE_SUMS
+from providers.pricing import add_usage_costs
+
+_USAGE_SUMS = {
+    "requests": Sum("requests"),
+    "items_succeeded": Sum("items_succeeded"),
+    "items_failed": Sum("items_failed"),
+    "prompt": Sum("prompt_tokens"),
+    "completion": Sum("completion_tokens"),
+    "wasted": Sum("wasted_tokens"),
+}
+
+
+def usage_rows(*, date_from: dt.date, date_to: dt.date, team: Team | None = None) -> QuerySet[TeamUsageDaily]:
+    qs = TeamUsageDaily.objects.filter(day__gte=date_from, day__lte=date_to)
+    if team is not None:
+        qs = qs.filter(team=team)
+    return qs
+
+
+def _with_total(row: dict) -> dict:
+    for key in _USAGE_SUMS:
+        row[key] = row[key] or 0
+    row["total"] = row["prompt"] + row["completion"]
+    row["wasted_pct"] = (100.0 * row["wasted"] / row["total"]) if row["total"] else None
+    return row
+
+
+def usage_by_team_day(qs: QuerySet[TeamUsageDaily]) -> list[dict]:
+    rows = qs.values("team__name", "day").annotate(**_USAGE_SUMS).order_by("-day", "team__name")
+    return [_with_total(r) for r in rows]
+
+
+def usage_by_team_provider(qs: QuerySet[TeamUsageDaily]) -> list[dict]:
+    rows = qs.values("team__name", "provider").annotate(**_USAGE_SUMS).order_by("team__name", "provider")
+    return [_with_total(r) for r in rows]
+
+
+def team_provider_costs(by_team_provider: list[dict]) -> dict:
+    """Adds ``cost`` / ``wasted_cost`` to each per-team-per-provider row (in place) with the one cost
+    helper and returns the totals ({"cost", "wasted_cost"}; None = some price unknown)."""
+    return add_usage_costs(
+        (row, [(row["provider"], row["prompt"], row["completion"], row["wasted"])])
+        for row in by_team_provider
+    )
+
+
+def usage_by_day(qs: QuerySet[TeamUsageDaily], date_from: dt.date, date_to: dt.date) -> list[dict]:
+    """One row per calendar day in the range (zeros included) for the chart."""
+    found = {r["day"]: _with_total(r) for r in qs.values("day").annotate(**_USAGE_SUMS).order_by()}
+    out, day = [], date_from
+    while day <= date_to:
+        out.append(found.get(day) or _with_total({"day": day, **{k: 0 for k in _USAGE_SUMS}}))
+        day += dt.timedelta(days=1)
+    return out
+
+
+def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
+    """Detail rows (team, day, provider) for the CSV export, streamed with iterator()."""
+    return (
+        qs.select_related("team")
+        .order_by("day", "team__name", "provider")
+        .values_list("day", "team__name", "provider", *USAGE_SUMS)
+        .iterator(chunk_size=2000)
+    )
