@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
+from gateway_engine.errors import ApplicationError, Conflict
 from gateway_engine.http import RESERVED_PARAMS
 from gateway_engine.routing import RoutingError, candidates, stable_draw
 from providers.models import Provider
@@ -121,14 +122,17 @@ def _safe(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-class SubmissionError(Exception):
+class SubmissionError(ApplicationError):
     """Invalid submission. `status_code` is the HTTP status to answer (400, 413 or 415)."""
+
+    code = "invalid_submission"
 
     def __init__(self, status_code: int, errors: list[FieldError], error_count: int | None = None):
         self.status_code = status_code
         self.errors = errors[:MAX_ERRORS]
         self.error_count = len(errors) if error_count is None else error_count
-        super().__init__("; ".join(f"{e.index}.{e.field}: {e.message}" for e in self.errors[:5]))
+        message = "; ".join(f"{e.index}.{e.field}: {e.message}" for e in self.errors[:5])
+        super().__init__(message, status=status_code)
 
     def as_dict(self) -> dict[str, Any]:
         return {"errors": [e.as_dict() for e in self.errors], "error_count": self.error_count}
@@ -136,6 +140,8 @@ class SubmissionError(Exception):
 
 class BudgetRefused(SubmissionError):
     """429: the batch's estimated tokens exceed what is left of the team's daily or monthly budget."""
+
+    code = "budget_exceeded"
 
     def __init__(self, exceeded):
         self.exceeded = exceeded
@@ -150,9 +156,11 @@ class BudgetRefused(SubmissionError):
 class QueueLimitRefused(SubmissionError):
     """429: the team is at one of its queued-work limits (batches.queue_limits); nothing is stored."""
 
+    code = "queue_limit_exceeded"
+
     def __init__(self, limit: str, message: str, retry_after: int):
-        self.limit, self.message, self.retry_after = limit, message, int(retry_after)
         super().__init__(429, [FieldError(None, f"limits.{limit}", message)])
+        self.limit, self.message, self.retry_after = limit, message, int(retry_after)
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "limit": self.limit, "retry_after": self.retry_after}
@@ -902,8 +910,11 @@ class Idempotency:
     request_hash: str
 
 
-class IdempotencyConflict(Exception):
+class IdempotencyConflict(Conflict):
     """The key was already used by this team for a different request (HTTP 409)."""
+
+    code = "idempotency_conflict"
+    field = "Idempotency-Key"
 
     def __init__(self, batch: Batch):
         self.batch = batch

@@ -27,13 +27,16 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from .errors import Unavailable
 from .protocols import Clock
+from .redis_errors import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from .quota.resp import Arg, Reply, RespClient
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 log = logging.getLogger(__name__)
+_UNREACHABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)  # the RESP client's socket too
 
 
 def log_transition(provider: str, before: str, after: str, retry_after_seconds: float | None = None) -> None:
@@ -52,8 +55,10 @@ def log_transition(provider: str, before: str, after: str, retry_after_seconds: 
     (log.warning if after == OPEN else log.info)("circuit breaker %s for %s", after, provider, extra=fields)
 
 
-class BreakerUnavailable(Exception):
+class BreakerUnavailable(Unavailable):
     """The shared breaker state (Redis) cannot be reached."""
+
+    code = "breaker_unavailable"
 
 
 @dataclass(frozen=True)
@@ -362,12 +367,9 @@ class RedisBreaker:
         ]
 
     async def _eval(self, provider: str, args: list[Arg]) -> Reply:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
         try:
             return await self._script(self._client(), [breaker_key(self.prefix, provider)], args)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except _UNREACHABLE as exc:
             raise BreakerUnavailable(
                 f"circuit breaker state unavailable: cannot reach Redis ({exc})"
             ) from exc

@@ -52,6 +52,7 @@ from .conversion import (
     read_input,
     split_results,
 )
+from .errors import OpenAIError
 from .models import File, FilePurpose, OpenAIBatch
 
 log = logging.getLogger(__name__)
@@ -60,28 +61,6 @@ UPLOAD_PURPOSES = (FilePurpose.BATCH.value,)
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
-
-
-class OpenAIError(Exception):
-    """An error answered in OpenAI's shape {"error": {"message", "type", "param", "code"}}."""
-
-    def __init__(
-        self,
-        status_code: int,
-        message: str,
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        type: str = "invalid_request_error",
-        headers: dict[str, str] | None = None,
-    ):
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
-        self.param = param
-        self.code = code
-        self.type = type
-        self.headers = headers or {}
 
 
 def file_storage() -> Storage:

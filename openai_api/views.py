@@ -19,7 +19,7 @@ from batches.api.auth import ApiKeyAuthentication
 from batches.api.throttling import ApiKeyRateThrottle
 
 from . import selectors, services
-from .errors import openai_exception_handler
+from .errors import OpenAIError, openai_exception_handler
 from .models import File, OpenAIBatch
 from .serializers import (
     OpenAIBatchCreateSerializer,
@@ -33,7 +33,6 @@ from .serializers import (
     OpenAIFileObjectSerializer,
     OpenAIFileUploadSerializer,
 )
-from .services import OpenAIError
 
 TAG = ["OpenAI-compatible (/v1)"]
 ERR = OpenAIErrorSerializer
