@@ -24,6 +24,7 @@ from typing import Any
 from django.db import InterfaceError
 from django.db import OperationalError as DbOperationalError
 from kombu.exceptions import OperationalError as KombuOperationalError
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
@@ -58,8 +59,13 @@ class InvalidQuery(ApplicationError):
         return {"errors": self.errors, "error_count": len(self.errors)}
 
 
-class DependencyUnavailable(Unavailable):
-    """503 naming the dependency (``redis`` or ``database``) that cannot be reached."""
+class DependencyUnavailable(Unavailable, APIException):
+    """503 naming the dependency (``redis`` or ``database``) that cannot be reached. Also an
+    APIException, so that DRF's authentication treats it as every refused request (the request's user
+    becomes anonymous) when the key check's or the throttle's Redis is down."""
+
+    status_code = 503
+    default_code = "unavailable"
 
     def __init__(self, dependency: str, detail: str | None = None):
         message = detail or f"{dependency} is unavailable; retry in {RETRY_AFTER_SECONDS} s"
