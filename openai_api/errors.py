@@ -65,7 +65,9 @@ def openai_kind(exc: ApplicationError) -> tuple[str, str | None]:
         return exc.type, exc.openai_code
     if isinstance(exc, DependencyUnavailable):  # the throttle's or the key check's Redis is down
         return "invalid_request_error", None
-    return ("rate_limit_error" if exc.status == 429 else "invalid_request_error"), exc.code
+    if exc.status == 429:
+        return "rate_limit_error", exc.code
+    return ("server_error" if exc.status >= 500 else "invalid_request_error"), exc.code
 
 
 def _message(detail) -> tuple[str, str | None]:

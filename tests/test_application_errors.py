@@ -120,6 +120,12 @@ def test_the_openai_handler_maps_any_application_error():
         "param": None,
         "code": None,
     }
+    store = openai_exception_handler(QuotaStoreUnavailable("quota store down"), {})
+    assert store.status_code == 503
+    assert (
+        store.data["error"]["type"] == "server_error"
+        and store.data["error"]["code"] == "quota_store_unavailable"
+    )
     quota = OpenAIError(
         429, "full", param="limits.f", code="q", type="insufficient_quota", headers={"a": "b"}
     )
