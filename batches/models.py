@@ -52,7 +52,7 @@ class Team(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Batches submitted per minute; empty = GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE.",
     )
-    # /v1/files quotas (openai_api.services.upload_file): empty = the deployment's default setting.
+    # /v1/files quotas (openai_api.files.upload_file): empty = the deployment's default setting.
     max_stored_files = models.PositiveIntegerField(
         null=True,
         blank=True,

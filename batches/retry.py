@@ -13,6 +13,8 @@ from typing import Any
 
 from django.db import transaction
 
+from gateway_engine.errors import Conflict
+
 from . import signals
 from .models import TERMINAL_BATCH_STATUSES, ApiKey, Batch, BatchItem, ItemStatus
 from .submission import BatchOptions, batch_options, submit_batch
@@ -20,14 +22,18 @@ from .submission import BatchOptions, batch_options, submit_batch
 RETRY_OF_KEY = "retry_of"
 
 
-class RetryRefused(Exception):
-    """The batch cannot be retried now; `status_code` is the HTTP status to answer (409)."""
+class RetryRefused(Conflict):
+    """409: the batch cannot be retried now (running, nothing failed, or already retried: `existing`
+    is that retry, named in the answer's `retry_batch_id`)."""
 
-    def __init__(self, message: str, status_code: int = 409, existing: Batch | None = None):
+    code = "retry_refused"
+
+    def __init__(self, message: str, existing: Batch | None = None):
         super().__init__(message)
-        self.message = message
-        self.status_code = status_code
         self.existing = existing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"detail": self.message, "retry_batch_id": str(self.existing.id) if self.existing else None}
 
 
 def existing_retry(batch: Batch) -> Batch | None:

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .errors import Unavailable
 from .protocols import Clock
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
@@ -48,8 +49,10 @@ def log_transition(provider: str, before: str, after: str, retry_after_seconds: 
     (log.warning if after == OPEN else log.info)("circuit breaker %s for %s", after, provider, extra=fields)
 
 
-class BreakerUnavailable(Exception):
+class BreakerUnavailable(Unavailable):
     """The shared breaker state (Redis) cannot be reached."""
+
+    code = "breaker_unavailable"
 
 
 @dataclass(frozen=True)

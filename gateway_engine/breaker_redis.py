@@ -18,8 +18,11 @@ from .breaker import (
     state_view,
 )
 from .quota.resp import Arg, Reply, RespClient, Script
+from .redis_errors import REDIS_ERRORS
 
 __all__ = ["RedisBreaker", "breaker_key"]
+
+_UNREACHABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)  # the RESP client's socket too
 
 
 # ---- the same state machine in Lua (Redis breaker) ------------------------------------------------
@@ -159,12 +162,9 @@ class RedisBreaker:
         ]
 
     async def _eval(self, provider: str, args: list[Arg]) -> Reply:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
         try:
             return await self._script(self._client(), [breaker_key(self.prefix, provider)], args)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except _UNREACHABLE as exc:
             raise BreakerUnavailable(
                 f"circuit breaker state unavailable: cannot reach Redis ({exc})"
             ) from exc

@@ -17,12 +17,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import ApplicationError
 from .provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, parse_entry
 from .quota.types import ProviderLimits
 
 
-class RoutingError(Exception):
+class RoutingError(ApplicationError):
     """An item cannot be routed (unknown route or provider, or nothing enabled)."""
+
+    code = "unroutable"
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,9 @@ from functools import cache
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from gateway_engine.errors import Unavailable
+from gateway_engine.redis_errors import REDIS_ERRORS
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -100,8 +103,10 @@ def client_ip(request) -> str | None:
 # --- failed API-key checks --------------------------------------------------------------------------
 
 
-class RateLimiterUnavailable(Exception):
+class RateLimiterUnavailable(Unavailable):
     """The shared counter (Redis) cannot be reached: the request must fail (503), not pass unthrottled."""
+
+    code = "rate_limiter_unavailable"
 
 
 @dataclass(frozen=True)
@@ -180,10 +185,7 @@ class FailedAuthThrottle:
             local.set(self.key, 1, ttl)
 
     def _redis_call(self, fn):
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
         try:
             return fn(_redis(settings.REDIS_URL))
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except (*REDIS_ERRORS, OSError) as exc:
             raise RateLimiterUnavailable(f"failed-authentication counter unavailable (Redis): {exc}") from exc

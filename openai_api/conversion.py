@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from gateway_engine.errors import ApplicationError
+
 CHAT_COMPLETIONS = "/v1/chat/completions"
 ENDPOINTS = (CHAT_COMPLETIONS,)
 LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
@@ -57,7 +59,11 @@ class LineError:
         return {"code": self.code, "message": self.message, "param": self.param, "line": self.line}
 
 
-class InputFileError(Exception):
+class InputFileError(ApplicationError):
+    """400: problems of an input file's lines (``errors``, sorted by line, at most MAX_LINE_ERRORS)."""
+
+    code = "invalid_input_file"
+
     def __init__(self, errors: list[LineError]):
         self.errors = sorted(errors, key=lambda e: (e.line is None, e.line or 0))[:MAX_LINE_ERRORS]
         super().__init__("; ".join(f"line {e.line}: {e.message}" for e in self.errors[:5]))

@@ -1,14 +1,22 @@
 """Errors on `/v1/` in OpenAI's shape, so the openai SDK raises its usual exception classes:
-{"error": {"message", "type", "param", "code"}} with 400/401/404/409/413/415/429."""
+{"error": {"message", "type", "param", "code"}} with 400/401/404/409/413/415/429/503.
+
+``openai_exception_handler`` is the one place that maps errors here (the OpenAI views use it instead
+of DRF's): an ``OpenAIError`` with its own type and code, any other ``ApplicationError`` by its
+status (``param`` is its ``field``), DRF's exceptions (authentication, throttling, 404, ...) by kind.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from .services import OpenAIError
+from batches.api.exceptions import DependencyUnavailable
+from gateway_engine.errors import ApplicationError
 
 # DRF exception → (OpenAI error type, code)
 KINDS: list[tuple[type[exceptions.APIException], str, str | None]] = [
@@ -22,8 +30,44 @@ KINDS: list[tuple[type[exceptions.APIException], str, str | None]] = [
 ]
 
 
+class OpenAIError(ApplicationError):
+    """An error answered in OpenAI's shape {"error": {"message", "type", "param", "code"}}: ``field`` is
+    its ``param``, ``openai_code`` its ``code`` (None: OpenAI sends none), ``headers`` extra headers."""
+
+    code = "openai_error"
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message, field=param, code=code, status=status_code)
+        self.openai_code = code
+        self.type = type
+        self.headers = dict(headers or {})
+
+    def response_headers(self) -> dict[str, str]:
+        return {**super().response_headers(), **self.headers}
+
+
 def error_body(message: str, *, type: str = "invalid_request_error", param=None, code=None) -> dict:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def openai_kind(exc: ApplicationError) -> tuple[str, str | None]:
+    """OpenAI's (type, code) for an ApplicationError."""
+    if isinstance(exc, OpenAIError):
+        return exc.type, exc.openai_code
+    if isinstance(exc, DependencyUnavailable):  # the throttle's or the key check's Redis is down
+        return "invalid_request_error", None
+    if exc.status == 429:
+        return "rate_limit_error", exc.code
+    return ("server_error" if exc.status >= 500 else "invalid_request_error"), exc.code
 
 
 def _message(detail) -> tuple[str, str | None]:
@@ -38,16 +82,7 @@ def _message(detail) -> tuple[str, str | None]:
     return str(detail), None
 
 
-def openai_exception_handler(exc, context):
-    if isinstance(exc, OpenAIError):
-        body = error_body(exc.message, type=exc.type, param=exc.param, code=exc.code)
-        return Response(body, status=exc.status_code, headers=exc.headers or None)
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied()
-    if not isinstance(exc, exceptions.APIException):
-        return None  # a real server error: Django's 500
+def _drf_error_response(exc: exceptions.APIException) -> Response:
     type_, code = "invalid_request_error", None
     for cls, kind, kind_code in KINDS:
         if isinstance(exc, cls):
@@ -63,3 +98,17 @@ def openai_exception_handler(exc, context):
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         status = 401
     return Response(error_body(message, type=type_, param=param, code=code), status=status, headers=headers)
+
+
+def openai_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        type_, code = openai_kind(exc)
+        body = error_body(exc.message, type=type_, param=exc.field, code=code)
+        return Response(body, status=exc.status, headers=exc.response_headers() or None)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None  # a real server error: Django's 500
+    return _drf_error_response(exc)

@@ -21,8 +21,8 @@ import logging
 
 from django.db.models import Q, QuerySet
 
+from .files import file_storage
 from .models import File, OpenAIBatch
-from .services import file_storage
 
 log = logging.getLogger("observability.retention")
 

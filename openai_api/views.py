@@ -18,8 +18,8 @@ from rest_framework.views import APIView
 from batches.api.auth import ApiKeyAuthentication
 from batches.api.throttling import ApiKeyRateThrottle
 
-from . import selectors, services
-from .errors import openai_exception_handler
+from . import files, selectors, services
+from .errors import OpenAIError, openai_exception_handler
 from .models import File, OpenAIBatch
 from .serializers import (
     OpenAIBatchCreateSerializer,
@@ -33,7 +33,6 @@ from .serializers import (
     OpenAIFileObjectSerializer,
     OpenAIFileUploadSerializer,
 )
-from .services import OpenAIError
 
 TAG = ["OpenAI-compatible (/v1)"]
 ERR = OpenAIErrorSerializer
@@ -202,7 +201,7 @@ class FilesView(OpenAIView):
         form = OpenAIFileUploadSerializer(data=request.data)
         if not form.is_valid():
             raise _invalid(form)
-        file = services.upload_file(
+        file = files.upload_file(
             team=self.team, upload=form.validated_data["file"], purpose=form.validated_data["purpose"]
         )
         return Response(OpenAIFileObjectSerializer(selectors.file_object(file)).data)
@@ -226,7 +225,7 @@ class FileDetailView(OpenAIView):
     )
     def delete(self, request, file_id):
         file = self.get_file(file_id)
-        services.delete_file(file)
+        files.delete_file(file)
         return Response(OpenAIFileDeletedSerializer({"id": file_id, "object": "file", "deleted": True}).data)
 
 
@@ -244,7 +243,7 @@ class FileContentView(OpenAIView):
     def get(self, request, file_id):
         file = self.get_file(file_id)
         try:
-            stream = services.file_storage().open(file.storage_name, "rb")
+            stream = files.file_storage().open(file.storage_name, "rb")
         except FileNotFoundError:  # purged between the lookup and the read
             raise OpenAIError(404, f"No such File object: {file_id}", param="id", code="not_found") from None
         return FileResponse(

@@ -13,6 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from gateway_engine.errors import ApplicationError
 from gateway_engine.provider_file import (
     CONTRACT_ONLY_PROVIDER_FIELDS,
     FILE_KEYS,
@@ -28,9 +29,11 @@ from gateway_engine.provider_file import (
 from .models import Provider, RoutingRule, secret_env_name
 
 
-class ProviderConfigError(Exception):
+class ProviderConfigError(ApplicationError):
     """The provider file is invalid. `errors` lists every problem, each naming where and which field;
     `warnings` the keys nothing reads (the loader found them before refusing the file)."""
+
+    code = "invalid_provider_file"
 
     def __init__(self, errors: list[str], warnings: list[str] | None = None):
         self.errors = errors

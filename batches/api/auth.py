@@ -25,6 +25,8 @@ from batches.keys import KEY_PREFIX, hash_key, visible_prefix
 from batches.models import ApiKey, Team
 from gateway_site.security import FailedAuthThrottle, RateLimiterUnavailable, client_ip
 
+from .exceptions import DependencyUnavailable
+
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 MAX_KEY_LENGTH = 200
 
@@ -75,8 +77,6 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     @staticmethod
     def _guarded(fn):
-        from .exceptions import DependencyUnavailable
-
         try:
             return fn()
         except RateLimiterUnavailable as exc:

@@ -20,6 +20,8 @@ from django.core.cache.backends.base import BaseCache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from .exceptions import DependencyUnavailable, dependency_of
+
 
 @cache
 def _redis_cache(url: str, prefix: str) -> BaseCache:
@@ -48,8 +50,6 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         return rate  # None (scope missing) disables throttling
 
     def allow_request(self, request, view):
-        from .exceptions import DependencyUnavailable, dependency_of
-
         try:
             return super().allow_request(request, view)
         except Exception as exc:

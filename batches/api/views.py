@@ -1,4 +1,6 @@
-"""REST API views (docs/contract.md §4). Thin: parse/validate the request, call a service or selector, render."""
+"""REST API views (docs/contract.md §4). Thin: parse/validate the request, call a service or selector, render.
+
+Errors are raised, never rendered here: batches/api/exceptions.py answers every ApplicationError."""
 
 from __future__ import annotations
 
@@ -22,17 +24,12 @@ from rest_framework.views import APIView
 from batches import selectors
 from batches.execution import cancel_batch
 from batches.models import Batch
-from batches.retry import RetryRefused, retry_failed
-from batches.submission import (
-    IdempotencyConflict,
-    SubmissionError,
-    check_body_size,
-    request_hash,
-    submit_body,
-    submit_idempotent,
-)
+from batches.retry import retry_failed
+from batches.submission import check_body_size, request_hash, submit_body, submit_idempotent
+from gateway_engine.errors import ApplicationError
 
 from .auth import ApiKeyAuthentication
+from .exceptions import InvalidQuery
 from .serializers import (
     BatchCreateSerializer,
     BatchListQuerySerializer,
@@ -63,18 +60,6 @@ AUTH_ERRORS = {
 BATCH_ID = OpenApiParameter("batch_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The batch id.")
 NOT_FOUND = {404: OpenApiResponse(DetailSerializer, description="No such batch for the caller's team.")}
 BAD_QUERY = {400: OpenApiResponse(ErrorsSerializer, description="Invalid query parameter (field names it).")}
-
-
-def errors_response(errors: list[dict], status_code: int = 400) -> Response:
-    return Response({"errors": errors, "error_count": len(errors)}, status=status_code)
-
-
-def query_errors(serializer) -> Response:
-    errors = []
-    for name, messages in serializer.errors.items():
-        for message in messages if isinstance(messages, list) else [messages]:
-            errors.append({"index": None, "field": name, "message": str(message)})
-    return errors_response(errors)
 
 
 class JsonLinesRenderer(BaseRenderer):
@@ -138,13 +123,13 @@ class BatchListCreateView(TeamAPIView):
     def get(self, request):
         query = BatchListQuerySerializer(data=request.query_params)
         if not query.is_valid():
-            return query_errors(query)
+            raise InvalidQuery(query.errors)
         qs = selectors.batches_for_team(self.team, status=query.validated_data.get("status"))
         paginator = BatchPagination()
         try:
             page = paginator.paginate_queryset(qs, request, view=self)
         except NotFound as exc:  # DRF answers a bad cursor with 404; it is a bad query parameter
-            return errors_response([{"index": None, "field": "cursor", "message": str(exc.detail)}])
+            raise ApplicationError(str(exc.detail), field="cursor") from None
         return paginator.get_paginated_response(BatchSerializer(page, many=True).data)
 
     @extend_schema(
@@ -213,33 +198,28 @@ class BatchListCreateView(TeamAPIView):
         ):
             # Django's WSGI layer reads no body without a Content-Length; say so instead of "empty".
             message = "required: chunked request bodies are not supported, send a Content-Length"
-            return errors_response([{"index": None, "field": "Content-Length", "message": message}], 411)
+            raise ApplicationError(message, field="Content-Length", status=411, code="length_required")
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
-            return errors_response([{"index": None, "field": "Content-Length", "message": "not an integer"}])
-        try:
-            check_body_size(length)  # refuse before reading anything
-            stream = request.stream
-            body = stream.read() if stream is not None else b""
-            content_type = request.META.get("CONTENT_TYPE")
-            batch, created = submit_idempotent(
+            raise ApplicationError("not an integer", field="Content-Length") from None
+        check_body_size(length)  # refuse before reading anything
+        stream = request.stream
+        body = stream.read() if stream is not None else b""
+        content_type = request.META.get("CONTENT_TYPE")
+        batch, created = submit_idempotent(
+            team=self.team,
+            key=request.headers.get("Idempotency-Key"),
+            request_hash=request_hash(body, content_type, request.query_params),
+            submit=lambda idempotency: submit_body(
                 team=self.team,
-                key=request.headers.get("Idempotency-Key"),
-                request_hash=request_hash(body, content_type, request.query_params),
-                submit=lambda idempotency: submit_body(
-                    team=self.team,
-                    body=body,
-                    content_type=content_type,
-                    api_key=request.auth,
-                    query=request.query_params,
-                    idempotency=idempotency,
-                ),
-            )
-        except SubmissionError as exc:
-            return Response(exc.as_dict(), status=exc.status_code, headers=getattr(exc, "headers", None))
-        except IdempotencyConflict as exc:
-            return errors_response([{"index": None, "field": "Idempotency-Key", "message": str(exc)}], 409)
+                body=body,
+                content_type=content_type,
+                api_key=request.auth,
+                query=request.query_params,
+                idempotency=idempotency,
+            ),
+        )
         return Response(
             BatchSerializer(batch).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
@@ -286,7 +266,7 @@ class BatchResultsView(TeamAPIView):
     def get(self, request, batch_id):
         query = ResultsQuerySerializer(data=request.query_params)
         if not query.is_valid():
-            return query_errors(query)
+            raise InvalidQuery(query.errors)
         batch = self.get_batch(batch_id)
         params = query.validated_data
         if params["format"] == "jsonl" or request.accepted_renderer.format == "jsonl":
@@ -361,14 +341,7 @@ class BatchRetryFailedView(TeamAPIView):
         },
     )
     def post(self, request, batch_id):
-        batch = self.get_batch(batch_id)
-        try:
-            new_batch = retry_failed(batch, api_key=request.auth)
-        except RetryRefused as exc:
-            body = {"detail": exc.message, "retry_batch_id": str(exc.existing.id) if exc.existing else None}
-            return Response(body, status=exc.status_code)
-        except SubmissionError as exc:
-            return Response(exc.as_dict(), status=exc.status_code, headers=getattr(exc, "headers", None))
+        new_batch = retry_failed(self.get_batch(batch_id), api_key=request.auth)
         return Response(BatchSerializer(new_batch).data, status=status.HTTP_201_CREATED)
 
 
@@ -382,7 +355,7 @@ class UsageView(TeamAPIView):
     def get(self, request):
         query = UsageQuerySerializer(data=request.query_params)
         if not query.is_valid():
-            return query_errors(query)
+            raise InvalidQuery(query.errors)
         params = query.validated_data
         usage = selectors.usage_for_team(
             self.team, group_by=params["group_by"], date_from=params.get("from"), date_to=params.get("to")

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from batches.models import ItemStatus
+from gateway_engine.errors import Unavailable
 from gateway_engine.outage import OutageBackoff
 from gateway_site.forksafe import ProcessLocal
 
@@ -59,8 +60,10 @@ def claim_lease() -> timedelta:
     return timedelta(seconds=float(settings.GATEWAY_CLAIM_LEASE_SECONDS))
 
 
-class OutageTooLong(RuntimeError):
+class OutageTooLong(Unavailable, RuntimeError):
     """A dependency stayed down longer than GATEWAY_OUTAGE_RIDE_SECONDS."""
+
+    code = "outage_too_long"
 
 
 def ride_through(what: str, fn: Callable[[], T], *, errors: tuple[type[BaseException], ...] = ()) -> T:

@@ -40,6 +40,7 @@ from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
 from gateway_engine import ItemFeed, ItemResult, RunControl
+from gateway_engine.redis_errors import REDIS_ERRORS
 from gateway_site.forksafe import after_fork
 
 from . import shutdown
@@ -209,7 +210,7 @@ class DispatchSlice:
                             "read queued work", lambda: queued_work(list(table.providers))
                         )
                         next_refresh = now + WORK_REFRESH_SECONDS
-                    ride_through("claim", self.fill, errors=_redis_errors())
+                    ride_through("claim", self.fill, errors=REDIS_ERRORS)
                     if not self.work and not sum(self.outstanding.values()):
                         closing = True  # nothing queued, nothing in flight: this slice is done
                         self.feed.close()
@@ -248,7 +249,7 @@ class DispatchSlice:
         finally:
             # unsent claims go back at once (never left to the claim lease)
             self.report.released += ride_through(
-                "release claims", lambda: release_claims(self.owner), errors=_redis_errors()
+                "release claims", lambda: release_claims(self.owner), errors=REDIS_ERRORS
             )
         if abandoned:
             engine.cancel.set()  # its thread is a daemon: the process is exiting
@@ -389,12 +390,6 @@ class DispatchSlice:
             self.touched.discard(bid)
 
 
-def _redis_errors() -> tuple[type[BaseException], ...]:
-    import redis
-
-    return (redis.RedisError,)
-
-
 # ---- start a batch, keep dispatchers alive -------------------------------------------------------------
 
 
@@ -476,16 +471,14 @@ def run_dispatcher_task(token: str, send: Callable[[str], None]) -> SliceReport:
     def beat() -> None:
         dispatchers.heartbeat(token, RUNNING_TOKEN_TTL_SECONDS)
 
-    ride_through("dispatcher heartbeat", beat, errors=_redis_errors())
+    ride_through("dispatcher heartbeat", beat, errors=REDIS_ERRORS)
     try:
         report = DispatchSlice(heartbeat=beat).run()
     finally:
         try:
-            ride_through("dispatcher leave", lambda: dispatchers.leave(token), errors=_redis_errors())
+            ride_through("dispatcher leave", lambda: dispatchers.leave(token), errors=REDIS_ERRORS)
             if ride_through("check queued work", work_remains):
-                ride_through(
-                    "re-enqueue dispatchers", lambda: dispatchers.ensure(send), errors=_redis_errors()
-                )
+                ride_through("re-enqueue dispatchers", lambda: dispatchers.ensure(send), errors=REDIS_ERRORS)
         finally:
             connection.close()
     return report

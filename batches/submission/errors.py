@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway_engine.errors import ApplicationError
+from gateway_engine.errors import ApplicationError, Conflict
 from gateway_engine.quota import BudgetExceeded
 
 from ..models import Batch
@@ -103,16 +103,15 @@ class QueueLimitRefused(SubmissionError):
         return {"Retry-After": str(self.retry_after)}
 
 
-class IdempotencyConflict(ApplicationError):
+class IdempotencyConflict(Conflict):
     """The key was already used by this team for a different request (HTTP 409)."""
 
-    status = 409
     code = "idempotency_conflict"
+    field = "Idempotency-Key"
 
     def __init__(self, batch: Batch):
         self.batch = batch
         super().__init__(
             f"Idempotency-Key already used for batch {batch.id} with a different request; "
-            "use a new key for a new batch",
-            field="Idempotency-Key",
+            "use a new key for a new batch"
         )

@@ -8,15 +8,14 @@ import weakref
 from collections.abc import Awaitable
 from urllib.parse import urlsplit, urlunsplit
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
+from ..redis_errors import REDIS_ERRORS
 from . import lua
 from .base import BaseQuotaStore, log_pause
 from .resp import Arg, Reply, RespClient, Script
 from .types import CONFIG_VERSION_KEY, Decision, ProviderLimits, ProviderQuotaState, QuotaStoreUnavailable
 
-_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+# the raw RESP client's socket errors beside redis-py's
+_UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
 
 
 def redact_url(url: str) -> str:

@@ -26,16 +26,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..errors import ApplicationError, LimitExceeded, Unavailable
+
 # the key (after the store prefix) of the shared provider-config version, bumped on every change
 CONFIG_VERSION_KEY = "config:version"
 
 
-class QuotaError(Exception):
-    pass
+class QuotaError(ApplicationError):
+    """A quota refuses the request or cannot be checked."""
+
+    status = 429
+    code = "quota_refused"
 
 
 class QuotaImpossible(QuotaError):
     """The request needs more tokens than the provider's TPM bucket can ever hold."""
+
+    status = 400
+    code = "quota_impossible"
 
     def __init__(self, provider: str, tokens: int, capacity: float):
         self.provider, self.tokens, self.capacity = provider, tokens, capacity
@@ -45,8 +53,11 @@ class QuotaImpossible(QuotaError):
         )
 
 
-class QuotaStoreUnavailable(QuotaError):
+class QuotaStoreUnavailable(QuotaError, Unavailable):
     """The shared quota store (Redis) cannot be reached. Never silently replaced by a local limiter."""
+
+    status = 503
+    code = "quota_store_unavailable"
 
 
 @dataclass(frozen=True)
@@ -195,8 +206,11 @@ class TeamLimits:
         ]  # fmt: skip
 
 
-class BudgetExceeded(QuotaError):
+class BudgetExceeded(QuotaError, LimitExceeded):
     """A team's token budget for the UTC day or month has no room for this request."""
+
+    status = 429
+    code = "budget_exceeded"
 
     def __init__(self, team: str, period: str, limit: int, used: int, tokens: int):
         self.team, self.period, self.limit, self.used, self.tokens = team, period, limit, used, tokens

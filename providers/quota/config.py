@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
+from gateway_engine.errors import ApplicationError
 from gateway_engine.quota.types import ProviderLimits, TeamLimits
 from providers.adapters import provider_limits
 
@@ -37,7 +38,10 @@ MAX_AGE_SECONDS = 60.0
 LISTEN_RETRY_MAX_SECONDS = 5.0
 
 
-class UnknownProvider(LookupError):
+class UnknownProvider(ApplicationError, LookupError):
+    status = 404
+    code = "unknown_provider"
+
     def __init__(self, name: str):
         self.provider = name
         super().__init__(f"no provider named {name!r} is configured")

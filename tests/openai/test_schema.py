@@ -9,7 +9,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from openai_api.services import upload_file
+from openai_api.files import upload_file
 from tests.openapi_checks import (
     assert_operations_with_bearer_auth,
     keep_db_connection,  # noqa: F401 - fixture
