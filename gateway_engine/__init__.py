@@ -9,15 +9,9 @@ clock) is typed in gateway_engine.protocols; its tunables are the fields of Engi
 wires both from Django in batches.execution.config (build_batcher, engine_options).
 """
 
-from .batcher import (
-    CrossProviderBatcher,
-    EngineOptions,
-    ItemFeed,
-    ItemResult,
-    RunControl,
-    WorkItem,
-    estimate_tokens,
-)
+from .batcher import CrossProviderBatcher, ItemFeed, RunControl
+from .items import ItemResult, WorkItem, estimate_tokens
+from .options import EngineOptions
 from .retry import RetryPolicy
 from .stats import build_stats
 

@@ -216,11 +216,11 @@ def test_lease_heartbeat_outlives_ttl_and_dead_lease_expires(store):
             await asyncio.sleep(2.2)  # > 2 TTLs: only heartbeats keep it
             assert not lease.lost
             assert (await store.snapshot(limits)).leases_in_flight == 1
-            assert await store._lease_try(limits, "intruder") > 0
+            assert await store.lease_pool.try_take(limits, "intruder") > 0
         # a lease whose holder vanished (never released, no heartbeat) frees itself after the TTL
         # (exactly the TTL: test_timing_fake_clock.py)
-        assert await store._lease_try(limits, "ghost") == 0
-        assert await store._lease_try(limits, "other") > 0
+        assert await store.lease_pool.try_take(limits, "ghost") == 0
+        assert await store.lease_pool.try_take(limits, "other") > 0
         await wait_until_async(
             lambda: lease_taken(store, limits, "other"), 30, what="the dead lease to expire"
         )
@@ -317,7 +317,9 @@ def test_cancelled_while_waiting_for_a_lease_leaves_no_slot_behind(store):
                 w.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
         # a waiter cancelled right after the store granted it gives the slot back in the background
-        await wait_until_async(lambda: not store._background, 30, what="the background releases")
+        await wait_until_async(
+            lambda: not store.lease_pool.background_releases, 30, what="the background releases"
+        )
         assert (await store.snapshot(limits)).leases_in_flight == 0
 
     run(store, body)
@@ -333,25 +335,25 @@ async def granted(store, limits) -> bool:
 
 
 async def lease_taken(store, limits, lease_id: str) -> bool:
-    return await store._lease_try(limits, lease_id) == 0
+    return await store.lease_pool.try_take(limits, lease_id) == 0
 
 
 def count_try_acquire(store) -> list[int]:
-    """Count the store's try_acquire calls from now on: [calls so far]."""
+    """Count the store's try_acquire calls (its buckets') from now on: [calls so far]."""
     calls = [0]
-    original = store.try_acquire
+    original = store.buckets.try_acquire
 
     async def counting(*args, **kwargs):
         calls[0] += 1
         return await original(*args, **kwargs)
 
-    store.try_acquire = counting
+    store.buckets.try_acquire = counting
     return calls
 
 
 def queued(store, limits) -> int:
     """How many callers of this event loop wait in line for the provider's buckets."""
-    return len(store._waiting(asyncio.get_running_loop(), limits.name) or ())
+    return len(store.buckets.queues.waiting(asyncio.get_running_loop(), limits.name) or ())
 
 
 def test_acquire_waits_without_polling(store):

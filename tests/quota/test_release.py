@@ -53,13 +53,13 @@ def test_try_lease_never_waits_and_peek_takes_nothing(store):
     limits = make_limits(max_concurrency=2, timeout_seconds=1.0, lease_grace_seconds=1.0)
 
     async def body():
-        assert await store._lease_peek(limits) == 0
+        assert await store.lease_pool.peek(limits) == 0
         a = await store.try_lease(limits)
         b = await store.try_lease(limits)
         assert a is not None and b is not None
         # full: no wait, no lease (a waiting try_lease would block for good: nothing frees a lease here)
         assert await asyncio.wait_for(store.try_lease(limits), 5) is None
-        hint = await store._lease_peek(limits)
+        hint = await store.lease_pool.peek(limits)
         assert 0 < hint <= 2_000
         assert (await store.snapshot(limits)).leases_in_flight == 2  # peeking took nothing
 

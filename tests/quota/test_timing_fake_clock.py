@@ -112,18 +112,18 @@ def test_a_lease_lives_exactly_its_ttl_unless_its_heartbeat_renews_it(store, clo
     limits = make_limits(max_concurrency=1, timeout_seconds=0.4, lease_grace_seconds=0.6)  # TTL 1 s
 
     async def body():
-        assert await store._lease_try(limits, "ghost") == 0  # taken, then never renewed nor released
-        assert await store._lease_try(limits, "other") == 1000  # the slot frees in exactly the TTL
+        assert await store.lease_pool.try_take(limits, "ghost") == 0  # taken, then never renewed nor released
+        assert await store.lease_pool.try_take(limits, "other") == 1000  # the slot frees in exactly the TTL
         clock.advance_ms(999)
-        assert await store._lease_try(limits, "other") == 1
+        assert await store.lease_pool.try_take(limits, "other") == 1
         clock.advance_ms(1)
-        assert await store._lease_try(limits, "other") == 0  # the dead lease expired: slot taken
+        assert await store.lease_pool.try_take(limits, "other") == 0  # the dead lease expired: slot taken
         clock.advance_ms(999)
-        assert await store._lease_refresh(limits, "other")  # a heartbeat within the TTL renews it...
+        assert await store.lease_pool.refresh(limits, "other")  # a heartbeat within the TTL renews it...
         clock.advance_ms(999)
-        assert await store._lease_try(limits, "third") == 1  # ...for a whole TTL from the heartbeat
+        assert await store.lease_pool.try_take(limits, "third") == 1  # ...for a whole TTL from the heartbeat
         clock.advance_ms(1)
-        assert not await store._lease_refresh(limits, "other")  # a heartbeat too late finds it gone
-        assert await store._lease_try(limits, "third") == 0
+        assert not await store.lease_pool.refresh(limits, "other")  # a heartbeat too late finds it gone
+        assert await store.lease_pool.try_take(limits, "third") == 0
 
     run(store, body)
