@@ -1,4 +1,11 @@
-"""Behavioural suite: every test runs against the in-process store AND the Redis store."""
+"""Token buckets (gateway_engine/quota/buckets.py and its backends): RPM/TPM and the per-(provider, team)
+share bucket, acquire / release / reconcile / penalize and the waiting for a grant.
+
+Every test taking ``store`` runs against the in-process store AND the Redis store (conftest.py), in
+real time with bounds that hold on a loaded machine. The tests taking ``clocked_store`` pin the exact
+numbers on the in-process store with a fake clock (no sleeps, no margins): the Redis store's clock is
+the server's TIME, which a test cannot step.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ import time
 import pytest
 
 from gateway_engine.quota import QuotaImpossible, Reservation
+from providers.adapters import provider_limits
 from tests.waiting import wait_until_async
 
 from .conftest import assert_within_rate, make_limits, run
@@ -22,7 +30,7 @@ def test_burst_then_exact_wait(store):
             assert (await store.try_acquire(limits)).granted
         denied = await store.try_acquire(limits)
         assert not denied.granted and not denied.impossible
-        assert 0 < denied.wait_ms <= 500  # one token refills in 500 ms (exact: test_timing_fake_clock.py)
+        assert 0 < denied.wait_ms <= 500  # one token refills in 500 ms (exact: the fake-clock test below)
         await asyncio.sleep(denied.wait_ms / 1000 + 0.002)
         assert (await store.try_acquire(limits)).granted
 
@@ -111,11 +119,15 @@ def test_penalize_pauses_everyone_and_never_shortens(store):
         assert not (await store.try_acquire(limits)).granted
         assert (await store.snapshot(limits)).paused_until_ms >= until - 5
         await store.penalize(limits, 0.3)
-        # the pause ends (its exact length: test_timing_fake_clock.py)
+        # the pause ends (its exact length: the fake-clock test below)
         await wait_until_async(lambda: granted(store, limits), 30, what="the pause to end")
         assert (await store.snapshot(limits)).paused_until_ms == 0
 
     run(store, body)
+
+
+async def granted(store, limits) -> bool:
+    return (await store.try_acquire(limits)).granted
 
 
 def test_lowered_rpm_clamps_bucket_at_once(store):
@@ -159,94 +171,6 @@ def test_concurrent_callers_never_exceed_buckets(store):
     run(store, body)
 
 
-def test_lease_caps_concurrency(store):
-    limits = make_limits(max_concurrency=3)
-
-    async def body():
-        in_flight = peak = done = 0
-
-        async def call():
-            nonlocal in_flight, peak, done
-            async with store.lease(limits):
-                in_flight += 1
-                peak = max(peak, in_flight)
-                await asyncio.sleep(0.02)
-                in_flight -= 1
-            done += 1
-
-        await asyncio.gather(*(call() for _ in range(20)))
-        assert peak == 3 and done == 20
-        assert (await store.snapshot(limits)).leases_in_flight == 0
-
-    run(store, body)
-
-
-def test_lease_released_on_error_and_cancellation(store):
-    limits = make_limits(max_concurrency=1)
-
-    async def body():
-        with pytest.raises(RuntimeError):
-            async with store.lease(limits):
-                raise RuntimeError("provider exploded")
-        entered = asyncio.Event()
-
-        async def holder():
-            async with store.lease(limits):
-                entered.set()
-                await asyncio.sleep(30)
-
-        task = asyncio.create_task(holder())
-        await entered.wait()
-        assert (await store.snapshot(limits)).leases_in_flight == 1
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        async with asyncio.timeout(1.0):
-            async with store.lease(limits):
-                pass
-
-    run(store, body)
-
-
-def test_lease_heartbeat_outlives_ttl_and_dead_lease_expires(store):
-    limits = make_limits(max_concurrency=1, timeout_seconds=0.4, lease_grace_seconds=0.6)  # TTL 1 s
-
-    async def body():
-        async with store.lease(limits) as lease:
-            await asyncio.sleep(2.2)  # > 2 TTLs: only heartbeats keep it
-            assert not lease.lost
-            assert (await store.snapshot(limits)).leases_in_flight == 1
-            assert await store.lease_pool.try_take(limits, "intruder") > 0
-        # a lease whose holder vanished (never released, no heartbeat) frees itself after the TTL
-        # (exactly the TTL: test_timing_fake_clock.py)
-        assert await store.lease_pool.try_take(limits, "ghost") == 0
-        assert await store.lease_pool.try_take(limits, "other") > 0
-        await wait_until_async(
-            lambda: lease_taken(store, limits, "other"), 30, what="the dead lease to expire"
-        )
-
-    run(store, body)
-
-
-def test_global_slot_caps_in_flight(store):
-    async def body():
-        in_flight = peak = 0
-
-        async def call():
-            nonlocal in_flight, peak
-            async with store.global_slot():
-                in_flight += 1
-                peak = max(peak, in_flight)
-                await asyncio.sleep(0.01)
-                in_flight -= 1
-
-        await asyncio.gather(*(call() for _ in range(12)))
-        assert peak == 3 == store.global_max_in_flight
-        assert store.global_in_flight == 0
-
-    run(store, body)
-
-
 def test_store_survives_successive_event_loops(store):
     """Celery tasks call asyncio.run per chunk: the same store must work on each new loop."""
     limits = make_limits(rpm=6000)
@@ -273,69 +197,44 @@ def test_snapshot_reports_configuration_and_observed(store):
     run(store, body)
 
 
-def test_global_slot_is_per_process_across_threads_and_loops(store):
-    import threading
-
-    in_flight = peak = 0
-    lock = threading.Lock()
-
-    async def call():
-        nonlocal in_flight, peak
-        async with store.global_slot():
-            with lock:
-                in_flight += 1
-                peak = max(peak, in_flight)
-            await asyncio.sleep(0.01)
-            with lock:
-                in_flight -= 1
-
-    async def many():
-        await asyncio.gather(*(call() for _ in range(8)))
-
-    threads = [threading.Thread(target=asyncio.run, args=(many(),)) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=10)
-    assert peak == 3 and store.global_in_flight == 0
-
-
-def test_cancelled_while_waiting_for_a_lease_leaves_no_slot_behind(store):
-    limits = make_limits(max_concurrency=2)
+def test_release_refunds_exactly(store):
+    limits = make_limits(rpm=60, tpm=6_000, burst_seconds=10.0)  # capacity 10 requests, 1,000 tokens; 1 req/s
 
     async def body():
-        async with store.lease(limits):
-            waiters = [asyncio.create_task(_enter(store, limits)) for _ in range(5)]
-            await asyncio.sleep(0.05)
-            for _ in range(20):  # cancel at many different points of the wait loop
-                for w in waiters:
-                    w.cancel()
-                await asyncio.gather(*waiters, return_exceptions=True)
-                waiters = [asyncio.create_task(_enter(store, limits)) for _ in range(5)]
-                await asyncio.sleep(random.uniform(0, 0.003))
-            for w in waiters:
-                w.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
-        # a waiter cancelled right after the store granted it gives the slot back in the background
-        await wait_until_async(
-            lambda: not store.lease_pool.background_releases, 30, what="the background releases"
-        )
-        assert (await store.snapshot(limits)).leases_in_flight == 0
+        for _ in range(4):
+            await store.acquire(limits, 100)
+        taken = await store.acquire(limits, 250)
+        before = await store.snapshot(limits)
+        assert before.rpm_tokens_available == pytest.approx(5.0, abs=0.05)
+        assert before.tpm_tokens_available == pytest.approx(350.0, abs=6)
+        await store.release(limits, taken)
+        after = await store.snapshot(limits)
+        refill_rpm = (after.rpm_tokens_available - before.rpm_tokens_available) - 1.0
+        refill_tpm = (after.tpm_tokens_available - before.tpm_tokens_available) - 250.0
+        # exactly 1 request and 250 tokens came back (plus the few ms of refill in between)
+        assert 0 <= refill_rpm < 0.05, refill_rpm
+        assert 0 <= refill_tpm < 6, refill_tpm
+        assert after.observed_rpm == 4 and after.observed_tpm == 400  # the given-back grant is not counted
 
     run(store, body)
 
 
-async def _enter(store, limits):
-    async with store.lease(limits):
-        await asyncio.sleep(10)
+def test_release_never_exceeds_capacity(store):
+    limits = make_limits(rpm=60, tpm=6_000, burst_seconds=10.0)
 
+    async def body():
+        res = await store.acquire(limits, 300)
+        await store.release(limits, res)
+        await store.release(limits, res)  # a second (wrong) release must not overfill the bucket
+        state = await store.snapshot(limits)
+        assert state.rpm_tokens_available == pytest.approx(limits.rpm_capacity)
+        assert state.tpm_tokens_available == pytest.approx(limits.tpm_capacity)
+        granted = 0
+        while (await store.try_acquire(limits, 0)).granted:
+            granted += 1
+        assert granted == int(limits.rpm_capacity)  # 10, not 11 or 12
 
-async def granted(store, limits) -> bool:
-    return (await store.try_acquire(limits)).granted
-
-
-async def lease_taken(store, limits, lease_id: str) -> bool:
-    return await store.lease_pool.try_take(limits, lease_id) == 0
+    run(store, body)
 
 
 def count_try_acquire(store) -> list[int]:
@@ -412,3 +311,167 @@ def test_queued_waiter_cancellation_and_deadline(store):
             await store.acquire(limits)
 
     run(store, body)
+
+
+def test_share_cap_limits_a_team_to_its_share(store):
+    base = make_limits(rpm=600, burst_seconds=10.0)  # 10/s, capacity 100
+    capped = base.for_team("t1", 0.25)  # 2.5/s, capacity 25
+    other = base.for_team("t2", None)
+
+    async def body():
+        granted = 0
+        for _ in range(60):
+            granted += (await store.try_acquire(capped)).granted
+        assert granted == 25  # the team's burst, although the provider bucket had 100
+        denied = await store.try_acquire(capped)
+        assert not denied.granted and 200 <= denied.wait_ms <= 400  # one team token refills in 400 ms
+        # the provider's own buckets gave exactly 25 away: another team still gets the rest (plus what
+        # refilled meanwhile at 10/s)
+        others = 0
+        for _ in range(100):
+            others += (await store.try_acquire(other)).granted
+        assert 75 <= others <= 80
+
+    run(store, body)
+
+
+def test_share_cap_holds_under_concurrency_and_releases_give_back(store):
+    limits = make_limits(rpm=6000, burst_seconds=0.5).for_team("t1", 0.2)  # 20/s, capacity 10
+
+    async def body():
+        grants: list[tuple[float, int]] = []
+        deadline = time.monotonic() + 1.0
+
+        async def caller():
+            while time.monotonic() < deadline:
+                decision = await store.try_acquire(limits)
+                if decision.granted:
+                    grants.append((decision.now_ms, 1))
+                else:
+                    await asyncio.sleep(decision.wait_ms / 1000 * random.uniform(1, 1.2))
+
+        await asyncio.gather(*(caller() for _ in range(6)))
+        assert len(grants) >= 20
+        assert_within_rate(grants, limits.team_rpm_per_ms, limits.team_rpm_capacity, "team rpm")
+
+        fresh = make_limits(rpm=600, burst_seconds=1.0).for_team("t9", 0.2)  # team capacity 2
+        res = await store.acquire(fresh)
+        await store.acquire(fresh)
+        assert not (await store.try_acquire(fresh)).granted
+        await store.release(fresh, res)  # gives back the team token too
+        assert (await store.try_acquire(fresh)).granted
+
+    run(store, body)
+
+
+def test_margin_takes_from_burst_not_from_rate():
+    plain = make_limits(rpm=600, tpm=60_000, burst_seconds=5.0)
+    margin = make_limits(rpm=600, tpm=60_000, burst_seconds=5.0)
+    margin = type(margin)(**{**margin.__dict__, "margin_seconds": 0.5})
+    assert plain.rpm_capacity == 50 and margin.rpm_capacity == 45
+    assert margin.tpm_capacity == 4_500
+    assert margin.rpm_per_ms == plain.rpm_per_ms and margin.tpm_per_ms == plain.tpm_per_ms
+
+
+def test_margin_comes_from_settings_and_is_at_most_half_the_burst(settings):
+    from types import SimpleNamespace
+
+    row = SimpleNamespace(
+        name="p", rpm=600, tpm=6000, burst_seconds=2.0, max_concurrency=1, timeout_seconds=5
+    )
+    settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.25
+    limits = provider_limits(row)
+    assert limits.margin_seconds == 0.25 and limits.rpm_capacity == 17.5 and limits.tpm_capacity == 175
+    settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 5.0
+    assert provider_limits(row).margin_seconds == 1.0  # half the burst
+    settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.0
+    assert provider_limits(row).rpm_capacity == 20
+    # a team capped at 0.1 of 600 rpm: 1/s, burst (2 − 0.25) s → 1.75; never below one request
+    capped = provider_limits(row, margin_seconds=0.25).for_team("t", 0.1)
+    assert capped.team_rpm_per_ms == pytest.approx(1 / 1000) and capped.team_rpm_capacity == 1.75
+    assert provider_limits(row).for_team("t", 0.01).team_rpm_capacity == 1.0
+    assert capped.for_team("t", None).team_capped is False
+
+
+def test_burst_then_exact_wait_on_a_fake_clock(clocked_store, clock):
+    limits = make_limits(rpm=120, burst_seconds=5.0)  # 2/s, capacity 10
+
+    async def body():
+        for _ in range(10):
+            assert (await clocked_store.try_acquire(limits)).granted
+        denied = await clocked_store.try_acquire(limits)
+        assert not denied.granted and not denied.impossible
+        assert denied.wait_ms == 500  # one token refills in exactly 500 ms
+        clock.advance_ms(499)
+        assert not (await clocked_store.try_acquire(limits)).granted
+        clock.advance_ms(1)
+        assert (await clocked_store.try_acquire(limits)).granted
+        assert not (await clocked_store.try_acquire(limits)).granted
+
+    run(clocked_store, body)
+
+
+def test_both_buckets_or_neither_on_a_fake_clock(clocked_store, clock):
+    limits = make_limits(rpm=60, tpm=600, burst_seconds=10.0)  # 10 requests, 100 tokens, 10 tokens/s
+
+    async def body():
+        assert (await clocked_store.try_acquire(limits, 80)).granted
+        denied = await clocked_store.try_acquire(limits, 50)  # RPM has room, TPM does not
+        assert not denied.granted and denied.wait_ms == 3_000  # 30 missing tokens at 10 tokens/s
+        state = await clocked_store.snapshot(limits)
+        assert state.rpm_tokens_available == 9  # the denied call did not take a request token
+        assert state.tpm_tokens_available == 20
+        clock.advance(3.0)
+        assert (await clocked_store.try_acquire(limits, 50)).granted
+
+    run(clocked_store, body)
+
+
+def test_reconcile_refunds_and_charges_debt_on_a_fake_clock(clocked_store, clock):
+    limits = make_limits(rpm=6000, tpm=600, burst_seconds=10.0)  # 100 tokens, 10 tokens/s
+
+    async def body():
+        res = await clocked_store.acquire(limits, 90)
+        await clocked_store.reconcile(limits, res, 30)  # refund 60
+        assert (await clocked_store.snapshot(limits)).tpm_tokens_available == 70
+        res = await clocked_store.acquire(limits, 70)
+        await clocked_store.reconcile(limits, res, 150)  # 80 over: debt
+        assert (await clocked_store.snapshot(limits)).tpm_tokens_available == -80
+        assert (await clocked_store.try_acquire(limits, 1)).wait_ms == 8_100  # 81 tokens at 10/s
+        await clocked_store.reconcile(limits, Reservation(limits.name, 10_000), 0)  # never overfills
+        assert (await clocked_store.snapshot(limits)).tpm_tokens_available == limits.tpm_capacity
+
+    run(clocked_store, body)
+
+
+def test_penalize_pauses_everyone_and_never_shortens_on_a_fake_clock(clocked_store, clock):
+    limits = make_limits(rpm=6000)
+
+    async def body():
+        await clocked_store.penalize(limits, 1.0)
+        assert (await clocked_store.try_acquire(limits)).wait_ms == 1000
+        await clocked_store.penalize(limits, 0.1)  # shorter: ignored
+        clock.advance(0.5)
+        assert (await clocked_store.try_acquire(limits)).wait_ms == 500
+        await clocked_store.penalize(limits, 0.3)  # ends before the pause in force: ignored
+        clock.advance(0.499)
+        assert not (await clocked_store.try_acquire(limits)).granted
+        clock.advance(0.001)
+        assert (await clocked_store.try_acquire(limits)).granted
+        assert (await clocked_store.snapshot(limits)).paused_until_ms == 0
+
+    run(clocked_store, body)
+
+
+def test_refill_never_exceeds_capacity_on_a_fake_clock(clocked_store, clock):
+    limits = make_limits(rpm=600, burst_seconds=1.0)  # 10/s, capacity 10
+
+    async def body():
+        assert (await clocked_store.try_acquire(limits)).granted
+        clock.advance(3600)  # an hour idle refills to capacity, not beyond
+        granted = 0
+        for _ in range(20):
+            granted += (await clocked_store.try_acquire(limits)).granted
+        assert granted == 10
+
+    run(clocked_store, body)
