@@ -38,7 +38,7 @@ def redact_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.password:
         netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     return url
 
 
