@@ -1,7 +1,6 @@
 """Fixtures for the quota engine tests: one suite per concern (test_buckets.py, test_leases.py,
 test_ledger.py, test_config_version.py; their shape: test_parts.py), each parametrized over both
-backends by ``store``;
-``clocked_store`` is the in-process store on a fake clock, for the exact timings."""
+backends by ``store``; ``clocked_store`` is the in-process store on a fake clock, for the exact timings."""
 
 from __future__ import annotations
 
