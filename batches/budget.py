@@ -1,7 +1,7 @@
 """Team token budgets, the Django side: the submission check and re-seeding a lost ledger.
 
 The ledger itself (reserve before each send, settle to the provider's reported usage after it) lives
-in the quota store (gateway_engine/quota/base.py `reserve_budget` / `settle_budget`, Redis keys
+in the quota store (gateway_engine/quota/ledger.py `reserve_budget` / `settle_budget`, Redis keys
 ``{prefix}budget:{<team>}:d:<YYYY-MM-DD>`` and ``…:m:<YYYY-MM>``), shared by every worker. See
 docs/quota.md "Team budgets".
 """

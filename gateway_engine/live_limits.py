@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .protocols import LimitsProvider
-from .quota.base import BudgetSeed
+from .quota.ledger import BudgetSeed
 from .quota.types import ProviderLimits, TeamLimits
 from .routing import ProviderConfig
 

@@ -24,7 +24,9 @@ from .items import ItemResult, RawItem, WorkItem
 
 if TYPE_CHECKING:  # annotations only
     from .breaker import Permit
-    from .quota.base import BudgetSeed, GlobalSlot, Lease
+    from .quota.leases import Lease
+    from .quota.ledger import BudgetSeed
+    from .quota.slots import GlobalSlot
     from .quota.types import BudgetReservation, ProviderLimits, Reservation, TeamLimits
 
 __all__ = [

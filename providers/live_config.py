@@ -15,7 +15,7 @@ import weakref
 
 from django.conf import settings
 
-from gateway_engine.quota.local import bump_local_config_version
+from gateway_engine.quota.config_version import bump_local_config_version
 from gateway_engine.quota.types import CONFIG_VERSION_KEY
 from gateway_site.redis import sync_redis
 

@@ -16,9 +16,10 @@ See docs/quota.md.
 
 from __future__ import annotations
 
-from .base import BaseQuotaStore, Lease
+from .leases import Lease
 from .local import LocalQuotaStore
 from .redis_store import RedisQuotaStore
+from .store import ComposedQuotaStore
 from .types import (
     BudgetExceeded,
     BudgetReservation,
@@ -33,9 +34,9 @@ from .types import (
 )
 
 __all__ = [
-    "BaseQuotaStore",
     "BudgetExceeded",
     "BudgetReservation",
+    "ComposedQuotaStore",
     "TeamLimits",
     "Decision",
     "Lease",

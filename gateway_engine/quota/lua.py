@@ -1,4 +1,5 @@
-"""Lua scripts of the Redis quota store. Same semantics as gateway_engine/quota/local.py.
+"""Lua scripts of the Redis quota store. Same semantics as the in-process store (local_buckets.py,
+local_leases.py, local_ledger.py over local_state.py).
 
 Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), ts (ms of the last update), p (paused until, ms)

@@ -21,6 +21,7 @@ import collections
 import hashlib
 import ssl as ssl_module
 import time
+from collections.abc import Callable
 from typing import Any, TypeAlias, cast
 
 import hiredis
@@ -37,8 +38,11 @@ _Pending: TypeAlias = "collections.deque[tuple[asyncio.Future[Reply], float]]"
 
 
 class _Protocol(asyncio.Protocol):
-    def __init__(self, client: RespClient) -> None:
-        self.client = client
+    """One connection's stream: replies matched to pending futures in order. ``on_lost(self)`` is
+    called once the connection is gone (closed, lost or aborted), so its client stops using it."""
+
+    def __init__(self, on_lost: Callable[[_Protocol], None]) -> None:
+        self.on_lost = on_lost
         self.reader = hiredis.Reader()
         self.pending: _Pending = collections.deque()
         self.transport: asyncio.Transport | None = None
@@ -81,7 +85,7 @@ class _Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.fail_all(self.closed_exc or RedisConnectionError(f"connection to Redis lost: {exc or 'closed'}"))
-        self.client._forget(self)
+        self.on_lost(self)
 
     def fail_all(self, exc: BaseException) -> None:
         while self.pending:
@@ -94,7 +98,7 @@ class _Protocol(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
         self.fail_all(exc)
-        self.client._forget(self)
+        self.on_lost(self)
 
 
 class RespClient:
@@ -117,7 +121,8 @@ class RespClient:
         self._closed = False
 
     # ---- connection ---------------------------------------------------------------------------------
-    def _forget(self, proto: _Protocol) -> None:
+    def connection_gone(self, proto: _Protocol) -> None:
+        """``proto``'s connection is closed, lost or aborted: the next call connects anew."""
         if self._proto is proto:
             self._proto = None
 
@@ -125,11 +130,11 @@ class RespClient:
         loop = asyncio.get_running_loop()
         try:
             if self.path:
-                coro = loop.create_unix_connection(lambda: _Protocol(self), self.path)
+                coro = loop.create_unix_connection(lambda: _Protocol(self.connection_gone), self.path)
             else:
                 ssl_ctx = ssl_module.create_default_context() if self.use_ssl else None
                 coro = loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port, ssl=ssl_ctx,
+                    lambda: _Protocol(self.connection_gone), self.host, self.port, ssl=ssl_ctx,
                     server_hostname=self.host if ssl_ctx else None,
                 )  # fmt: skip
             _, proto = await asyncio.wait_for(coro, self.connect_timeout)

@@ -7,15 +7,15 @@ import threading
 
 from django.conf import settings
 
-from gateway_engine.quota.base import BaseQuotaStore
+from gateway_engine.quota.store import ComposedQuotaStore
 from gateway_engine.quota.types import ProviderLimits, ProviderQuotaState
 from gateway_site.forksafe import after_fork
 
-_store: BaseQuotaStore | None = None
+_store: ComposedQuotaStore | None = None
 _store_lock = threading.Lock()
 
 
-def build_quota_store() -> BaseQuotaStore:
+def build_quota_store() -> ComposedQuotaStore:
     """A new store as configured by settings (GATEWAY_QUOTA_BACKEND, REDIS_URL, GATEWAY_REDIS_PREFIX)."""
     backend = settings.GATEWAY_QUOTA_BACKEND
     if backend == "redis":
@@ -34,7 +34,7 @@ def build_quota_store() -> BaseQuotaStore:
     raise ValueError(f"settings.GATEWAY_QUOTA_BACKEND must be 'redis' or 'local', got {backend!r}")
 
 
-def get_quota_store() -> BaseQuotaStore:
+def get_quota_store() -> ComposedQuotaStore:
     """The process-wide store. It may be used from any event loop: the Redis store keeps one client per
     running loop, so a Celery task calling asyncio.run() per chunk never reuses a dead loop's client.
     Call `await store.aclose()` before the loop ends to close that loop's connections."""

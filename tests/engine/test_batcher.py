@@ -15,6 +15,7 @@ from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy
 from gateway_engine.breaker import BreakerConfig, LocalBreaker
 from gateway_engine.breaker_redis import RedisBreaker
 from gateway_engine.quota.local import LocalQuotaStore
+from gateway_engine.quota.redis_buckets import RedisTokenBuckets
 from gateway_engine.quota.redis_store import RedisQuotaStore
 from gateway_engine.routing import ProviderConfig, RouteRule, routing_table
 from tests.factories import work_item
@@ -39,13 +40,13 @@ def provider(server, name, **kw):
     return ProviderConfig.from_dict(data)
 
 
-class CountingRedisStore(RedisQuotaStore):
-    """The real Redis store, counting the bucket grants it hands out per provider (net of grants given
+class CountingBuckets(RedisTokenBuckets):
+    """The real Redis buckets, counting the grants they hand out per provider (net of grants given
     back unused by an item that found no free concurrency slot)."""
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.grants = Counter()
+    def __init__(self, conn, grants: Counter):
+        super().__init__(conn)
+        self.grants = grants
 
     async def try_acquire(self, limits, tokens=0):
         decision = await super().try_acquire(limits, tokens)
@@ -53,9 +54,18 @@ class CountingRedisStore(RedisQuotaStore):
             self.grants[limits.name] += 1
         return decision
 
-    async def _release(self, limits, tokens):
-        await super()._release(limits, tokens)
+    async def give_back(self, limits, tokens):
+        await super().give_back(limits, tokens)
         self.grants[limits.name] -= 1
+
+
+class CountingRedisStore(RedisQuotaStore):
+    """The real Redis store, counting the bucket grants it hands out per provider (CountingBuckets)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.grants = Counter()
+        self.buckets = CountingBuckets(self.connection, self.grants)
 
 
 def redis_store(tag, **kw):

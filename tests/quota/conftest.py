@@ -1,4 +1,6 @@
-"""Fixtures for the quota engine tests: one behavioural suite, parametrized over both backends."""
+"""Fixtures for the quota engine tests: one suite per concern (test_buckets.py, test_leases.py,
+test_ledger.py, test_config_version.py; their shape: test_parts.py), each parametrized over both
+backends by ``store``; ``clocked_store`` is the in-process store on a fake clock, for the exact timings."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.conf import settings
 
 from gateway_engine.quota import LocalQuotaStore, ProviderLimits
 from gateway_engine.quota.redis_store import RedisQuotaStore
+from tests.clock import FakeClock
 
 _names = itertools.count()
 
@@ -61,6 +64,17 @@ def store(request, redis_sync):
     keys = list(redis_sync.scan_iter(match=prefix + "*", count=1000))
     if keys:
         redis_sync.delete(*keys)
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def clocked_store(clock):
+    """The in-process store on ``clock`` (the Redis store's clock is the server's TIME: not fakeable)."""
+    return LocalQuotaStore(clock=clock, global_max_in_flight=3)
 
 
 @pytest.fixture

@@ -82,7 +82,7 @@ def test_killed_holder_slots_return_within_ttl(redis_store):
 
     async def take_all():
         # the dead process's leases still count until their TTL runs out
-        assert await redis_store._lease_try(limits, "probe") > 0
+        assert await redis_store.lease_pool.try_take(limits, "probe") > 0
         got = []
         async with redis_store.lease(limits), redis_store.lease(limits), redis_store.lease(limits):
             got.append(time.monotonic() - killed_at)

@@ -26,7 +26,7 @@ ops_strategy = st.lists(
         st.floats(0, 3000, allow_nan=False),  # ms to advance before the attempt
         st.floats(0, 1.2, allow_nan=False),  # tokens as a fraction of the TPM capacity (>1: impossible)
         st.booleans(),  # reconcile the grant with a random actual usage
-        st.floats(0, 1, allow_nan=False),  # actual / reserved (refunds; debt is covered in test_behaviour)
+        st.floats(0, 1, allow_nan=False),  # actual / reserved (refunds; debt is covered in test_buckets)
     ),
     min_size=1,
     max_size=120,

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from gateway_engine.quota import LocalQuotaStore, QuotaStoreUnavailable
-from gateway_engine.quota.redis_store import RedisQuotaStore, redact_url
+from gateway_engine.quota.redis_conn import redact_url
+from gateway_engine.quota.redis_store import RedisQuotaStore
 from providers.quota import build_quota_store, get_quota_store, reset_quota_store, snapshot_all_sync
 
 from .conftest import make_limits, run
@@ -23,9 +24,9 @@ def test_noscript_after_script_flush_is_transparent(private_redis_store, private
     async def body():
         assert (await redis_store.try_acquire(limits, 5)).granted
         redis_sync.script_flush()
-        assert not redis_sync.script_exists(redis_store._scripts["ACQUIRE"].sha)[0]
+        assert not redis_sync.script_exists(redis_store.connection.scripts["ACQUIRE"].sha)[0]
         assert (await redis_store.try_acquire(limits, 5)).granted  # NOSCRIPT → SCRIPT LOAD → EVALSHA
-        assert redis_sync.script_exists(redis_store._scripts["ACQUIRE"].sha)[0]
+        assert redis_sync.script_exists(redis_store.connection.scripts["ACQUIRE"].sha)[0]
         redis_sync.script_flush()
         async with redis_store.lease(limits):
             state = await redis_store.snapshot(limits)
@@ -76,7 +77,7 @@ def test_bucket_keys_expire_once_full(redis_store, redis_sync):
             pass
 
     run(redis_store, body)
-    bucket, obs, leases = redis_store._keys(limits.name)
+    bucket, obs, leases = redis_store.connection.provider_keys(limits.name)
     assert 0 < redis_sync.pttl(bucket) <= 2_000 + 1_000 + 50  # refill time + 1 s margin
     assert 0 < redis_sync.pttl(obs) <= 61_000
     assert not redis_sync.exists(leases) or redis_sync.pttl(leases) > 0
@@ -191,7 +192,7 @@ def test_database_number_in_url_is_selected(redis_sync):
     try:
         limits = make_limits()
         assert run(store, store.try_acquire, limits, 3).granted
-        bucket = store._keys(limits.name)[0]
+        bucket = store.connection.provider_keys(limits.name)[0]
         assert other.exists(bucket) and not redis_sync.exists(bucket)
     finally:
         keys = list(other.scan_iter(match=prefix + "*"))
@@ -213,8 +214,8 @@ def test_two_workers_share_pause_buckets_and_leases(redis_store):
         decision = await other.try_acquire(limits)
         assert not decision.granted and decision.wait_ms > 1500  # the 429 pause reaches the other worker
         async with redis_store.lease(limits):
-            assert await other._lease_try(limits, "x") > 0
-        assert await other._lease_try(limits, "x") == 0
+            assert await other.lease_pool.try_take(limits, "x") > 0
+        assert await other.lease_pool.try_take(limits, "x") == 0
         await other.aclose()
 
     run(redis_store, body)

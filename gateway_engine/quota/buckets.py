@@ -1,0 +1,198 @@
+"""RPM/TPM token buckets (with the per-(provider, team) share bucket): the abstract base and its waiting.
+
+A backend implements the atomic primitives (``try_acquire``, ``reconcile_delta``, ``give_back``,
+``penalize``, ``clear_pause``, ``snapshot``): the Redis Lua scripts (redis_buckets.py) and the
+in-process store (local_buckets.py). Everything that waits for a grant lives here, so both backends
+behave identically by construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from .acquire_queue import AcquireQueues
+from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+
+log = logging.getLogger(__name__)
+
+
+def log_pause(provider: str, retry_after_seconds: float) -> None:
+    """The event for a Retry-After pause of a provider's bucket (every worker waits it out)."""
+    log.warning(
+        "provider %s paused for %.1f s (Retry-After)",
+        provider,
+        retry_after_seconds,
+        extra={"event": "provider_paused", "provider": provider, "seconds": float(retry_after_seconds)},
+    )
+
+
+def jitter_seconds(wait_ms: int) -> float:
+    """A little randomness so waiters woken by the same refill don't all hit the store in the same ms."""
+    return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
+
+
+def check_tokens(limits: ProviderLimits, tokens: int) -> int:
+    """``tokens`` as an int; ValueError if negative, QuotaImpossible if the TPM bucket can never hold it."""
+    tokens = int(tokens)
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    if tokens > limits.tpm_capacity:
+        raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+    return tokens
+
+
+class TokenBuckets(ABC):
+    """A provider's RPM and TPM buckets shared by every caller of the backend (and the team share)."""
+
+    def __init__(self) -> None:
+        self.queues = AcquireQueues()
+
+    # ---- atomic primitives (the backends) ------------------------------------------------------------
+    @abstractmethod
+    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
+        """One atomic attempt: take 1 RPM token and `tokens` TPM tokens (and 1 team-share token when
+        the limits carry a share cap), or nothing. Never waits."""
+
+    @abstractmethod
+    async def reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
+        """Take ``delta_tokens`` more from the TPM bucket (negative: refund, clamped to capacity)."""
+
+    @abstractmethod
+    async def give_back(self, limits: ProviderLimits, tokens: int) -> None:
+        """Atomically give back 1 RPM token and `tokens` TPM tokens (and the team-share token), each
+        clamped to its capacity."""
+
+    @abstractmethod
+    async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
+        """Pause every worker for this provider for retry_after_seconds (never shortens a pause).
+        Returns paused_until in the store's ms clock."""
+
+    @abstractmethod
+    async def clear_pause(self, limits: ProviderLimits) -> None:
+        """End a 429 pause (penalize) now, for every worker; tokens and leases are untouched.
+        For operators (admin action "Clear rate-limit pause")."""
+
+    @abstractmethod
+    async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
+        """The provider's bucket levels, pause, observed rates and leases in flight, now."""
+
+    async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
+        return [await self.snapshot(limits) for limits in limits_list]
+
+    # ---- waiting for a grant -------------------------------------------------------------------------
+    async def acquire(
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        *,
+        max_wait_seconds: float | None = None,
+        current: Callable[[], ProviderLimits] | None = None,
+    ) -> Reservation:
+        """Wait until BOTH buckets grant (1 request, `tokens` tokens), then return the reservation.
+
+        Sleeps exactly the wait the store computed (plus a little jitter); never busy-polls.
+        Raises QuotaImpossible at once if `tokens` can never fit, QuotaStoreUnavailable if the shared
+        store is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
+        ``current()``, if given, returns the live limits: a waiter asks with them on every retry, so a
+        limit changed while it waits applies to it at once (not the rates it started waiting with).
+        """
+        tokens = check_tokens(limits, tokens)
+        loop = asyncio.get_running_loop()
+        deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
+        # While nobody waits, callers go straight to the store (concurrently, pipelined). Once a caller
+        # is told to wait, callers of that provider in this event loop line up (FIFO, acquire_queue.py)
+        # (in this process; across processes the shared buckets decide).
+        decision: Decision | None = None
+        if not self.queues.waiting(loop, limits.name):
+            asked = await self._ask(limits, tokens)
+            if isinstance(asked, Reservation):
+                return asked
+            decision = asked
+        queue = self.queues.queue(loop, limits.name)
+        me: asyncio.Future[None] = loop.create_future()
+        queue.append(me)
+        try:
+            if queue[0] is not me:
+                await self._wait_turn(me, deadline, limits.name, max_wait_seconds)
+                decision = None  # our turn: ask at once
+            return await self._head_acquire(limits, tokens, decision, deadline, current)
+        finally:
+            self.queues.leave(loop, limits.name, queue, me)
+
+    async def _ask(self, limits: ProviderLimits, tokens: int) -> Reservation | Decision:
+        """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
+        decision = await self.try_acquire(limits, tokens)
+        if decision.granted:
+            return Reservation(limits.name, tokens)
+        if decision.impossible:
+            raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+        return decision
+
+    @staticmethod
+    async def _wait_turn(
+        me: asyncio.Future[None], deadline: float | None, name: str, max_wait_seconds: float | None
+    ) -> None:
+        """Wait until we are the head of the provider's queue (TimeoutError past the deadline)."""
+        if deadline is None:
+            await me
+            return
+        try:
+            await asyncio.wait_for(me, max(0.0, deadline - asyncio.get_running_loop().time()))
+        except TimeoutError:
+            raise TimeoutError(
+                f"provider {name}: still queued for quota after {max_wait_seconds} s"
+            ) from None
+
+    async def _head_acquire(
+        self,
+        limits: ProviderLimits,
+        tokens: int,
+        decision: Decision | None,
+        deadline: float | None,
+        current: Callable[[], ProviderLimits] | None,
+    ) -> Reservation:
+        """As the head of the queue: ask (with the live limits), sleep the wait the store computed, ask
+        again, until granted. ``decision``: an answer already in hand (None: ask at once)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if decision is None:
+                if current is not None:
+                    limits = current()
+                    tokens = check_tokens(limits, tokens)
+                asked = await self._ask(limits, tokens)
+                if isinstance(asked, Reservation):
+                    return asked
+                decision = asked
+            delay = decision.wait_ms / 1000.0 + jitter_seconds(decision.wait_ms)
+            if deadline is not None and loop.time() + delay > deadline:
+                raise TimeoutError(
+                    f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
+                )
+            await asyncio.sleep(delay)
+            decision = None
+
+    # ---- settling a grant ----------------------------------------------------------------------------
+    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
+        """Settle a reservation's tokens with the provider's reported usage: refund the unused part, or
+        take the overage as debt (the TPM bucket may go negative, delaying the next callers). The debt
+        is clamped to one bucket's capacity: an absurd ``usage`` (10^12 tokens) delays the provider by
+        at most one bucket refill, never for good. (The team budget: the store settles it after.)"""
+        if reservation.current is not None:
+            limits = reservation.current()
+        delta = min(int(actual_tokens) - int(reservation.tokens), int(limits.tpm_capacity))
+        if delta:
+            await self.reconcile_delta(limits, delta)
+
+    async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
+        """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.
+
+        For a caller that got its bucket grant but cannot send right away (no concurrency slot free):
+        it must not sit on the token while it waits, or the tokens granted meanwhile go out later
+        all at once and the provider sees more than the bucket allows in a window."""
+        if reservation.current is not None:
+            limits = reservation.current()
+        await self.give_back(limits, int(reservation.tokens))

@@ -1,0 +1,116 @@
+"""The in-process token buckets: the same semantics as the Redis Lua scripts (ACQUIRE, RECONCILE,
+RELEASE, PENALIZE, UNPAUSE, SNAPSHOT in lua.py), on the shared LocalState."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from .buckets import TokenBuckets, log_pause
+from .local_state import EPS, LocalState, refill, wait_ms_for
+from .types import Decision, ProviderLimits, ProviderQuotaState
+
+
+class LocalTokenBuckets(TokenBuckets):
+    """Buckets and the team share buckets of one process."""
+
+    def __init__(self, state: LocalState) -> None:
+        super().__init__()
+        self._state = state
+        self._team_buckets: dict[tuple[str, str], tuple[float, float]] = {}  # (provider, team) -> (r, ts)
+
+    def try_acquire_sync(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
+        n = int(tokens)
+        with self._state.lock:
+            now = self._state.now_ms()
+            if n > limits.tpm_capacity:
+                return Decision(False, 0, now, impossible=True)
+            b = self._state.cell(limits.name)
+            rpm, tpm = refill(b, limits, now)
+            wait = wait_ms_for(limits, rpm, tpm, b.paused_until, now, n)
+            team = self._team_level(limits, now)
+            if team is not None and team < 1 - EPS:
+                wait = max(wait, (1 - team) / limits.team_rpm_per_ms)
+            if wait > 0:
+                return Decision(False, max(1, math.ceil(wait)), now)
+            b.rpm, b.tpm, b.ts = rpm - 1, tpm - n, now
+            if team is not None:
+                self._team_buckets[(limits.name, limits.team)] = (team - 1, now)
+            b.observe(now, 1, n)
+            return Decision(True, 0, now)
+
+    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
+        return self.try_acquire_sync(limits, tokens)
+
+    def _team_level(self, limits: ProviderLimits, now: float) -> float | None:
+        """The team share bucket's tokens now (None: no share cap). Caller holds the lock."""
+        if not limits.team_capped:
+            return None
+        cap = limits.team_rpm_capacity
+        held = self._team_buckets.get((limits.name, limits.team))
+        if held is None:
+            return cap
+        level, ts = held
+        return min(cap, level + max(0.0, now - ts) * limits.team_rpm_per_ms)
+
+    async def reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
+        with self._state.lock:
+            now = self._state.now_ms()
+            b = self._state.cell(limits.name)
+            rpm, tpm = refill(b, limits, now)
+            b.rpm, b.tpm, b.ts = rpm, min(limits.tpm_capacity, tpm - delta_tokens), now
+            b.observe(now, 0, delta_tokens)
+
+    async def give_back(self, limits: ProviderLimits, tokens: int) -> None:
+        n = int(tokens)
+        with self._state.lock:
+            now = self._state.now_ms()
+            b = self._state.cell(limits.name)
+            rpm, tpm = refill(b, limits, now)
+            b.rpm = min(limits.rpm_capacity, rpm + 1)
+            b.tpm = min(limits.tpm_capacity, tpm + n)
+            b.ts = now
+            team = self._team_level(limits, now)
+            if team is not None:
+                self._team_buckets[(limits.name, limits.team)] = (
+                    min(limits.team_rpm_capacity, team + 1),
+                    now,
+                )
+            b.observe(now, -1, -n)
+
+    async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
+        log_pause(limits.name, retry_after_seconds)
+        with self._state.lock:
+            now = self._state.now_ms()
+            b = self._state.cell(limits.name)
+            b.paused_until = max(b.paused_until, now + max(0.0, float(retry_after_seconds)) * 1000.0)
+            return int(b.paused_until)
+
+    async def clear_pause(self, limits: ProviderLimits) -> None:
+        with self._state.lock:
+            self._state.cell(limits.name).paused_until = 0.0
+
+    async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
+        with self._state.lock:
+            now = self._state.now_ms()
+            b = self._state.cell(limits.name)
+            rpm, tpm = refill(b, limits, now)
+            wait = wait_ms_for(limits, rpm, tpm, b.paused_until, now, 1)
+            observed_rpm, observed_tpm = b.observed(now)
+            in_flight = sum(1 for exp in b.leases.values() if exp > now)
+            return ProviderQuotaState(
+                provider=limits.name,
+                rpm_tokens_available=rpm,
+                rpm_capacity=limits.rpm_capacity,
+                tpm_tokens_available=tpm,
+                tpm_capacity=limits.tpm_capacity,
+                wait_ms=math.ceil(wait),
+                # as wall-clock epoch ms, like the Redis store (whose clock is the server's TIME)
+                paused_until_ms=int(time.time() * 1000 + b.paused_until - now) if b.paused_until > now else 0,
+                leases_in_flight=in_flight,
+                max_concurrency=limits.max_concurrency,
+                configured_rpm=limits.rpm,
+                configured_tpm=limits.tpm,
+                observed_rpm=observed_rpm,
+                observed_tpm=observed_tpm,
+            )

@@ -1,0 +1,89 @@
+"""The in-process store's state (REDIS_URL unset): each provider's bucket levels, pause, observed rates and
+lease table, on time.monotonic (or an injected clock), guarded by one threading.Lock so several event
+loops and threads of one process share it safely. The same arithmetic as the Redis Lua scripts (lua.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..protocols import Clock
+from .types import ProviderLimits
+
+OBS_SLOTS = 60
+EPS = 1e-9
+
+
+@dataclass
+class ProviderCell:
+    """One provider's state in the in-process store (the Redis keys :b, :o and :l of lua.py)."""
+
+    rpm: float | None = None  # None = never used: full
+    tpm: float = 0.0
+    ts: float = 0.0  # ms
+    paused_until: float = 0.0  # ms
+    leases: dict[str, float] = field(default_factory=dict)  # lease id -> expiry ms
+    obs_sec: list[int] = field(default_factory=lambda: [-1] * OBS_SLOTS)
+    obs_req: list[int] = field(default_factory=lambda: [0] * OBS_SLOTS)
+    obs_tok: list[int] = field(default_factory=lambda: [0] * OBS_SLOTS)
+
+    def observe(self, now: float, requests: int, tokens: int) -> None:
+        """Count a grant (or, negative, a give-back) in the current one-second slot of the last minute."""
+        sec = int(now // 1000)
+        slot = sec % OBS_SLOTS
+        if self.obs_sec[slot] != sec:
+            self.obs_sec[slot], self.obs_req[slot], self.obs_tok[slot] = sec, requests, tokens
+        else:
+            self.obs_req[slot] += requests
+            self.obs_tok[slot] += tokens
+
+    def observed(self, now: float) -> tuple[int, int]:
+        """(requests, tokens) granted in the last 60 s."""
+        sec = int(now // 1000)
+        observed_rpm = observed_tpm = 0
+        for i in range(OBS_SLOTS):
+            if sec - OBS_SLOTS < self.obs_sec[i] <= sec:
+                observed_rpm += self.obs_req[i]
+                observed_tpm += self.obs_tok[i]
+        return observed_rpm, observed_tpm
+
+
+def refill(b: ProviderCell, limits: ProviderLimits, now: float) -> tuple[float, float]:
+    """Current (rpm, tpm) tokens: continuously refilled, clamped to the (possibly lowered) capacity."""
+    rc, tc = limits.rpm_capacity, limits.tpm_capacity
+    if b.rpm is None:
+        return rc, tc
+    elapsed = max(0.0, now - b.ts)
+    return min(rc, b.rpm + elapsed * limits.rpm_per_ms), min(tc, b.tpm + elapsed * limits.tpm_per_ms)
+
+
+def wait_ms_for(
+    limits: ProviderLimits, rpm: float, tpm: float, paused_until: float, now: float, n: int
+) -> float:
+    wait = max(0.0, paused_until - now)
+    if rpm < 1 - EPS:
+        wait = max(wait, (1 - rpm) / limits.rpm_per_ms)
+    if tpm < n - EPS:
+        wait = max(wait, (n - tpm) / limits.tpm_per_ms)
+    return wait
+
+
+class LocalState:
+    """Every provider's cell, the clock and the lock that guards them (hold ``lock`` around cell use)."""
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self._cells: dict[str, ProviderCell] = {}
+
+    def now_ms(self) -> float:
+        return self.clock() * 1000.0
+
+    def cell(self, name: str) -> ProviderCell:
+        """The provider's cell, created (full buckets, no leases) on first use. Caller holds the lock."""
+        b = self._cells.get(name)
+        if b is None:
+            b = self._cells[name] = ProviderCell()
+        return b

@@ -1,0 +1,111 @@
+"""The Redis store's connection: one pipelined RESP client per running event loop, the Lua scripts
+(EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA again), the provider key names, and the mapping of
+connection errors to QuotaStoreUnavailable. Shared by the Redis buckets, leases, ledger and config
+version (and the attempt journal, gateway_engine.journal, through RedisQuotaStore.command)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Awaitable
+from urllib.parse import urlsplit, urlunsplit
+
+from ..redis_errors import REDIS_ERRORS
+from . import lua
+from .resp import Arg, Reply, RespClient, Script
+from .types import QuotaStoreUnavailable
+
+# the raw RESP client's socket errors beside redis-py's
+_UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
+SCRIPT_NAMES = (
+    "ACQUIRE",
+    "RECONCILE",
+    "RELEASE",
+    "PENALIZE",
+    "UNPAUSE",
+    "SNAPSHOT",
+    "LEASE_ACQUIRE",
+    "LEASE_PEEK",
+    "LEASE_REFRESH",
+    "BUDGET_RESERVE",
+    "BUDGET_ADJUST",
+)
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return url
+
+
+class RedisConnection:
+    """Commands and scripts on this event loop's connection to ``url``, keys under ``prefix``."""
+
+    def __init__(self, url: str, prefix: str, command_timeout: float, connect_timeout: float) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.command_timeout = command_timeout
+        self.connect_timeout = connect_timeout
+        # A client's connection is bound to the loop that opened it: one client per running loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RespClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._clients_lock = threading.Lock()
+        self.scripts = {name: Script(getattr(lua, name)) for name in SCRIPT_NAMES}
+
+    def client(self) -> RespClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            with self._clients_lock:
+                client = self._clients.get(loop)
+                if client is None:
+                    client = RespClient(self.url, self.connect_timeout, self.command_timeout)
+                    self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+    def _unavailable(self, exc: BaseException) -> QuotaStoreUnavailable:
+        return QuotaStoreUnavailable(
+            f"quota store unavailable: cannot reach Redis at {redact_url(self.url)} ({exc.__class__.__name__}: "
+            f"{exc}). Shared RPM/TPM limits cannot be enforced, so nothing is sent; the item stays retryable."
+        )
+
+    async def run(self, script: str, keys: list[str], args: list[Arg]) -> Reply:
+        """Run one of lua.py's scripts (by name)."""
+        try:
+            return await self.scripts[script](self.client(), keys, args)
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def _await(self, reply: Awaitable[Reply]) -> Reply:
+        try:
+            return await reply
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    def command(self, *args: Arg) -> Awaitable[Reply]:
+        """One plain Redis command on this loop's connection, sent at once (pipelined with whatever is
+        sent before its reply is awaited); returns an awaitable for the reply. QuotaStoreUnavailable
+        when Redis is unreachable."""
+        try:
+            return self._await(self.client().call(*args))
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def ping(self) -> bool:
+        return bool(await self.command("PING"))
+
+    def provider_keys(self, name: str) -> tuple[str, str, str]:
+        """The provider's bucket hash, observed-rates hash and lease sorted set (lua.py)."""
+        base = f"{self.prefix}q:{{{name}}}:"
+        return base + "b", base + "o", base + "l"
