@@ -17,22 +17,21 @@ A slice (``DispatchSlice.run``, one ``batches.dispatch`` Celery task, or the sin
 
 So a worker process is never held by items waiting for one provider's quota, every dispatcher serves
 every provider, and the number of worker processes does not cap how many batches progress at once.
-Database and Redis blips inside a slice are ridden through (``common.ride_through``).
+Database and Redis blips inside a slice are ridden through (``common.ride_through``). Starting batches
+and keeping enough dispatchers alive: batches.execution.keepalive.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -41,7 +40,6 @@ from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
 from gateway_engine import ItemFeed, ItemResult, RunControl
 from gateway_engine.redis_errors import REDIS_ERRORS
-from gateway_site.forksafe import after_fork
 
 from . import shutdown
 from .claims import (
@@ -57,8 +55,8 @@ from .claims import (
 )
 from .common import log, new_owner, ride_through
 from .config import build_batcher, load_routing_table, work_item
-from .fairclock import fair_clock, redis_client
-from .finalize import FINISHED_STATUSES, finalize_batch_if_done, snapshot_progress
+from .fairclock import fair_clock
+from .finalize import finalize_batch_if_done, snapshot_progress
 from .journal import RELEASED_AFTER_ATTEMPTS, fold_unapplied
 from .results import write_results
 from .runner import EngineThread
@@ -244,7 +242,7 @@ class DispatchSlice:
             self.feed.close()
             self.control.drain()
             engine.cancel.set()
-            self._drain_quietly(engine)
+            drain_quietly(engine)
             raise
         finally:
             # unsent claims go back at once (never left to the claim lease)
@@ -262,13 +260,6 @@ class DispatchSlice:
             self.owner, r.claimed, r.written, r.dropped, r.released,
         )  # fmt: skip
         return self.report
-
-    def _drain_quietly(self, engine: EngineThread) -> None:
-        """After a failure: let the engine end, answering its pending results with the error."""
-        error = RuntimeError("dispatcher stopped")
-        while not engine.finished:
-            engine.resolve(engine.collect(0.2), error)
-        engine.thread.join(30)
 
     # -- claiming --
 
@@ -390,153 +381,9 @@ class DispatchSlice:
             self.touched.discard(bid)
 
 
-# ---- start a batch, keep dispatchers alive -------------------------------------------------------------
-
-
-def start_batch(batch_id: str) -> bool:
-    """Mark a queued batch running (its items are already queued per provider). Returns False when
-    there is nothing to run (finished, or no items: then it is finalized here)."""
-    with transaction.atomic():
-        batch = Batch.objects.select_for_update().get(id=batch_id)
-        if batch.completed_at is not None or batch.status in FINISHED_STATUSES:
-            return False
-        if batch.status == BatchStatus.QUEUED:
-            batch.status, batch.started_at = BatchStatus.RUNNING, timezone.now()
-            batch.save(update_fields=["status", "started_at"])
-            transaction.on_commit(lambda: signals.batch_started.send(sender=Batch, batch=batch))
-    if not BatchItem.objects.filter(batch_id=batch_id).exists():
-        finalize_batch_if_done(batch_id)
-        return False
-    return True
-
-
-def dispatcher_target() -> int:
-    return int(settings.GATEWAY_DISPATCHERS)
-
-
-def _token_ttl() -> float:
-    """Lifetime of a token that was sent but whose task has not started yet (it may wait in the broker
-    behind running slices)."""
-    return float(settings.GATEWAY_DISPATCH_SLICE_SECONDS) * 2 + 30
-
-
-# A running slice heartbeats every HEARTBEAT_SECONDS; its token lives a few beats longer, so a worker
-# killed mid-slice stops counting as a live dispatcher within seconds (not after the queued-token TTL).
-RUNNING_TOKEN_TTL_SECONDS = HEARTBEAT_SECONDS * 5
-
-
-class DispatcherSet:
-    """The live dispatchers of the cluster: Redis sorted set ``<prefix>dispatchers`` (token → expiry,
-    Redis clock), at most GATEWAY_DISPATCHERS members; a running slice heartbeats its token."""
-
-    def __init__(self, client=None):
-        self.client = client or redis_client()
-        self.key = f"{settings.GATEWAY_REDIS_PREFIX}dispatchers"
-
-    def _now(self) -> float:
-        sec, usec = self.client.time()
-        return sec + usec / 1e6
-
-    def live(self) -> int:
-        self.client.zremrangebyscore(self.key, "-inf", self._now())
-        return int(self.client.zcard(self.key))
-
-    def heartbeat(self, token: str, ttl: float | None = None) -> None:
-        self.client.zadd(self.key, {token: self._now() + (_token_ttl() if ttl is None else ttl)})
-
-    def leave(self, token: str) -> None:
-        self.client.zrem(self.key, token)
-
-    def ensure(self, send: Callable[[str], None]) -> int:
-        """Start dispatchers up to the target; returns how many were started."""
-        started = 0
-        missing = dispatcher_target() - self.live()
-        for _ in range(max(0, missing)):
-            token = uuid.uuid4().hex
-            self.heartbeat(token)
-            try:
-                send(token)
-            except BaseException:
-                self.leave(token)
-                raise
-            started += 1
-        return started
-
-
-def run_dispatcher_task(token: str, send: Callable[[str], None]) -> SliceReport:
-    """Body of the ``batches.dispatch`` task: one slice, then leave the set and, if work remains,
-    top the set up again (removing our token first, so a submission racing with our exit is seen)."""
-    dispatchers = DispatcherSet()
-
-    def beat() -> None:
-        dispatchers.heartbeat(token, RUNNING_TOKEN_TTL_SECONDS)
-
-    ride_through("dispatcher heartbeat", beat, errors=REDIS_ERRORS)
-    try:
-        report = DispatchSlice(heartbeat=beat).run()
-    finally:
-        try:
-            ride_through("dispatcher leave", lambda: dispatchers.leave(token), errors=REDIS_ERRORS)
-            if ride_through("check queued work", work_remains):
-                ride_through("re-enqueue dispatchers", lambda: dispatchers.ensure(send), errors=REDIS_ERRORS)
-        finally:
-            connection.close()
-    return report
-
-
-# ---- single-process mode -------------------------------------------------------------------------------
-
-_local_lock = threading.Lock()
-_local_state = {"running": False, "poked": False}
-
-
-@after_fork
-def _forget_local_dispatcher() -> None:
-    """A forked child has no dispatcher thread, whatever its parent had."""
-    global _local_lock
-    _local_lock = threading.Lock()
-    _local_state.update(running=False, poked=False)
-
-
-def run_local_until_idle() -> None:
-    """Run slices in this thread until no work is left (single-process mode)."""
-    while True:
-        try:
-            DispatchSlice().run()
-        except Exception:
-            log.exception("single-process dispatcher slice failed")
-            time.sleep(1.0)
-        with _local_lock:
-            if _local_state["poked"] or work_remains():
-                _local_state["poked"] = False
-                continue
-            _local_state["running"] = False
-            return
-
-
-def ensure_local_dispatcher(*, background: bool) -> None:
-    """Single-process mode: one dispatcher serving every batch — a background thread, or (eager tests
-    and scripts) this thread until no work is left."""
-    with _local_lock:
-        if _local_state["running"]:
-            _local_state["poked"] = True
-            return
-        _local_state["running"] = True
-        _local_state["poked"] = False
-    if background:
-        threading.Thread(target=_local_thread, name="gateway-dispatcher").start()
-    else:
-        try:
-            run_local_until_idle()
-        finally:
-            with _local_lock:
-                _local_state["running"] = False
-
-
-def _local_thread() -> None:
-    try:
-        run_local_until_idle()
-    finally:
-        with _local_lock:
-            _local_state["running"] = False
-        connection.close()
+def drain_quietly(engine: EngineThread) -> None:
+    """After a failure: let the engine end, answering its pending results with the error."""
+    error = RuntimeError("dispatcher stopped")
+    while not engine.finished:
+        engine.resolve(engine.collect(0.2), error)
+    engine.thread.join(30)

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from batches import execution
-from batches.execution import dispatcher
+from batches.execution import keepalive
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from gateway_engine.retry import ErrorType
 from tests.engine.provider_server import Reply, ok_reply
@@ -48,7 +48,7 @@ def test_high_batch_submitted_later_is_served_before_the_rest_of_a_low_one(
             "both batches to finish",
         )
     finally:
-        wait_for(lambda: not dispatcher._local_state["running"], 60, "the dispatcher thread to end")
+        wait_for(lambda: not keepalive._local_state["running"], 60, "the dispatcher thread to end")
     order = served_order(provider_server, "prio")
     assert sorted(order) == sorted([f"L{i:03d}" for i in range(40)] + [f"H{i:03d}" for i in range(15)])
     first_h = next(i for i, r in enumerate(order) if r.startswith("H"))
