@@ -13,7 +13,9 @@ from typing import Any
 
 from django.db import transaction
 
-from .models import TERMINAL_BATCH_STATUSES, ApiKey, Batch, BatchItem, ItemStatus
+from teams.models import ApiKey
+
+from .models import TERMINAL_BATCH_STATUSES, Batch, BatchItem, ItemStatus
 from .submission import BatchOptions, batch_options, submit_batch
 
 RETRY_OF_KEY = "retry_of"

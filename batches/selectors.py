@@ -9,8 +9,9 @@ from typing import Any
 from django.db.models import Count, QuerySet, Sum
 
 from gateway_engine.result import result_dict
+from teams.models import Team
 
-from .models import Batch, BatchItem, ItemStatus, Team, TeamUsageDaily
+from .models import Batch, BatchItem, ItemStatus, TeamUsageDaily
 
 # Columns a RESULT is built from (values_list order matters: see result_from_row).
 RESULT_COLUMNS = (

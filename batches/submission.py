@@ -34,9 +34,10 @@ from gateway_engine.http import RESERVED_PARAMS
 from gateway_engine.routing import RoutingError, candidates, stable_draw
 from providers.models import Provider
 from providers.selectors import known_route_names
+from teams.models import ApiKey, Team
 
 from . import queue_limits
-from .models import ApiKey, Batch, BatchItem, BatchPriority, BatchStatus, ItemStatus, Team
+from .models import Batch, BatchItem, BatchPriority, BatchStatus, ItemStatus
 
 MAX_ERRORS = 100  # errors listed in one response; `error_count` gives the total
 MAX_CUSTOM_ID_CHARS = 255

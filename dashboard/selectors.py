@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.db.models import Avg, Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
 from django.utils import timezone
 
-from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, Team, TeamUsageDaily
+from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus, TeamUsageDaily
 from batches.selectors import USAGE_SUMS
 from gateway_engine.retry import (
     CLASS_OTHER,
@@ -26,6 +26,7 @@ from gateway_engine.retry import (
     ErrorClassRule,
 )
 from providers.models import Provider
+from teams.models import Team
 
 # --- error classes (docs/seed.md §5.3 step one: which provider, 4xx or 5xx) --------------------------------
 # Generated from the engine's ONE table (gateway_engine.retry.ERROR_CLASS_TABLE): the SQL below and

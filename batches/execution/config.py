@@ -38,7 +38,7 @@ def build_batcher(
     for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
     from observability.engine import engine_observer
     from providers.breaker import get_breaker
-    from providers.quota import LimitsSource, get_quota_store
+    from providers.limits import LimitsSource, get_quota_store
 
     from .journal import journal_for
 

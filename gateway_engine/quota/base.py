@@ -122,7 +122,7 @@ class Lease:
     )
 
 
-# the default per-process in-flight cap (the gateway passes its own: providers.quota.build_quota_store)
+# the default per-process in-flight cap (the gateway passes its own: providers.limits.build_quota_store)
 DEFAULT_GLOBAL_MAX_IN_FLIGHT = 64
 
 

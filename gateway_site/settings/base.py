@@ -206,6 +206,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "teams",
     "providers",
     "batches",
     "dashboard",

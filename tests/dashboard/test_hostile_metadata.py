@@ -18,7 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from batches.models import Batch, BatchItem, BatchStatus, ErrorType, ItemStatus
-from batches.services import create_api_key, create_team
+from teams.services import create_api_key, create_team
 from tests.factories import make_batch, work_item
 
 pytestmark = pytest.mark.django_db

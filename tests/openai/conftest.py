@@ -10,7 +10,7 @@ import openai
 import pytest
 from django.conf import settings
 
-from batches.services import create_api_key
+from teams.services import create_api_key
 from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from batches.services import create_team
 from gateway_site.commands import DatabaseCommand
+from teams.services import create_team
 
 
 class Command(DatabaseCommand):

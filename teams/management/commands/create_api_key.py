@@ -1,8 +1,8 @@
 from django.core.management.base import CommandError
 
-from batches.models import Team
-from batches.services import create_api_key
 from gateway_site.commands import DatabaseCommand
+from teams.models import Team
+from teams.services import create_api_key
 
 
 class Command(DatabaseCommand):
