@@ -117,14 +117,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             # kept on this request only: rendered once by response_add, never put in the messages
             # cookie or the session
-            request._new_api_key = raw
+            request.new_api_key = raw
             return
         super().save_model(request, obj, form, change)
 
     def response_add(self, request, obj, post_url_continue=None):
         """The new raw key on its own page (no-store), instead of a message that would travel in the
         messages cookie."""
-        raw = getattr(request, "_new_api_key", None)
+        raw = getattr(request, "new_api_key", None)
         if raw is None:
             return super().response_add(request, obj, post_url_continue)
         context = {
@@ -132,7 +132,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "title": "New API key",
             "key": obj,
             "raw_key": raw,
-            "opts": self.model._meta,
+            "opts": self.opts,
             "changelist_url": reverse("admin:teams_apikey_changelist"),
         }
         response = TemplateResponse(request, "admin/teams/apikey/created.html", context)
