@@ -17,8 +17,8 @@ SKIP_FIELDS = {"id", "created_at", "updated_at", "last_used_at"}
 
 
 def _tracked():
-    from batches.models import ApiKey, Team
     from providers.models import Provider, RoutingRule
+    from teams.models import ApiKey, Team
 
     return {Provider: "provider", RoutingRule: "routing rule", Team: "team", ApiKey: "API key"}
 

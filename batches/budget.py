@@ -1,15 +1,12 @@
-"""Team token budgets, the Django side: the submission check and re-seeding a lost ledger.
+"""Team token budgets, the batches side: the submission check and the database count that re-seeds a
+lost ledger (registered as TeamUsage.used_tokens in apps.py).
 
-The ledger itself (reserve before each send, settle to the provider's reported usage after it) lives
-in the quota store (gateway_engine/quota/ledger.py `reserve_budget` / `settle_budget`, Redis keys
-``{prefix}budget:{<team>}:d:<YYYY-MM-DD>`` and ``…:m:<YYYY-MM>``), shared by every worker. See
-docs/quota.md "Team budgets".
+Reading and resetting the shared ledger from sync code: providers/limits/budgets.py; a Team row as
+TeamLimits: teams/limits.py. See docs/quota.md "Team budgets".
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterable
 from datetime import date
 
@@ -18,21 +15,11 @@ from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 
 from gateway_engine.items import estimate_tokens
-from gateway_engine.quota import BudgetExceeded, TeamLimits
-from providers.quota import get_quota_store
-from providers.quota.config import seed_budget_from_db  # closes its thread's connection
+from gateway_engine.quota import BudgetExceeded
+from providers.limits.budgets import budget_usage
+from teams.models import Team
 
-from .models import Batch, BatchItem, Team, TeamUsageDaily
-
-
-def team_limits(team: Team) -> TeamLimits:
-    return TeamLimits(
-        name=team.name,
-        daily_token_budget=team.daily_token_budget,
-        monthly_token_budget=team.monthly_token_budget,
-        max_provider_share=team.max_provider_share,
-        weight=team.weight,
-    )
+from .models import Batch, BatchItem, TeamUsageDaily
 
 
 def estimate_payload_tokens(payloads: Iterable[dict]) -> int:
@@ -47,25 +34,10 @@ def budget_refusal(team: Team, tokens: int) -> BudgetExceeded | None:
     from the database if it is missing). Raises QuotaStoreUnavailable if Redis is down."""
     if team.daily_token_budget is None and team.monthly_token_budget is None:
         return None
-    limits = team_limits(team)
-    usage = _run(get_quota_store().budget_usage, limits, seed_budget_from_db)
-    for period, limit, used in usage:
+    for period, limit, used in budget_usage(team):
         if limit is not None and used + tokens > limit:
             return BudgetExceeded(team.name, period, int(limit), int(used), int(tokens))
     return None
-
-
-def budget_usage(team: Team) -> list[tuple[str, int | None, int]]:
-    """[(period, limit or None, used)] for today and this month, from the shared ledger."""
-    return _run(get_quota_store().budget_usage, team_limits(team), seed_budget_from_db)
-
-
-def forget_ledger_if_unbudgeted(team: Team) -> None:
-    """On commit of a team save: a team without budgets is not counted, so its ledger is dropped (a
-    budget set again later starts from the database, not from a stale count)."""
-    if team.daily_token_budget is not None or team.monthly_token_budget is not None:
-        return
-    _run(get_quota_store().forget_budget, team_limits(team))
 
 
 def used_tokens_from_db(team: str, period: str, suffix: str) -> int:
@@ -91,34 +63,3 @@ def used_tokens_from_db(team: str, period: str, suffix: str) -> int:
         batch_id__in=open_batches, finished_at__isnull=False, **item_filter
     ).aggregate(n=Coalesce(Sum(Coalesce("total_tokens", 0) + F("retry_extra_tokens")), 0))["n"]
     return int(folded) + int(pending)
-
-
-def _run(fn, *args):
-    """Run a store coroutine from sync code (its own short event loop, in a thread if one is running)."""
-
-    async def main():
-        store = get_quota_store()
-        try:
-            return await fn(*args)
-        finally:
-            await store.aclose()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    out: list = []
-
-    def target() -> None:
-        try:
-            out.append((True, asyncio.run(main())))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            out.append((False, exc))
-
-    thread = threading.Thread(target=target, name="budget-usage")
-    thread.start()
-    thread.join()
-    ok, value = out[0]
-    if not ok:
-        raise value
-    return value

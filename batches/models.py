@@ -1,106 +1,13 @@
-"""Teams, API keys, batches, their items, and per-team daily token usage."""
+"""Batches, their items, and per-team daily token usage (Team and ApiKey: teams.models)."""
 
 from __future__ import annotations
 
 import uuid
 
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from gateway_engine.retry import ErrorType
-
-MAX_TEAM_WEIGHT = 1000
-
-
-class Team(models.Model):
-    name = models.CharField(max_length=100, unique=True)
-    # Fair share: with several teams backlogged on one provider, each gets a share of that provider's
-    # rate in proportion to its weight.
-    weight = models.PositiveIntegerField(
-        default=1,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_TEAM_WEIGHT)],
-        help_text="Share of a busy provider's rate relative to other teams (default 1).",
-    )
-    daily_token_budget = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Tokens per UTC day; empty = unlimited."
-    )
-    monthly_token_budget = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Tokens per UTC month; empty = unlimited."
-    )
-    max_provider_share = models.FloatField(
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
-        help_text="Hard cap on this team's share of any provider's RPM (0.01–1); empty = no cap.",
-    )
-    # Queued-work limits (batches.queue_limits): empty = the deployment's default setting.
-    max_pending_items = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(1)],
-        help_text="Items not yet finished across this team's batches; empty = GATEWAY_TEAM_MAX_PENDING_ITEMS.",
-    )
-    max_open_batches = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(1)],
-        help_text="Unfinished batches at once; empty = GATEWAY_TEAM_MAX_OPEN_BATCHES.",
-    )
-    max_submissions_per_minute = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(1)],
-        help_text="Batches submitted per minute; empty = GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE.",
-    )
-    # /v1/files quotas (openai_api.files.upload_file): empty = the deployment's default setting.
-    max_stored_files = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(1)],
-        help_text="/v1 files (uploads and batch output) held at once; empty = GATEWAY_FILES_MAX_PER_TEAM.",
-    )
-    max_stored_file_bytes = models.PositiveBigIntegerField(
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(1)],
-        help_text="Bytes of /v1 files this team may hold; empty = GATEWAY_FILES_MAX_BYTES_PER_TEAM.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(condition=models.Q(weight__gte=1), name="team_weight_positive"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class ApiKey(models.Model):
-    """A bearer key. Only a SHA-256 digest and a short visible prefix are stored."""
-
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField(
-        max_length=100, blank=True, default="", help_text="What the key is for (create_api_key --name)."
-    )
-    prefix = models.CharField(max_length=16, db_index=True, editable=False)
-    key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        verbose_name = "API key"
-
-    def __str__(self) -> str:
-        label = f" ({self.name})" if self.name else ""
-        return f"{self.prefix}…{label}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+from teams.models import ApiKey, Team
 
 
 class BatchStatus(models.TextChoices):

@@ -19,7 +19,6 @@ one on its last minute), so the check costs about a millisecond however large th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,27 +26,10 @@ from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .models import Batch, Team
+from teams.models import Team
+from teams.usage import QueueUsage
 
-
-@dataclass(frozen=True)
-class QueueUsage:
-    pending_items: int
-    max_pending_items: int
-    open_batches: int
-    max_open_batches: int
-    submissions_last_minute: int
-    max_submissions_per_minute: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "pending_items": self.pending_items,
-            "max_pending_items": self.max_pending_items,
-            "open_batches": self.open_batches,
-            "max_open_batches": self.max_open_batches,
-            "submissions_last_minute": self.submissions_last_minute,
-            "max_submissions_per_minute": self.max_submissions_per_minute,
-        }
+from .models import Batch
 
 
 def limits_of(team: Team) -> tuple[int, int, int]:

@@ -14,9 +14,10 @@ from typing import Any
 from django.db import transaction
 
 from gateway_engine.errors import Conflict
+from teams.models import ApiKey
 
 from . import signals
-from .models import TERMINAL_BATCH_STATUSES, ApiKey, Batch, BatchItem, ItemStatus
+from .models import TERMINAL_BATCH_STATUSES, Batch, BatchItem, ItemStatus
 from .submission import BatchOptions, batch_options, submit_batch
 
 RETRY_OF_KEY = "retry_of"

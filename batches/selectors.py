@@ -10,8 +10,9 @@ from django.db.models import Count, QuerySet, Sum
 
 from gateway_engine.result import result_dict
 from providers.pricing import ProviderTokens, add_usage_costs
+from teams.models import Team
 
-from .models import Batch, BatchItem, ItemStatus, Team, TeamUsageDaily
+from .models import Batch, BatchItem, ItemStatus, TeamUsageDaily
 
 # Columns a RESULT is built from (values_list order matters: see result_from_row).
 RESULT_COLUMNS = (

@@ -89,7 +89,7 @@ def iso(s: str) -> float:
 class Team:
     def __init__(self, gw: GatewayStack, name: str, weight: int = 1):
         gw.manage("create_team", name, env=gw._env)
-        code = f"from batches.models import Team; Team.objects.filter(name={name!r}).update(weight={weight})"
+        code = f"from teams.models import Team; Team.objects.filter(name={name!r}).update(weight={weight})"
         gw.manage("shell", "-c", code, env=gw._env)
         out = gw.manage("create_api_key", "--team", name, "--name", "bench", env=gw._env)
         self.gw, self.headers = gw, {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"}

@@ -65,9 +65,9 @@ def make_items(n: int) -> list[dict]:
 
 
 def prepare_fixtures():
-    from batches.models import Team
-    from batches.services import create_api_key, create_team
     from providers.models import Provider, RoutingRule
+    from teams.models import Team
+    from teams.services import create_api_key, create_team
 
     for name in ("alpha", "beta"):
         Provider.objects.update_or_create(

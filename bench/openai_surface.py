@@ -36,8 +36,8 @@ CREATE_GOAL_S = 10.0
 
 
 def prepare_fixtures() -> str:
-    from batches.services import create_api_key, create_team
     from providers.models import Provider, RoutingRule
+    from teams.services import create_api_key, create_team
 
     provider, _ = Provider.objects.update_or_create(
         name="bench-openai",

@@ -328,7 +328,7 @@ class GatewayStack:
         self.manage("create_team", name, env=self._env)
         if weight != 1:
             code = (
-                f"from batches.models import Team; Team.objects.filter(name={name!r}).update(weight={weight})"
+                f"from teams.models import Team; Team.objects.filter(name={name!r}).update(weight={weight})"
             )
             self.manage("shell", "-c", code, env=self._env)
         out = self.manage("create_api_key", "--team", name, "--name", "bench", env=self._env)

@@ -7,7 +7,8 @@ import datetime as dt
 from django import forms
 from django.utils import timezone
 
-from batches.models import BatchStatus, Team
+from batches.models import BatchStatus
+from teams.models import Team
 
 from .selectors.error_classes import ERROR_CLASSES
 

@@ -4,7 +4,7 @@ The engine calls nothing else on these objects. The concrete implementations:
 
 * ``QuotaStore``: ``quota.LocalQuotaStore`` (one process) and ``quota.RedisQuotaStore`` (every worker);
 * ``Breaker``: ``breaker.LocalBreaker`` and ``breaker_redis.RedisBreaker``;
-* ``LimitsProvider``: the gateway's ``providers.quota.LimitsSource`` (live limits from the database);
+* ``LimitsProvider``: the gateway's ``providers.limits.LimitsSource`` (live limits from the database);
 * ``ItemSource``: ``feed.ItemFeed`` (or any async iterable of items);
 * ``ResultSink``: the ``on_result`` callback of ``abatch`` (the gateway's ``EngineThread._on_result``);
 * ``AttemptJournal``: ``journal.NullJournal`` (the default) and ``journal.RedisAttemptJournal`` (the

@@ -28,7 +28,7 @@ def _providers():
 
 
 def quota_families(limits: list) -> list[Metric]:
-    from providers.quota import snapshot_all_sync
+    from providers.limits import snapshot_all_sync
 
     available = GaugeMetricFamily(
         "gateway_quota_tokens_available",

@@ -16,7 +16,7 @@ lifecycle = logging.getLogger("batches.lifecycle")
 
 
 def _team_name(team_id) -> str:
-    from batches.models import Team
+    from teams.models import Team
 
     return Team.objects.filter(id=team_id).values_list("name", flat=True).first() or ""
 

@@ -15,7 +15,7 @@ from django.db.models import Count, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from batches.models import Team
+from teams.models import Team
 
 from . import selectors
 from .conversion import jsonl_format_problem

@@ -13,7 +13,8 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
-from batches.models import Batch, Team
+from batches.models import Batch
+from teams.models import Team
 
 
 def new_file_id() -> str:

@@ -9,7 +9,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from batches.models import Batch, BatchStatus, Team
+from batches.models import Batch, BatchStatus
+from teams.models import Team
 
 from .models import File, OpenAIBatch
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from batches import selectors as batch_selectors
 from batches.execution import cancel_batch as cancel_native_batch
-from batches.models import ApiKey, Batch, BatchStatus, Team
+from batches.models import Batch, BatchStatus
 from batches.submission import (
     Idempotency,
     IdempotencyConflict,
@@ -34,6 +34,7 @@ from batches.submission import (
 )
 from providers.models import Provider
 from providers.selectors import known_route_names
+from teams.models import ApiKey, Team
 
 from .conversion import (
     ENDPOINTS,

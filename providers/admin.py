@@ -1,52 +1,11 @@
 from django import forms
 from django.contrib import admin, messages
-from django.db import connection, models
 from django.utils.html import format_html
 
-from gateway_site.admin_tools import BoundedNumbersMixin, validator_bounds
+from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin
 from providers.adapters import provider_limits
 
 from .models import Provider, RoutingRule
-
-# Width classes of admin number inputs, in characters (CSS: input.num-wN in dashboard/static/gateway/admin.css).
-NUMBER_WIDTHS = (4, 6, 8, 10, 12, 14, 16, 20, 24)
-
-
-def number_chars(db_field: models.Field) -> int | None:
-    """How many characters the largest value the field accepts needs (sign and decimal point included):
-    its validators' bounds, else its digits, else the database column's range. None: not a number."""
-    low, high = validator_bounds(db_field)
-    if isinstance(db_field, models.DecimalField):
-        digits = db_field.max_digits or 20
-        return digits + (1 if db_field.decimal_places else 0) + (1 if low is None or low < 0 else 0)
-    if isinstance(db_field, models.IntegerField):
-        db_low, db_high = connection.ops.integer_field_range(db_field.get_internal_type())
-        low = db_low if low is None else low
-        high = db_high if high is None else high
-        ends = [int(v) for v in (low, high) if v is not None]
-        return max((len(str(v)) for v in ends), default=20)
-    if isinstance(db_field, models.FloatField):
-        whole = len(str(int(abs(high)))) if high is not None else 15
-        return whole + 4 + (1 if low is None or low < 0 else 0)  # a point and three decimals
-    return None
-
-
-def width_class(chars: int) -> str:
-    return f"num-w{next((w for w in NUMBER_WIDTHS if w >= chars), NUMBER_WIDTHS[-1])}"
-
-
-class NumberWidthsMixin:
-    """ModelAdmin/inline mixin: every number input is wide enough for the largest value its model field
-    accepts (Provider tpm 1,000,000,000, team budgets up to 2^63 - 1): a class num-wN, N characters plus
-    the padding and the spinner. Changelists keep their own narrower list-editable widths (admin.css)."""
-
-    def formfield_for_dbfield(self, db_field, request, **kwargs):
-        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)
-        chars = number_chars(db_field)
-        if formfield is not None and chars is not None and isinstance(formfield.widget, forms.NumberInput):
-            classes = formfield.widget.attrs.get("class", "")
-            formfield.widget.attrs["class"] = f"{classes} {width_class(chars)}".strip()
-        return formfield
 
 
 class ProviderForm(forms.ModelForm):
@@ -188,7 +147,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     @admin.action(description="Clear the rate-limit pause (429) now", permissions=["clear_pause"])
     def clear_pause(self, request, queryset) -> None:
         from gateway_engine.quota.types import QuotaStoreUnavailable
-        from providers.quota.factory import clear_pause_sync
+        from providers.limits.factory import clear_pause_sync
 
         try:
             for provider in queryset:

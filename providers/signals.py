@@ -4,6 +4,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from .limits.budgets import forget_ledger_if_unbudgeted
 from .live_config import bump_config_version
 from .models import Provider, RoutingRule
 
@@ -12,16 +13,14 @@ log = logging.getLogger(__name__)
 
 @receiver([post_save, post_delete], sender=Provider)
 @receiver([post_save, post_delete], sender=RoutingRule)
-@receiver([post_save, post_delete], sender="batches.Team")  # budgets and share caps are live too
+@receiver([post_save, post_delete], sender="teams.Team")  # budgets and share caps are live too
 def _config_changed(**kwargs) -> None:
     transaction.on_commit(bump_config_version)
 
 
-@receiver(post_save, sender="batches.Team")
+@receiver(post_save, sender="teams.Team")
 def _team_saved(instance, **kwargs) -> None:
     def forget() -> None:
-        from batches.budget import forget_ledger_if_unbudgeted
-
         try:
             forget_ledger_if_unbudgeted(instance)
         except Exception:  # noqa: BLE001 - the save stands; a stale ledger is re-seeded when it expires

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from batches.services import create_api_key, create_team
 from providers.models import Provider, RoutingRule
+from teams.services import create_api_key, create_team
 from tests.servers import start_redis
 
 

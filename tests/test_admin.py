@@ -3,9 +3,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from batches.keys import hash_key
-from batches.models import ApiKey
 from providers.models import Provider
+from teams.keys import hash_key
+from teams.models import ApiKey
 from tests.factories import login_superuser
 
 SECRET = "sk-very-secret-provider-key-123"
@@ -120,7 +120,7 @@ def test_change_form_invalid_url_shows_error(staff_client, make_provider):
 
 
 def test_admin_creates_api_key_and_shows_it_once(staff_client, team):
-    response = staff_client.post(reverse("admin:batches_apikey_add"), {"team": team.pk, "name": "ci"})
+    response = staff_client.post(reverse("admin:teams_apikey_add"), {"team": team.pk, "name": "ci"})
     assert response.status_code == 200  # its own page, not a redirect with a message
     assert "no-store" in response["Cache-Control"]
     raw = response.context["raw_key"]
@@ -139,7 +139,7 @@ def test_admin_creates_api_key_and_shows_it_once(staff_client, team):
     assert key.key_hash == hash_key(raw)
     assert raw.startswith(key.prefix)
     # the next page no longer shows it
-    later = staff_client.get(reverse("admin:batches_apikey_change", args=[key.pk]))
+    later = staff_client.get(reverse("admin:teams_apikey_change", args=[key.pk]))
     assert raw not in later.content.decode()
 
 

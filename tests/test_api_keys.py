@@ -4,8 +4,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from batches.keys import hash_key
-from batches.models import ApiKey, Team
+from teams.keys import hash_key
+from teams.models import ApiKey, Team
 
 
 @pytest.mark.django_db

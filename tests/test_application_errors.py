@@ -24,7 +24,7 @@ from gateway_engine.routing import RoutingError
 from gateway_site.security import RateLimiterUnavailable
 from openai_api.conversion import InputFileError
 from openai_api.errors import OpenAIError, openai_exception_handler
-from providers.quota.config import UnknownProvider
+from providers.limits.source import UnknownProvider
 from providers.services import ProviderConfigError
 
 

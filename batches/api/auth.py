@@ -21,9 +21,9 @@ from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
-from batches.keys import KEY_PREFIX, hash_key, visible_prefix
-from batches.models import ApiKey, Team
 from gateway_site.security import FailedAuthThrottle, RateLimiterUnavailable, client_ip
+from teams.keys import KEY_PREFIX, hash_key, visible_prefix
+from teams.models import ApiKey, Team
 
 from .exceptions import DependencyUnavailable
 

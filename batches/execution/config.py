@@ -39,7 +39,7 @@ def build_batcher(
     """The engine wired to the shared quota store, breaker and live limits (chosen by settings), and,
     for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
     from providers.breaker import get_breaker
-    from providers.quota import LimitsSource, get_quota_store
+    from providers.limits import LimitsSource, get_quota_store
 
     from .journal import journal_for
 

@@ -73,7 +73,7 @@ def journal_for(owner: str) -> AttemptJournal:
     if not enabled():
         return NULL_JOURNAL
     from gateway_engine.quota.redis_store import RedisQuotaStore
-    from providers.quota import get_quota_store
+    from providers.limits import get_quota_store
 
     store = get_quota_store()
     if not isinstance(store, RedisQuotaStore):  # a test's local store with the redis backend named

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError
 
-from ..models import Batch, Team
+from teams.models import Team
+
+from ..models import Batch
 from .errors import IdempotencyConflict, body_error
 from .parsing import media_type_of
 

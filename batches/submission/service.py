@@ -17,9 +17,10 @@ from batches import budget
 from batches.execution.config import load_routing_table
 from providers.models import Provider
 from providers.selectors import known_route_names
+from teams.models import ApiKey, Team
 
 from .. import queue_limits
-from ..models import ApiKey, Batch, BatchStatus, Team
+from ..models import Batch, BatchStatus
 from . import enqueue
 from .caps import Limits
 from .errors import BudgetRefused, SubmissionError

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from django.db.models import Count, QuerySet
 
-from batches.models import BatchItem, ItemStatus, Team
+from batches.models import BatchItem, ItemStatus
 from gateway_engine.retry import ERROR_CLASS_KEYS
 from providers.models import Provider
+from teams.models import Team
 
 from .batch_detail import LIST_ITEM_FIELDS
 from .error_classes import ERROR_CLASSES, error_class_expr, error_class_q

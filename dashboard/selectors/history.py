@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from batches.models import Batch, Team
+from batches.models import Batch
+from teams.models import Team
 
 
 def _day_start(day: dt.date) -> dt.datetime:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from django.db.models import Case, Count, Q, Value, When
 
-from batches.models import Batch, BatchItem, ItemStatus, Team
+from batches.models import Batch, BatchItem, ItemStatus
 from batches.scheduling.fair import LANE_RANK
 from batches.scheduling.place import BatchPlace, QueuedBatch, batch_places
 from providers.models import Provider
+from teams.models import Team
 
 UNASSIGNED_QUEUE = "(no provider queue yet)"
 

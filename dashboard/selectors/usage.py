@@ -7,9 +7,10 @@ import datetime as dt
 
 from django.db.models import QuerySet, Sum
 
-from batches.models import Team, TeamUsageDaily
+from batches.models import TeamUsageDaily
 from batches.selectors import USAGE_SUMS
 from providers.pricing import add_usage_costs
+from teams.models import Team
 
 _USAGE_SUMS = {
     "requests": Sum("requests"),

@@ -1,7 +1,7 @@
 """The quota engine: shared RPM/TPM token buckets, concurrency leases, 429 pauses, live limits.
 
     store = RedisQuotaStore(url, prefix="bgw:")  # or LocalQuotaStore() in one process; the Django side
-                                                # builds the process-wide one: providers.quota.get_quota_store()
+                                                # builds the process-wide one: providers.limits.get_quota_store()
     limits = ProviderLimits("alpha", rpm=600, tpm=60_000, burst_seconds=5, max_concurrency=8, timeout_seconds=30)
     res = await store.acquire(limits, tokens)   # bucket first ...
     async with store.global_slot(), store.lease(limits):   # ... then the concurrency slots

@@ -17,7 +17,7 @@ from .types import ProviderLimits
 from .wakeups import Wakeups
 
 CLUSTER_LEASE_NAME = "*cluster*"  # not a valid provider slug, so it never collides
-# the default per-process in-flight cap (the gateway passes its own: providers.quota.build_quota_store)
+# the default per-process in-flight cap (the gateway passes its own: providers.limits.build_quota_store)
 DEFAULT_GLOBAL_MAX_IN_FLIGHT = 64
 
 

@@ -3,7 +3,7 @@
 Contract between the quota engine (gateway_engine/quota/*) and its callers:
 
     store = RedisQuotaStore(url, prefix="bgw:")   # or LocalQuotaStore() in one process (the gateway's
-                                                  # process-wide one: providers.quota.get_quota_store())
+                                                  # process-wide one: providers.limits.get_quota_store())
     res = await store.acquire(limits, tokens)     # waits locally until BOTH the RPM bucket (1) and the
                                                   # TPM bucket (tokens) grant; raises QuotaImpossible
                                                   # if tokens can never fit, QuotaStoreUnavailable if

@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import csp.constants as csp
+import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
@@ -14,6 +15,10 @@ from gateway_site.security import parse_networks as _parse_networks
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
 from observability.metrics_dir import configure as configure_metrics_dir
+
+# Django's generic classes (ModelAdmin[Team], QuerySet[ApiKey]) subscriptable at run time, as the typed
+# modules (teams/, batches/submission/, mypy strict) write them
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -206,6 +211,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "teams",
     "providers",
     "batches",
     "dashboard",

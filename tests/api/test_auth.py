@@ -11,9 +11,9 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from batches.models import ApiKey
-from batches.services import create_api_key, revoke_api_key
 from batches.submission import submit_batch
+from teams.models import ApiKey
+from teams.services import create_api_key, revoke_api_key
 
 from .helpers import URL, item
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, Team, TeamUsageDaily
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
 from gateway_engine.retry import ErrorType
 from providers.models import Provider, RoutingRule
+from teams.models import Team
 
 DB_SECRET = "sk-db-secret-9f8e7d6c5b4a"
 ENV_SECRET = "sk-env-secret-1a2b3c4d5e6f"

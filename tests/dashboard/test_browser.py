@@ -217,8 +217,9 @@ def _admin_pages(seeded, edge) -> dict[str, str]:
     from django.contrib.auth.models import Group
     from django.urls import reverse
 
-    from batches.models import ApiKey, TeamUsageDaily
+    from batches.models import TeamUsageDaily
     from providers.models import RoutingRule
+    from teams.models import ApiKey
 
     user = get_user_model().objects.get(username="browser-admin")
     group = Group.objects.get_or_create(name="operators")[0]
@@ -226,8 +227,8 @@ def _admin_pages(seeded, edge) -> dict[str, str]:
     objects = {
         "providers_provider": edge.wide_provider,
         "providers_routingrule": RoutingRule.objects.filter(provider=edge.wide_provider).first(),
-        "batches_team": edge.long_team,
-        "batches_apikey": key,
+        "teams_team": edge.long_team,
+        "teams_apikey": key,
         "batches_batch": edge.cancelled,
         "batches_batchitem": edge.long_item,
         "batches_teamusagedaily": TeamUsageDaily.objects.first(),
@@ -238,7 +239,7 @@ def _admin_pages(seeded, edge) -> dict[str, str]:
     for model, obj in objects.items():
         pages[f"admin_{model}_list"] = reverse(f"admin:{model}_changelist")
         pages[f"admin_{model}_change"] = reverse(f"admin:{model}_change", args=[obj.pk])
-    for model in ("providers_provider", "batches_apikey", "batches_team", "providers_routingrule"):
+    for model in ("providers_provider", "teams_apikey", "teams_team", "providers_routingrule"):
         pages[f"admin_{model}_add"] = reverse(f"admin:{model}_add")
     return pages
 
@@ -247,7 +248,7 @@ def _admin_pages(seeded, edge) -> dict[str, str]:
 def wide_seed(transactional_db, monkeypatch):
     from django.contrib.auth import get_user_model
 
-    from batches.services import create_api_key
+    from teams.services import create_api_key
 
     from .seed import ENV_SECRET, add_edge_cases, seed
 
@@ -366,7 +367,7 @@ def test_every_page_fits_1280_px_without_console_errors(live_server, wide_seed):
 
             # a new API key is shown once with a copy button, and the message fits the page
             current["name"] = "apikey_created"
-            page.goto(live_server.url + pages["admin_batches_apikey_add"])
+            page.goto(live_server.url + pages["admin_teams_apikey_add"])
             page.select_option("#id_team", label=edge.long_team.name)
             page.fill("#id_name", "browser")
             page.click("input[name=_save]")
@@ -505,6 +506,6 @@ def test_admin_forms_show_the_largest_allowed_values_whole(live_server, wide_see
             browser.close()
     # the forms with numbers were really filled: the provider's quota and its routes, the team's limits
     for expected in ("admin_providers_provider_change:tpm", "admin_providers_provider_add:tpm",
-                     "admin_batches_team_change:daily_token_budget", "admin_providers_routingrule_change:weight"):  # fmt: skip
+                     "admin_teams_team_change:daily_token_budget", "admin_providers_routingrule_change:weight"):  # fmt: skip
         assert expected in filled, sorted(filled)
     assert problems == [], "\n".join(problems)

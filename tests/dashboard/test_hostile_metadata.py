@@ -18,8 +18,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
-from batches.services import create_api_key, create_team
 from gateway_engine.retry import ErrorType
+from teams.services import create_api_key, create_team
 from tests.factories import make_batch, work_item
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from tests.servers import free_port
 def fresh_stores():
     """Process-wide quota store and breaker rebuilt from the current settings, before and after."""
     from providers.breaker import reset_breaker
-    from providers.quota import reset_quota_store
+    from providers.limits import reset_quota_store
 
     reset_quota_store()
     reset_breaker()
@@ -27,7 +27,7 @@ def fresh_stores():
 
 
 def _take(limits: ProviderLimits, n: int, tokens: int) -> None:
-    from providers.quota import get_quota_store
+    from providers.limits import get_quota_store
 
     async def run():
         store = get_quota_store()

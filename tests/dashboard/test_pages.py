@@ -235,7 +235,8 @@ def test_progress_over_time_counts_finished_items(staff_client, seeded):
 
 
 def test_csv_neutralizes_spreadsheet_formulas(staff_client, seeded):
-    from batches.models import Team, TeamUsageDaily
+    from batches.models import TeamUsageDaily
+    from teams.models import Team
 
     evil = Team.objects.create(name="=HYPERLINK(1)")
     TeamUsageDaily.objects.create(team=evil, provider="alpha", day=timezone.now().date(), prompt_tokens=5)

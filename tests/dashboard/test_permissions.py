@@ -20,7 +20,9 @@ def finished(team, make_provider, monkeypatch):
     make_provider("x")
     from batches import submission
 
-    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: None)  # the retry is only stored
+    monkeypatch.setattr(
+        submission.enqueue, "enqueue_start", lambda batch_id: None
+    )  # the retry is only stored
     batch = make_batch(
         team, [{"custom_id": f"p{i}", "provider": "x", "query": "secret prompt"} for i in range(2)]
     )

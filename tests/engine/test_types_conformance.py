@@ -27,7 +27,7 @@ from gateway_engine.protocols import (
 from gateway_engine.quota.local import LocalQuotaStore
 from gateway_engine.quota.redis_store import RedisQuotaStore
 from gateway_engine.routing import routing_table
-from providers.quota.config import LimitsSource
+from providers.limits.source import LimitsSource
 from tests.clock import FakeClock
 
 REDIS_URL = "redis://127.0.0.1:6379/0"  # nothing connects: constructing a Redis store or breaker is local

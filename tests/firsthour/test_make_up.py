@@ -72,7 +72,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_path):
     from django.conf import settings
 
-    from batches.services import create_api_key, create_team
+    from teams.services import create_api_key, create_team
     from tests.servers import free_port
     from tests.workers import database_url, delete_queue, test_queue
 

@@ -143,9 +143,9 @@ def test_admin_help_text_shows_the_env_var_placeholder(staff):
 
 
 def test_api_key_admin_calls_the_label_name_like_the_cli(staff, seeded):
-    html = staff.get(reverse("admin:batches_apikey_add")).content.decode()
+    html = staff.get(reverse("admin:teams_apikey_add")).content.decode()
     assert 'for="id_name"' in html and ">Name:<" in html and "Label" not in html
-    listing = staff.get(reverse("admin:batches_apikey_changelist")).content.decode()
+    listing = staff.get(reverse("admin:teams_apikey_changelist")).content.decode()
     for header in ("Name", "Last used", "Revoked at"):
         assert header in listing
 

@@ -99,7 +99,7 @@ def test_the_flood_of_700_is_cut_to_the_threshold(limit):
 
 
 def test_malformed_and_revoked_credentials_count_missing_ones_do_not(limit, api_key):
-    from batches.services import create_api_key, revoke_api_key
+    from teams.services import create_api_key, revoke_api_key
 
     key, _ = api_key
     revoked_key, revoked_raw = create_api_key(key.team, "old")

@@ -98,8 +98,8 @@ def admin_client(client, db):
 
 
 def admin_pages(seeded) -> dict[str, str]:
-    from batches.models import ApiKey
-    from batches.services import create_api_key
+    from teams.models import ApiKey
+    from teams.services import create_api_key
 
     team = seeded.teams["acme"]
     key = ApiKey.objects.filter(team=team).first() or create_api_key(team, "csp")[0]
@@ -108,10 +108,10 @@ def admin_pages(seeded) -> dict[str, str]:
         "admin_index": reverse("admin:index"),
         "admin_provider_list": reverse("admin:providers_provider_changelist"),
         "admin_provider_change": reverse("admin:providers_provider_change", args=[provider.pk]),
-        "admin_team_change": reverse("admin:batches_team_change", args=[team.pk]),
-        "admin_apikey_list": reverse("admin:batches_apikey_changelist"),
-        "admin_apikey_add": reverse("admin:batches_apikey_add"),
-        "admin_apikey_change": reverse("admin:batches_apikey_change", args=[key.pk]),
+        "admin_team_change": reverse("admin:teams_team_change", args=[team.pk]),
+        "admin_apikey_list": reverse("admin:teams_apikey_changelist"),
+        "admin_apikey_add": reverse("admin:teams_apikey_add"),
+        "admin_apikey_change": reverse("admin:teams_apikey_change", args=[key.pk]),
         "admin_batch_list": reverse("admin:batches_batch_changelist"),
         "admin_batch_change": reverse("admin:batches_batch_change", args=[seeded.completed.pk]),
         "admin_user_list": reverse("admin:auth_user_changelist"),
@@ -141,13 +141,13 @@ def test_admin_and_dashboard_pages_send_the_policy_and_carry_nothing_it_blocks(s
 
 
 def test_the_login_page_and_the_new_key_page_too(seeded, admin_client, client):
-    from batches.models import Team
+    from teams.models import Team
 
     login = client.get(reverse("admin:login"))
     assert "Content-Security-Policy" in login
     team = Team.objects.first()
     created = admin_client.post(
-        reverse("admin:batches_apikey_add"), {"team": team.pk, "name": "csp-key"}, follow=True
+        reverse("admin:teams_apikey_add"), {"team": team.pk, "name": "csp-key"}, follow=True
     )
     assert created.status_code == 200 and b"new-api-key" in created.content
     assert "Content-Security-Policy" in created
@@ -210,7 +210,7 @@ def test_chromium_sees_no_violation_on_dashboard_and_admin_pages(live_server, br
         "providers": reverse("dashboard:providers"),
         "usage": reverse("dashboard:usage"),
         "admin_provider_list": reverse("admin:providers_provider_changelist"),
-        "admin_apikey_add": reverse("admin:batches_apikey_add"),
+        "admin_apikey_add": reverse("admin:teams_apikey_add"),
     }
     team_name = browser_seed.teams["acme"].name
     problems: list[str] = []

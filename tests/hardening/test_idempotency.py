@@ -51,7 +51,7 @@ def test_same_key_other_body_is_409_and_stores_nothing(client, route):
 
 
 def test_keys_are_per_team_and_requests_without_a_key_are_not_deduplicated(client, route, other_team):
-    from batches.services import create_api_key
+    from teams.services import create_api_key
 
     assert post(client, body(), key="shared").status_code == 201
     other = APIClient()

@@ -143,7 +143,7 @@ def test_reprs_never_show_keys(make_provider):
 
 
 def test_admin_action_clears_a_rate_limit_pause(superuser_client, make_provider, redis_sync):
-    from providers.quota import get_quota_store, reset_quota_store
+    from providers.limits import get_quota_store, reset_quota_store
 
     p = make_provider("alpha")
     limits = provider_limits(p)

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 
 from batches import submission
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
-from batches.services import create_api_key
 from openai_api.models import File, OpenAIBatch
+from teams.services import create_api_key
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from batches import submission
-from batches.models import Batch, BatchItem, Team
-from batches.services import create_api_key
+from batches.models import Batch, BatchItem
+from teams.models import Team
+from teams.services import create_api_key
 
 pytestmark = pytest.mark.django_db
 

@@ -108,7 +108,7 @@ def test_submission_over_the_budget_is_refused_before_anything_runs(setup, team,
 def test_team_admin_edits_limits_and_shows_usage(setup, team, admin_client):
     from django.urls import reverse
 
-    url = reverse("admin:batches_team_change", args=[team.pk])
+    url = reverse("admin:teams_team_change", args=[team.pk])
     page = admin_client.get(url)
     assert page.status_code == 200
     assert "day: 0 of 10,000 tokens" in page.content.decode()

@@ -13,8 +13,8 @@ import pytest
 
 from batches.models import Batch
 from batches.submission import submit_batch
+from providers.limits import LimitsSource, get_quota_store, reset_quota_store
 from providers.live_config import config_channel
-from providers.quota import LimitsSource, get_quota_store, reset_quota_store
 from tests.waiting import wait_until
 from tests.workers import delete_queue, manage, send_start_batch, start_worker, stop_worker, test_queue
 
@@ -65,7 +65,7 @@ def test_provider_and_team_changes_arrive_by_event_not_by_poll(make_provider, te
         manage(
             "shell",
             "-c",
-            "from batches.models import Team; t = Team.objects.get(name='acme'); "
+            "from teams.models import Team; t = Team.objects.get(name='acme'); "
             "t.max_provider_share = 0.25; t.daily_token_budget = 1234; t.save()",
         )
         wait_until(
@@ -127,7 +127,7 @@ def test_lowered_rpm_holds_at_the_provider_for_every_worker(
         manage(
             "shell",
             "-c",
-            "from batches.models import Team; t = Team.objects.get(name='acme'); t.max_provider_share = 0.5; t.save()",
+            "from teams.models import Team; t = Team.objects.get(name='acme'); t.max_provider_share = 0.5; t.save()",
         )
         httpx.post(
             url + "/chat/completions",

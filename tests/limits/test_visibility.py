@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
-from batches.services import create_team
 from dashboard.selectors import queues
+from teams.services import create_team
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from audit.models import ConfigChange
-from batches.models import ApiKey
-from batches.services import create_api_key, create_team, revoke_api_key
 from providers.models import Provider
+from teams.models import ApiKey
+from teams.services import create_api_key, create_team, revoke_api_key
 from tests.factories import login_superuser
 
 pytestmark = pytest.mark.django_db
@@ -129,7 +129,7 @@ def test_no_change_no_record_and_team_and_key_events(staff_client, tmp_path):
 
     # the admin's bulk revoke action records each key too
     other, _ = create_api_key(team, "other")
-    url = reverse("admin:batches_apikey_changelist")
+    url = reverse("admin:teams_apikey_changelist")
     response = staff_client.post(url, {"action": "revoke", "_selected_action": [str(other.pk)]})
     assert response.status_code == 302
     assert ApiKey.objects.get(pk=other.pk).revoked_at is not None

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from batches.models import Batch, BatchItem, ItemStatus, TeamUsageDaily
 from batches.scheduling.capacity import advise, suggested_concurrency
-from batches.services import create_api_key
 from providers.pricing import Prices, add_stats_costs, sum_usage_costs
+from teams.services import create_api_key
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import openai
 import pytest
 from django.conf import settings
 
-from batches.services import create_api_key
+from teams.services import create_api_key
 from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
 
 
@@ -79,7 +79,9 @@ def celery_worker_queue(tmp_path, monkeypatch):
     queue = test_queue("openai")
     log_path = tmp_path / "worker.log"
     proc = start_worker("openai", queue, log_path, GATEWAY_CHUNK_SIZE="100")
-    monkeypatch.setattr(submission.enqueue, "enqueue_start", lambda batch_id: send_start_batch(batch_id, queue))
+    monkeypatch.setattr(
+        submission.enqueue, "enqueue_start", lambda batch_id: send_start_batch(batch_id, queue)
+    )
     try:
         yield log_path
     finally:

@@ -14,8 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from batches import submission
-from batches.services import create_api_key
 from openai_api.models import File, OpenAIBatch
+from teams.services import create_api_key
 
 from .conftest import request_line
 

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from gateway_engine.quota import ProviderLimits
+from providers.limits import LimitsSource, UnknownProvider, get_quota_store, reset_quota_store
 from providers.live_config import bump_config_version, config_version_key
 from providers.models import Provider
-from providers.quota import LimitsSource, UnknownProvider, get_quota_store, reset_quota_store
 from tests.clock import FakeClock
 
 from .conftest import run
@@ -29,7 +29,7 @@ def test_source_reloads_when_the_version_moves(make_provider, shared_store, redi
     loads = []
 
     def loader():
-        from providers.quota.config import load_limits_from_db
+        from providers.limits.source import load_limits_from_db
 
         loads.append(1)
         return load_limits_from_db()

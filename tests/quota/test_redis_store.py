@@ -12,7 +12,7 @@ from django.test import override_settings
 from gateway_engine.quota import LocalQuotaStore, QuotaStoreUnavailable
 from gateway_engine.quota.redis_conn import redact_url
 from gateway_engine.quota.redis_store import RedisQuotaStore
-from providers.quota import build_quota_store, get_quota_store, reset_quota_store, snapshot_all_sync
+from providers.limits import build_quota_store, get_quota_store, reset_quota_store, snapshot_all_sync
 
 from .conftest import make_limits, run
 

@@ -199,7 +199,7 @@ class PostgresServer:
 
 
 SETUP = """
-from batches.models import Team
+from teams.models import Team
 from batches.submission import submit_batch
 from providers.models import Provider
 import json, os

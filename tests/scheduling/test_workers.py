@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 
 from batches import execution
-from batches.models import Batch, BatchItem, BatchStatus, Team
+from batches.models import Batch, BatchItem, BatchStatus
+from teams.models import Team
 
 from .conftest import q, queue_batch, wait_for
 

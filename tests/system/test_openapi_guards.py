@@ -18,9 +18,9 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from batches.models import Batch
-from batches.services import create_api_key, create_team
 from openai_api.models import OpenAIBatch
 from sim.testing import run_simulator_in_thread
+from teams.services import create_api_key, create_team
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 

@@ -22,10 +22,11 @@ from tqdm import tqdm
 
 from batches.api.serializers import BatchSerializer
 from batches.execution import cancel_batch
-from batches.models import Batch, BatchStatus, ItemStatus, Team
+from batches.models import Batch, BatchStatus, ItemStatus
 from batches.selectors import item_status_counts
 from batches.submission import SubmissionError, batch_options, parse_jsonl, submit_batch
 from gateway_site.commands import DatabaseCommand
+from teams.models import Team
 
 STATUS_ORDER = (
     ItemStatus.PENDING,

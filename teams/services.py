@@ -1,4 +1,4 @@
-"""Write-side services for teams and API keys."""
+"""Write-side services for teams and API keys (create a team, create or revoke a key)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live provider and team limits for the async engine.
+"""Live provider and team limits for the async engine (the Django side of gateway_engine.quota's limits).
 
 `LimitsSource` caches ProviderLimits for every provider and TeamLimits for every team.
 
@@ -27,10 +27,20 @@ import weakref
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import connections
 
 from gateway_engine.errors import ApplicationError
 from gateway_engine.quota.types import ProviderLimits, TeamLimits
+from gateway_site.forksafe import after_fork
+from gateway_site.redis import sync_redis
 from providers.adapters import provider_limits
+from providers.live_config import config_channel, register_listener
+from providers.models import Provider
+from teams.limits import team_limits
+from teams.models import Team
+from teams.usage import seed_budget_from_db
+
+from .factory import forget_quota_store, forget_quota_store_after_fork, get_quota_store
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +59,6 @@ class UnknownProvider(ApplicationError, LookupError):
 
 def load_limits_from_db() -> dict[str, ProviderLimits]:
     """Sync: every Provider row (enabled or not) as ProviderLimits. Runs in a worker thread."""
-    from django.db import connections
-
-    from providers.models import Provider
-
     try:
         return {p.name: provider_limits(p) for p in Provider.objects.all()}
     finally:
@@ -61,33 +67,8 @@ def load_limits_from_db() -> dict[str, ProviderLimits]:
 
 def load_team_limits_from_db() -> dict[str, TeamLimits]:
     """Sync: every Team row as TeamLimits. Runs in a worker thread."""
-    from django.db import connections
-
-    from batches.models import Team
-
     try:
-        return {
-            t.name: TeamLimits(
-                name=t.name,
-                daily_token_budget=t.daily_token_budget,
-                monthly_token_budget=t.monthly_token_budget,
-                max_provider_share=t.max_provider_share,
-                weight=t.weight,
-            )
-            for t in Team.objects.all()
-        }
-    finally:
-        connections.close_all()
-
-
-def seed_budget_from_db(team: str, period: str, suffix: str) -> int:
-    """Sync: tokens a team already used in a UTC period (re-seeds a missing ledger). Worker thread."""
-    from django.db import connections
-
-    from batches.budget import used_tokens_from_db
-
-    try:
-        return used_tokens_from_db(team, period, suffix)
+        return {t.name: team_limits(t) for t in Team.objects.all()}
     finally:
         connections.close_all()
 
@@ -138,8 +119,6 @@ class LimitsSource:
         self._listen = listen
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
-        from providers.live_config import register_listener
-
         register_listener(self)
 
     @classmethod
@@ -187,9 +166,6 @@ class LimitsSource:
 
     def _listen_loop(self) -> None:
         """Subscribe to the config channel; reload on every announcement. Reconnects with backoff."""
-        from gateway_site.redis import sync_redis
-        from providers.live_config import config_channel
-
         delay, resubscribe = 0.1, False
         while not self._stop.is_set():
             client = pubsub = None
@@ -247,8 +223,6 @@ class LimitsSource:
     @property
     def store(self):
         if self._store is None:
-            from .factory import get_quota_store
-
             return get_quota_store()
         return self._store
 
@@ -308,3 +282,17 @@ def _int_or_none(value) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def reset_quota_store() -> None:
+    """Forget the process-wide store and LimitsSource.shared() (tests, or after settings change)."""
+    forget_quota_store()
+    LimitsSource.reset_shared()
+
+
+@after_fork
+def _forget_after_fork() -> None:
+    """A forked child builds its own store and source: the parent's hold the parent's sockets, in-flight
+    slots, budget caches and listener thread (docs/engine.md, "Processes and fork")."""
+    forget_quota_store_after_fork()
+    LimitsSource.forget_after_fork()

@@ -1,16 +1,19 @@
+from argparse import ArgumentParser
+from typing import Any
+
 from django.core.management.base import CommandError
 
-from batches.services import create_team
 from gateway_site.commands import DatabaseCommand
+from teams.services import create_team
 
 
 class Command(DatabaseCommand):
     help = "Create a team (no error if it already exists)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name")
 
-    def handle(self, *args, name: str, **options):
+    def handle(self, *args: Any, name: str, **options: Any) -> None:
         try:
             team, created = create_team(name)
         except ValueError as exc:

@@ -1,18 +1,21 @@
+from argparse import ArgumentParser
+from typing import Any
+
 from django.core.management.base import CommandError
 
-from batches.models import Team
-from batches.services import create_api_key
 from gateway_site.commands import DatabaseCommand
+from teams.models import Team
+from teams.services import create_api_key
 
 
 class Command(DatabaseCommand):
     help = "Create an API key for a team. The raw key is the LAST line printed and is not stored."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--team", required=True)
         parser.add_argument("--name", default="", help="The key's name (the admin's \"name\" column).")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             team = Team.objects.get(name=options["team"])
         except Team.DoesNotExist:

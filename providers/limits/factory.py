@@ -9,7 +9,6 @@ from django.conf import settings
 
 from gateway_engine.quota.store import ComposedQuotaStore
 from gateway_engine.quota.types import ProviderLimits, ProviderQuotaState
-from gateway_site.forksafe import after_fork
 
 _store: ComposedQuotaStore | None = None
 _store_lock = threading.Lock()
@@ -48,25 +47,18 @@ def get_quota_store() -> ComposedQuotaStore:
     return store
 
 
-def reset_quota_store() -> None:
-    """Forget the process-wide store and LimitsSource.shared() (tests, or after settings change)."""
+def forget_quota_store() -> None:
+    """Drop the process-wide store (the next get_quota_store() builds a new one). Callers use
+    reset_quota_store(), which forgets LimitsSource.shared() too."""
     global _store
-    from .config import LimitsSource
-
     with _store_lock:
         _store = None
-    LimitsSource.reset_shared()
 
 
-@after_fork
-def _forget_after_fork() -> None:
-    """A forked child builds its own store: the parent's holds the parent's sockets, in-flight slots
-    and budget caches (docs/engine.md, "Processes and fork")."""
+def forget_quota_store_after_fork() -> None:
+    """In a forked child: drop the parent's store and the lock a parent thread may have held."""
     global _store, _store_lock
-    from .config import LimitsSource
-
     _store, _store_lock = None, threading.Lock()
-    LimitsSource.forget_after_fork()
 
 
 def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:

@@ -1,0 +1,65 @@
+"""A team's token budget ledger, read and reset from sync code (the admin, the submission check, the
+team-saved signal).
+
+The ledger itself (reserve before each send, settle to the provider's reported usage after it) lives
+in the quota store (gateway_engine/quota/base.py `reserve_budget` / `settle_budget`, Redis keys
+``{prefix}budget:{<team>}:d:<YYYY-MM-DD>`` and ``…:m:<YYYY-MM>``), shared by every worker; a missing
+ledger is re-seeded from the database (teams.usage.seed_budget_from_db). See docs/quota.md
+"Team budgets".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from teams.limits import team_limits
+from teams.models import Team
+from teams.usage import seed_budget_from_db
+
+from .factory import get_quota_store
+
+
+def budget_usage(team: Team) -> list[tuple[str, int | None, int]]:
+    """[(period, limit or None, used)] for today and this month, from the shared ledger (seeding it
+    from the database if it is missing). Raises QuotaStoreUnavailable if Redis is down."""
+    return _run(get_quota_store().budget_usage, team_limits(team), seed_budget_from_db)
+
+
+def forget_ledger_if_unbudgeted(team: Team) -> None:
+    """On commit of a team save: a team without budgets is not counted, so its ledger is dropped (a
+    budget set again later starts from the database, not from a stale count)."""
+    if team.daily_token_budget is not None or team.monthly_token_budget is not None:
+        return
+    _run(get_quota_store().forget_budget, team_limits(team))
+
+
+def _run(fn, *args):
+    """Run a store coroutine from sync code (its own short event loop, in a thread if one is running)."""
+
+    async def main():
+        store = get_quota_store()
+        try:
+            return await fn(*args)
+        finally:
+            await store.aclose()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    out: list = []
+
+    def target() -> None:
+        try:
+            out.append((True, asyncio.run(main())))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            out.append((False, exc))
+
+    thread = threading.Thread(target=target, name="budget-usage")
+    thread.start()
+    thread.join()
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
