@@ -1,6 +1,6 @@
 """Live provider state for the providers page: quota buckets, leases and circuit breakers.
 
-The quota store (providers.limits.snapshot_all_sync) and the breaker (providers.breaker.
+The quota store (providers.limits.snapshot_all_sync) and the breaker (providers.shared_breaker.
 breaker_snapshot_sync) own that state; this module only asks them for a snapshot. When they cannot
 answer (Redis down) the page shows the error in a banner ("quota store unavailable: …") instead of
 crashing or inventing numbers.
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway_engine.quota.types import ProviderLimits
-from providers.breaker import breaker_snapshot_sync
 from providers.limits import snapshot_all_sync
+from providers.shared_breaker import breaker_snapshot_sync
 
 
 @dataclass

@@ -7,7 +7,7 @@ stores (gateway_engine.quota), circuit breaker, stats.
 
 What the engine needs from outside (quota store, breaker, live limits, item feed, result callback,
 clock) is typed in gateway_engine.protocols; its tunables are the fields of EngineOptions. The gateway
-wires both from Django in batches.execution.config (build_batcher, engine_options).
+wires both from Django in batches.execution.engine_wiring (build_batcher, engine_options).
 """
 
 from .batcher import CrossProviderBatcher

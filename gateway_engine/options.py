@@ -14,7 +14,7 @@ __all__ = ["EngineOptions"]
 class EngineOptions:
     """Every tunable the engine reads (the stores and breakers take theirs in their constructors; the
     engine reads no settings or environment). The gateway builds it from Django settings in one place:
-    batches.execution.config.engine_options."""
+    batches.execution.engine_wiring.engine_options."""
 
     default_max_tokens: int = 256
     retry: RetryPolicy = field(default_factory=RetryPolicy)

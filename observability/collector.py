@@ -67,7 +67,7 @@ def quota_families(limits: list) -> list[Metric]:
 
 
 def breaker_family(names: list[str]) -> Metric:
-    from providers.breaker import breaker_snapshot_sync
+    from providers.shared_breaker import breaker_snapshot_sync
 
     family = GaugeMetricFamily(
         "gateway_breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open.", labels=["provider"]

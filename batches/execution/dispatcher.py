@@ -54,7 +54,7 @@ from .claims import (
     renew_claims,
 )
 from .common import log, new_owner, ride_through
-from .config import build_batcher, load_routing_table, work_item
+from .engine_wiring import build_batcher, load_routing_table, work_item
 from .fairclock import fair_clock
 from .finalize import finalize_batch_if_done, snapshot_progress
 from .journal import RELEASED_AFTER_ATTEMPTS, fold_unapplied

@@ -26,7 +26,7 @@ from gateway_engine import CrossProviderBatcher, ItemResult, RunControl
 
 from .claims import cancel_claimable, claim_items, release_claims, renew_claims
 from .common import log, new_owner
-from .config import build_batcher, load_routing_table, work_item
+from .engine_wiring import build_batcher, load_routing_table, work_item
 from .finalize import finalize_batch_if_done, snapshot_progress
 from .results import WRITE_BATCH_ROWS, write_results
 

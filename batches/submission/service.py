@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from batches import budget
-from batches.execution.config import load_routing_table
+from batches.execution.engine_wiring import load_routing_table
 from providers.models import Provider
 from providers.selectors import known_route_names
 from teams.models import ApiKey, Team

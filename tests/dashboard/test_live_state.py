@@ -16,8 +16,8 @@ from tests.servers import free_port
 @pytest.fixture
 def fresh_stores():
     """Process-wide quota store and breaker rebuilt from the current settings, before and after."""
-    from providers.breaker import reset_breaker
     from providers.limits import reset_quota_store
+    from providers.shared_breaker import reset_breaker
 
     reset_quota_store()
     reset_breaker()

@@ -1,6 +1,6 @@
 """The engine package (gateway_engine) is Django-free: it imports nothing of Django or of the project's
 Django apps, so it runs (and is tested, typed and benchmarked) as plain Python. Its Django side lives in
-providers/adapters.py, providers/limits/ and providers/breaker.py."""
+providers/adapters.py, providers/limits/ and providers/shared_breaker.py."""
 
 from __future__ import annotations
 

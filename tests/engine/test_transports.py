@@ -77,7 +77,7 @@ def test_both_transports_give_the_same_outcomes(provider_server):
 
 
 def test_the_setting_selects_the_transport():
-    from batches.execution.config import engine_options
+    from batches.execution.engine_wiring import engine_options
 
     assert engine_options().transport == "aiohttp"
     with override_settings(GATEWAY_PROVIDER_TRANSPORT="httpx"):

@@ -38,8 +38,8 @@ def build_batcher(
 ) -> CrossProviderBatcher:
     """The engine wired to the shared quota store, breaker and live limits (chosen by settings), and,
     for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
-    from providers.breaker import get_breaker
     from providers.limits import LimitsSource, get_quota_store
+    from providers.shared_breaker import get_breaker
 
     from .journal import journal_for
 
