@@ -32,7 +32,7 @@ from .keepalive import DispatcherSet, ensure_local_dispatcher, run_dispatcher_ta
 from .reaper import Reaper, reconcile
 from .results import WRITE_BATCH_ROWS
 from .runner import ChunkReport, EngineThread, execute_chunk, run_claimed
-from .served import Served, ServedBy, served
+from .served import Served, ServedBy, as_served
 
 __all__ = [
     "ENGINE_TO_ITEM_STATUS",
@@ -48,6 +48,7 @@ __all__ = [
     "ServedBy",
     "apply_result",
     "apply_results",
+    "as_served",
     "batch_stats",
     "build_batcher",
     "cancel_batch",
@@ -71,7 +72,6 @@ __all__ = [
     "ride_through",
     "run_claimed",
     "run_dispatcher_task",
-    "served",
     "shutdown",
     "snapshot_progress",
     "start_batch",

@@ -60,7 +60,7 @@ from .fairclock import fair_clock
 from .finalize import finalize_batch_if_done, snapshot_progress
 from .journal import RELEASED_AFTER_ATTEMPTS, fold_unapplied
 from .runner import EngineThread
-from .served import served
+from .served import as_served
 
 WORK_REFRESH_SECONDS = 0.5
 HOUSEKEEPING_SECONDS = 1.0
@@ -338,7 +338,7 @@ class DispatchSlice:
         several = len(by_batch) + bool(released) > 1 or bool(kept)  # one statement is atomic on its own
         with transaction.atomic() if several else contextlib.nullcontext():
             for bid, done in by_batch.items():
-                applied = apply_results(bid, served(done), self.owner)
+                applied = apply_results(bid, as_served(done), self.owner)
                 self.report.written += applied.written
                 self.report.dropped += applied.dropped
             for bid, pairs in kept.items():  # their attempts stay on the item, which is sent again later

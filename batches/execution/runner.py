@@ -30,7 +30,7 @@ from .common import log, new_owner
 from .config import build_batcher, load_routing_table, work_item
 from .finalize import finalize_batch_if_done, snapshot_progress
 from .results import WRITE_BATCH_ROWS
-from .served import served
+from .served import as_served
 
 CANCEL_POLL_SECONDS = 0.5
 WRITE_GATHER_SECONDS = 0.01  # group commit: gather results for up to 10 ms per write
@@ -173,7 +173,7 @@ def run_claimed(
                 done = [(items[i], r) for i, r, _ in entries if r.status != "released"]
                 released += [items[i].id for i, r, _ in entries if r.status == "released"]
                 try:
-                    applied = apply_results(batch_id, served(done), owner)
+                    applied = apply_results(batch_id, as_served(done), owner)
                     report.written += applied.written
                     report.dropped += applied.dropped
                 except BaseException as exc:  # stop the engine; the claims expire and others retry

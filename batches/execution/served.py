@@ -40,7 +40,7 @@ class Served:
         return self.served_by == ServedBy.REALTIME
 
 
-def served(
+def as_served(
     entries: Iterable[tuple[BatchItem, ItemResult]], served_by: ServedBy = ServedBy.REALTIME
 ) -> list[Served]:
     """(item, result) pairs as ``Served`` values, all served by ``served_by``."""

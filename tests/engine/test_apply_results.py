@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import generate_latest
 
-from batches.execution import Applied, ServedBy, apply_result, apply_results, claim_items, served
+from batches.execution import Applied, ServedBy, apply_result, apply_results, as_served, claim_items
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from gateway_engine import ItemResult
 from observability.views import metrics_registry
@@ -93,7 +93,7 @@ def test_a_cache_served_result_is_written_counted_finalized_charged_and_measured
 def test_a_provider_batch_result_applied_in_bulk_twice_counts_once(budgeted):
     batch = make_batch(budgeted, [q(f"p{i}", provider=PROVIDER) for i in range(3)])
     items = claim_items(str(batch.id), owner=OWNER)
-    entries = served([(i, answer(i.custom_id, 5, 5)) for i in items], ServedBy.PROVIDER_BATCH)
+    entries = as_served([(i, answer(i.custom_id, 5, 5)) for i in items], ServedBy.PROVIDER_BATCH)
     before = measured()
     assert apply_results(str(batch.id), entries, OWNER) == Applied(written=3, dropped=0)
     assert apply_results(str(batch.id), entries, OWNER) == Applied(written=0, dropped=3)

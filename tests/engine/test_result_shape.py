@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from batches.execution import apply_results, served
+from batches.execution import apply_results, as_served
 from batches.models import BatchItem, ItemStatus
 from batches.selectors import iter_results, result_page
 from gateway_engine import CrossProviderBatcher, EngineOptions, WorkItem
@@ -86,7 +86,7 @@ def test_engine_result_equals_the_stored_result_read_back(team, provider_server)
     BatchItem.objects.filter(batch=batch).update(status=ItemStatus.RUNNING, claimed_by=OWNER)
     rows = {row.custom_id: row for row in BatchItem.objects.filter(batch=batch)}
     entries = [(rows[r.custom_id], r) for r in results]
-    assert apply_results(str(batch.pk), served(entries), owner=OWNER).written == len(results)
+    assert apply_results(str(batch.pk), as_served(entries), owner=OWNER).written == len(results)
 
     from_engine = [r.as_result() for r in results]
     page, _next = result_page(batch, limit=100)
@@ -111,7 +111,7 @@ def test_the_bulk_write_keeps_every_live_counter(team):
     BatchItem.objects.filter(batch=batch).update(status=ItemStatus.RUNNING, claimed_by=OWNER)
     rows = {row.custom_id: row for row in BatchItem.objects.filter(batch=batch)}
     entries = [(rows[r.custom_id], r) for r in results]
-    assert apply_results(str(batch.pk), served(entries), owner=OWNER).written == 5
+    assert apply_results(str(batch.pk), as_served(entries), owner=OWNER).written == 5
     batch.refresh_from_db()
     counters = (batch.completed_count, batch.failed_count, batch.cancelled_count, batch.expired_count)
     assert counters == (1, 1, 1, 2)
