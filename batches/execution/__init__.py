@@ -1,7 +1,9 @@
 """Execution services: how stored batches become provider calls and results.
 
     claims      claim / renew / release items, requeue dead workers' claims, end unsent items in bulk
-    results     write finished items in bulk (owned rows only) with the batch counters
+    apply       the one result writer (apply_results): owned rows, then budget, metrics and finalize
+                for items served outside the engine (served.py: ServedBy, Served)
+    results     its rows: finished items in bulk (owned rows only) with the batch counters
     runner      the thread bridge to the async engine; run a fixed list of claimed items
     dispatcher  time-bounded slices: fair, provider-aware claiming into one streaming engine run
     finalize    finalize exactly once, progress snapshots, cancel (and whether a cancel changes anything)
@@ -12,6 +14,7 @@ batches.scheduling.
 """
 
 from . import shutdown
+from .apply import Applied, apply_result, apply_results
 from .claims import (
     cancel_claimable,
     claim_items,
@@ -27,18 +30,25 @@ from .engine_wiring import build_batcher, engine_options, load_routing_table, wo
 from .finalize import batch_stats, cancel_batch, cancellable, finalize_batch_if_done, snapshot_progress
 from .keepalive import DispatcherSet, ensure_local_dispatcher, run_dispatcher_task, start_batch
 from .reaper import Reaper, reconcile
-from .results import WRITE_BATCH_ROWS, write_results
+from .results import WRITE_BATCH_ROWS
 from .runner import ChunkReport, EngineThread, execute_chunk, run_claimed
+from .served import Served, ServedBy, as_served
 
 __all__ = [
     "ENGINE_TO_ITEM_STATUS",
     "OPEN_ITEM_STATUSES",
     "WRITE_BATCH_ROWS",
+    "Applied",
     "ChunkReport",
     "DispatchSlice",
     "DispatcherSet",
     "EngineThread",
     "Reaper",
+    "Served",
+    "ServedBy",
+    "apply_result",
+    "apply_results",
+    "as_served",
     "batch_stats",
     "build_batcher",
     "cancel_batch",
@@ -68,5 +78,4 @@ __all__ = [
     "work_item",
     "work_remains",
     "worker_id",
-    "write_results",
 ]

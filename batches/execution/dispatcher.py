@@ -42,6 +42,7 @@ from gateway_engine import ItemFeed, ItemResult, RunControl
 from gateway_engine.redis_errors import REDIS_ERRORS
 
 from . import shutdown
+from .apply import apply_results
 from .claims import (
     ACTIVE_BATCH_STATUSES,
     cancel_claimable,
@@ -58,8 +59,8 @@ from .engine_wiring import build_batcher, load_routing_table, work_item
 from .fairclock import fair_clock
 from .finalize import finalize_batch_if_done, snapshot_progress
 from .journal import RELEASED_AFTER_ATTEMPTS, fold_unapplied
-from .results import write_results
 from .runner import EngineThread
+from .served import as_served
 
 WORK_REFRESH_SECONDS = 0.5
 HOUSEKEEPING_SECONDS = 1.0
@@ -337,9 +338,9 @@ class DispatchSlice:
         several = len(by_batch) + bool(released) > 1 or bool(kept)  # one statement is atomic on its own
         with transaction.atomic() if several else contextlib.nullcontext():
             for bid, done in by_batch.items():
-                written = write_results(bid, done, self.owner)
-                self.report.written += written
-                self.report.dropped += len(done) - written
+                applied = apply_results(bid, as_served(done), self.owner)
+                self.report.written += applied.written
+                self.report.dropped += applied.dropped
             for bid, pairs in kept.items():  # their attempts stay on the item, which is sent again later
                 fold_unapplied(self.owner, bid, pairs, note=RELEASED_AFTER_ATTEMPTS)
             if released:

@@ -1,21 +1,29 @@
-"""Which ``EngineObserver`` watches an engine run of a batch.
+"""Who watches the engine runs and the results of a batch: the hooks observability installs.
 
 ``batches`` sits below ``observability`` in the import layers (tests/architecture/test_layers.py): it
-does not import the metrics observer, observability installs its factory here in its
-``AppConfig.ready`` (observability.apps). With none installed a run is not observed (the engine's
-null observer), which only happens outside the Django site (a bare script).
+does not import the metrics code, observability installs its factory and its recorder here in its
+``AppConfig.ready`` (observability.apps).
+
+* the ``EngineObserver`` factory: which observer watches an engine run (with none installed a run is
+  not observed — the engine's null observer —, which only happens outside the Django site);
+* the served-results recorder: the item and token metrics of results served outside the engine (a
+  provider's batch API, the cache), called by batches.execution.apply for the rows it wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from gateway_engine.items import ItemResult
 from gateway_engine.observer import EngineObserver
 from gateway_engine.routing import RoutingTable
 
 ObserverFactory = Callable[[str, RoutingTable], EngineObserver | None]
+# (batch_id, team name, [(result, served_by)]) -> None; must not raise
+ServedRecorder = Callable[[str, str, Sequence[tuple[ItemResult, str]]], None]
 
 _factory: ObserverFactory | None = None
+_recorder: ServedRecorder | None = None
 
 
 def install(factory: ObserverFactory) -> None:
@@ -27,3 +35,15 @@ def install(factory: ObserverFactory) -> None:
 def observer_for(batch_id: str, table: RoutingTable) -> EngineObserver | None:
     """The observer of one run (``batch_id`` "" for a dispatcher run serving many batches), or None."""
     return _factory(batch_id, table) if _factory is not None else None
+
+
+def install_served_recorder(recorder: ServedRecorder) -> None:
+    """Set what records results served outside the engine (observability.apps)."""
+    global _recorder
+    _recorder = recorder
+
+
+def record_served(batch_id: str, team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
+    """Record the written results served outside the engine (nothing without a recorder installed)."""
+    if _recorder is not None and results:
+        _recorder(batch_id, team, results)

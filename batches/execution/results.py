@@ -1,5 +1,6 @@
-"""Result writing: finished items in bulk, only rows this worker still owns (exactly one terminal result
-per item), batch counters in the same statement."""
+"""The rows of result writing: finished items in bulk, only rows this worker still owns (exactly one
+terminal result per item), batch counters in the same statement. Called only by the one result writer,
+batches.execution.apply (``apply_results``), which also accounts what served the items."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from .common import ENGINE_TO_ITEM_STATUS, log
 WRITE_BATCH_ROWS = 500
 
 
-def write_results(batch_id: str, entries: list[tuple[BatchItem, ItemResult]], owner: str) -> int:
+def write_rows(batch_id: str, entries: list[tuple[BatchItem, ItemResult]], owner: str) -> set[int]:
     """Store finished items in bulk. Only rows still running under ``owner``'s claim are written, so
     an item whose claim expired and was taken by another worker keeps exactly one terminal result.
-    Returns how many rows were written.
+    Returns the ids of the rows written.
 
     The attempts of a result that cannot be applied still count: they are appended to the item
     (``journal.fold_unapplied``). The journal lists of written items are dropped once the write
@@ -33,9 +34,9 @@ def write_results(batch_id: str, entries: list[tuple[BatchItem, ItemResult]], ow
     CASE expressions cost ~10 ms of Python per few rows). Other databases (single-process SQLite): ``bulk_update`` of the owned rows.
     """
     if not owner:
-        raise ValueError("write_results needs the claim owner")
+        raise ValueError("writing results needs the claim owner")
     if not entries:
-        return 0
+        return set()
     now = timezone.now()
     written: set[int] = set()
     if connection.vendor == "postgresql":
@@ -68,7 +69,7 @@ def write_results(batch_id: str, entries: list[tuple[BatchItem, ItemResult]], ow
                 _refresh_final_stats(batch_id)
     stored = [(str(batch_id), item.custom_id) for item, _ in entries if item.id in written]
     transaction.on_commit(lambda: journal.forget(owner, stored))  # at once outside a transaction
-    return len(written)
+    return written
 
 
 def _refresh_final_stats(batch_id: str) -> None:

@@ -24,11 +24,13 @@ from django.conf import settings
 from batches.models import Batch, BatchItem, BatchStatus
 from gateway_engine import CrossProviderBatcher, ItemResult, RunControl
 
+from .apply import apply_results
 from .claims import cancel_claimable, claim_items, release_claims, renew_claims
 from .common import log, new_owner
 from .engine_wiring import build_batcher, load_routing_table, work_item
 from .finalize import finalize_batch_if_done, snapshot_progress
-from .results import WRITE_BATCH_ROWS, write_results
+from .results import WRITE_BATCH_ROWS
+from .served import as_served
 
 CANCEL_POLL_SECONDS = 0.5
 WRITE_GATHER_SECONDS = 0.01  # group commit: gather results for up to 10 ms per write
@@ -171,9 +173,9 @@ def run_claimed(
                 done = [(items[i], r) for i, r, _ in entries if r.status != "released"]
                 released += [items[i].id for i, r, _ in entries if r.status == "released"]
                 try:
-                    written = write_results(batch_id, done, owner)
-                    report.written += written
-                    report.dropped += len(done) - written
+                    applied = apply_results(batch_id, as_served(done), owner)
+                    report.written += applied.written
+                    report.dropped += applied.dropped
                 except BaseException as exc:  # stop the engine; the claims expire and others retry
                     log.exception("batch %s: could not store %d results", batch_id, len(entries))
                     write_error = error = exc

@@ -110,6 +110,16 @@ class BudgetLedger(ABC):
         if delta:
             await self.adjust(list(budget.keys), delta)
 
+    async def charge_budget(self, team: TeamLimits, tokens: int, *, now_s: float | None = None) -> None:
+        """Count tokens used without a reservation (an item served outside the engine: a provider's
+        batch API, the cache): every existing period key += tokens, never refused. A missing key stays
+        missing: its seed reads the records, which already hold these tokens once they are stored."""
+        tokens = max(0, int(tokens))
+        if not tokens:
+            return
+        periods = team.budgets(time.time() if now_s is None else now_s)
+        await self.adjust([self.key(team.name, suffix) for _, suffix, _, _ in periods], tokens)
+
     async def give_back_budget(self, budget: BudgetReservation) -> None:
         """Nothing was used (not sent, or no usage reported): the reservation is refunded. Once."""
         await self.settle_budget(budget, 0)

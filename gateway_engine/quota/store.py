@@ -150,6 +150,10 @@ class ComposedQuotaStore:
         """Replace the reserved estimate by the reported usage. Once."""
         await self.ledger.settle_budget(budget, actual_tokens)
 
+    async def charge_budget(self, team: TeamLimits, tokens: int, *, now_s: float | None = None) -> None:
+        """Count tokens used without a reservation (a result served outside the engine)."""
+        await self.ledger.charge_budget(team, tokens, now_s=now_s)
+
     async def give_back_budget(self, budget: BudgetReservation) -> None:
         """Refund a budget reservation nothing was settled against."""
         await self.ledger.give_back_budget(budget)

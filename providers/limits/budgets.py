@@ -1,5 +1,5 @@
-"""A team's token budget ledger, read and reset from sync code (the admin, the submission check, the
-team-saved signal).
+"""A team's token budget ledger, read, charged and reset from sync code (the admin, the submission
+check, the result writer for items served outside the engine, the team-saved signal).
 
 The ledger itself (reserve before each send, settle to the provider's reported usage after it) lives
 in the quota store (gateway_engine/quota/base.py `reserve_budget` / `settle_budget`, Redis keys
@@ -24,6 +24,15 @@ def budget_usage(team: Team) -> list[tuple[str, int | None, int]]:
     """[(period, limit or None, used)] for today and this month, from the shared ledger (seeding it
     from the database if it is missing). Raises QuotaStoreUnavailable if Redis is down."""
     return _run(get_quota_store().budget_usage, team_limits(team), seed_budget_from_db)
+
+
+def charge_budget(team: Team, tokens: int) -> None:
+    """Count tokens a result served outside the engine used (batches.execution.apply): a team without
+    budgets is not counted (as the engine only reserves for teams with a budget). Raises
+    QuotaStoreUnavailable if Redis is down."""
+    limits = team_limits(team)
+    if limits.has_budget and tokens > 0:
+        _run(get_quota_store().charge_budget, limits, int(tokens))
 
 
 def forget_ledger_if_unbudgeted(team: Team) -> None:

@@ -145,8 +145,8 @@ def test_claims_are_disjoint_and_expired_claims_come_back(make_provider, team):
     from gateway_engine import ItemResult
 
     late = [(i, ItemResult(i.custom_id, "succeeded", provider="cl", attempts=1)) for i in retaken]
-    assert execution.write_results(bid, late, owner="w0") == 0
-    assert execution.write_results(bid, late, owner="w2") == len(late)
+    assert execution.apply_results(bid, execution.as_served(late), owner="w0").written == 0
+    assert execution.apply_results(bid, execution.as_served(late), owner="w2").written == len(late)
     assert Batch.objects.get(id=bid).completed_count == len(late)
     assert execution.finalize_batch_if_done(bid) is False  # w1's items are still running
 
@@ -237,7 +237,7 @@ def test_concurrent_finalize_happens_once(make_provider, team, caplog):
         )
         for i in items
     ]
-    assert execution.write_results(bid, results, owner="w") == 20
+    assert execution.apply_results(bid, execution.as_served(results), owner="w").written == 20
     caplog.set_level(logging.INFO, logger="batches.batchlog")
     outcomes = []
     barrier = threading.Barrier(4)

@@ -84,7 +84,10 @@ def test_a_dead_owners_sent_attempts_are_folded_and_the_next_result_adds_to_them
     owner = execution.new_owner()
     retaken = {i.custom_id: i for i in execution.claim_items(str(batch.id), owner=owner)}
     assert (
-        execution.write_results(str(batch.id), [(retaken["a"], ok("a")), (retaken["b"], ok("b"))], owner) == 2
+        execution.apply_results(
+            str(batch.id), execution.as_served([(retaken["a"], ok("a")), (retaken["b"], ok("b"))]), owner
+        ).written
+        == 2
     )
     a.refresh_from_db()
     assert (a.status, a.attempts, a.retry_extra_tokens, len(a.attempt_log)) == (
@@ -108,9 +111,14 @@ def test_a_result_whose_claim_was_lost_still_counts_its_attempts(team, make_prov
     # the slow slice's claim was lost: another slice took the item over and stored its own answer
     other = execution.new_owner()
     BatchItem.objects.filter(id=item.id).update(claimed_by=other)
-    assert execution.write_results(str(batch.id), [(item, ok("c"))], other) == 1
+    assert execution.apply_results(str(batch.id), execution.as_served([(item, ok("c"))]), other).written == 1
     # the slow slice's answer (2 attempts) cannot be applied: its attempts are appended, none used
-    assert execution.write_results(str(batch.id), [(item, ok("c", attempts=2))], slow) == 0
+    assert (
+        execution.apply_results(
+            str(batch.id), execution.as_served([(item, ok("c", attempts=2))]), slow
+        ).written
+        == 0
+    )
     item.refresh_from_db()
     assert item.attempts == 3
     assert [(e["used"], e.get("detail", "")) for e in item.attempt_log] == [

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from batches.execution.results import write_results
+from batches.execution import apply_results, as_served
 from batches.models import BatchItem, ItemStatus
 from batches.selectors import iter_results, result_page
 from gateway_engine import CrossProviderBatcher, EngineOptions, WorkItem
@@ -86,7 +86,7 @@ def test_engine_result_equals_the_stored_result_read_back(team, provider_server)
     BatchItem.objects.filter(batch=batch).update(status=ItemStatus.RUNNING, claimed_by=OWNER)
     rows = {row.custom_id: row for row in BatchItem.objects.filter(batch=batch)}
     entries = [(rows[r.custom_id], r) for r in results]
-    assert write_results(str(batch.pk), entries, owner=OWNER) == len(results)
+    assert apply_results(str(batch.pk), as_served(entries), owner=OWNER).written == len(results)
 
     from_engine = [r.as_result() for r in results]
     page, _next = result_page(batch, limit=100)
@@ -110,7 +110,8 @@ def test_the_bulk_write_keeps_every_live_counter(team):
     batch = make_batch(team, [work_item(r.custom_id, provider="ok") for r in results])
     BatchItem.objects.filter(batch=batch).update(status=ItemStatus.RUNNING, claimed_by=OWNER)
     rows = {row.custom_id: row for row in BatchItem.objects.filter(batch=batch)}
-    assert write_results(str(batch.pk), [(rows[r.custom_id], r) for r in results], owner=OWNER) == 5
+    entries = [(rows[r.custom_id], r) for r in results]
+    assert apply_results(str(batch.pk), as_served(entries), owner=OWNER).written == 5
     batch.refresh_from_db()
     counters = (batch.completed_count, batch.failed_count, batch.cancelled_count, batch.expired_count)
     assert counters == (1, 1, 1, 2)

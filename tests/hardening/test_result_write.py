@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from batches.execution import claim_items, write_results
+from batches.execution import apply_results, as_served, claim_items
 from batches.models import Batch, BatchItem, ItemStatus
 from gateway_engine import ItemResult
 from tests.factories import make_batch
@@ -52,7 +52,7 @@ def test_poison_rows_become_invalid_response_and_neighbours_are_stored(team, gro
     entries = [(items[c], ok(c, {"content": f"fine {c}"})) for c in good]
     entries += [(items[c], POISON[c]) for c in names]
     entries.sort(key=lambda e: e[0].seq)  # poison in the middle of good rows too
-    written = write_results(str(batch.id), entries, owner=OWNER)
+    written = apply_results(str(batch.id), as_served(entries), owner=OWNER).written
 
     assert written == len(entries)  # every row written exactly once
     rows = {i.custom_id: i for i in BatchItem.objects.filter(batch=batch)}
@@ -72,7 +72,7 @@ def test_bigint_token_counts_are_stored(team):
     """Token columns are bigint: 3·10^9 tokens (clamped answers can sum past int4) is stored as is."""
     batch = make_batch(team, [q("big", provider="p")])
     (item,) = claim_items(str(batch.id), owner=OWNER)
-    write_results(str(batch.id), [(item, ok("big", {"c": 1}, tokens=3 * 10**9))], owner=OWNER)
+    apply_results(str(batch.id), as_served([(item, ok("big", {"c": 1}, tokens=3 * 10**9))]), owner=OWNER)
     item.refresh_from_db()
     assert (item.status, item.prompt_tokens) == (ItemStatus.SUCCEEDED, 3 * 10**9)
 
@@ -90,7 +90,7 @@ def test_poison_rows_in_autocommit_mode(team, group_size):
     entries = [(items[c], ok(c, {"content": c})) for c in good]
     entries.insert(1, (items["nul"], POISON["nul"]))
     entries.append((items["nan"], POISON["nan"]))
-    assert write_results(str(batch.id), entries, owner=OWNER) == group_size + 2
+    assert apply_results(str(batch.id), as_served(entries), owner=OWNER).written == group_size + 2
     statuses = dict(BatchItem.objects.filter(batch=batch).values_list("custom_id", "error_type"))
     assert statuses["nul"] == statuses["nan"] == "invalid_response"
     assert sum(1 for c in good if statuses[c] == "") == group_size

@@ -132,3 +132,20 @@ def test_forgotten_ledger_is_seeded_again(store):
         assert [used for _, _, used in await store.budget_usage(team, lambda *_: 50)] == [50, 50]
 
     run(store, body)
+
+
+def test_a_charge_counts_served_tokens_without_refusing_and_leaves_a_missing_ledger_missing(store):
+    """charge_budget (a result served outside the engine: already used, so never refused): existing
+    periods += tokens, past the limit too; a missing period stays missing and its seed counts them."""
+    team = _team(f"team-{random.randrange(10**9)}", daily=100, monthly=1000)
+
+    async def body():
+        await store.charge_budget(team, 40)  # no ledger yet: nothing to add to
+        assert [used for _, _, used in await store.budget_usage(team, lambda *_: 40)] == [40, 40]
+        await store.charge_budget(team, 90)  # over the daily budget: charged, not refused
+        await store.charge_budget(team, 0)
+        assert [used for _, _, used in await store.budget_usage(team)] == [130, 130]
+        with pytest.raises(BudgetExceeded):
+            await store.reserve_budget(team, 1)
+
+    run(store, body)
