@@ -135,7 +135,7 @@ def test_consistent_counts_pass_and_summarise(team):
     seen = Counts({"alpha": {"e1": 1, "e2": 1, "z1": 1, "": 4}, "beta": {"e2": 1}})
     summary = assert_exactly_once([batch.id], [seen])
     assert summary == {"batches": 1, "items": 3, "items_sent": 2, "requests": 3, "duplicates": 1,
-                       "by_provider": {"alpha": 2, "beta": 1}, "other_requests": 5}  # fmt: skip
+                       "by_provider": {"alpha": 2, "beta": 1}, "other_requests": 5, "unseen": 0}  # fmt: skip
     # several batches and servers: summed (Batch objects or ids)
     split = [Counts({"alpha": {"e1": 1, "e2": 1}}), Counts({"alpha": {"z1": 1}, "beta": {"e2": 1}})]
     assert assert_exactly_once([batch, str(other.id)], split)["requests"] == 4
@@ -166,6 +166,25 @@ def test_a_request_sent_to_another_provider_than_recorded_fails(team):
     assert "custom id" not in message  # (a) holds
     assert "alpha: seen 1 vs request_count 2   <-- differs" in message
     assert "beta: seen 1 vs request_count 0   <-- differs" in message
+
+
+@pytest.mark.django_db
+def test_an_attempt_the_server_never_read_passes_only_where_allowed(team):
+    # k1: recorded twice (once "outcome unknown" after a kill), the server read it once; k2: exact
+    batch = batch_with(team, {"k1": 2, "k2": 1}, alpha=3)
+    seen = Counts({"alpha": {"k1": 1, "k2": 1}})
+    with pytest.raises(AssertionError, match=r"'k1': seen 1 \(alpha 1\) vs attempts 2"):
+        assert_exactly_once([batch.id], [seen])  # not allowed: fails as before
+    assert assert_exactly_once([batch.id], [seen], may_be_unseen={"k1"})["unseen"] == 1
+    # allowed for k2 only: k1 still fails; one unseen attempt at most per id, and the totals must add up
+    with pytest.raises(AssertionError, match=r"'k1': seen 1"):
+        assert_exactly_once([batch.id], [seen], may_be_unseen={"k2"})
+    twice = batch_with(team, {"t1": 3}, alpha=3)
+    with pytest.raises(AssertionError, match=r"'t1': seen 1 \(alpha 1\) vs attempts 3"):
+        assert_exactly_once([twice.id], [Counts({"alpha": {"t1": 1}})], may_be_unseen={"t1"})
+    lost = batch_with(team, {"l1": 2}, alpha=3)  # the stats count one attempt more than the items
+    with pytest.raises(AssertionError, match=r"alpha: seen 1 vs request_count 3   <-- differs"):
+        assert_exactly_once([lost.id], [Counts({"alpha": {"l1": 1}})], may_be_unseen={"l1"})
 
 
 @pytest.mark.django_db
