@@ -95,7 +95,8 @@ def start_worker(
 
 
 def pool_children(proc: subprocess.Popen) -> list[int]:
-    """The pids of a prefork worker's pool children (its direct children, from /proc)."""
+    """The pids of a prefork worker's pool children (its live direct children, from /proc; a killed child
+    its master has not reaped yet, a zombie, is not one)."""
     kids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -105,7 +106,7 @@ def pool_children(proc: subprocess.Popen) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == proc.pid:
+        if int(fields[1]) == proc.pid and fields[0] != "Z":
             kids.append(int(entry.name))
     return sorted(kids)
 
