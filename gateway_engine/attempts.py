@@ -270,7 +270,7 @@ class ItemLife:
             retry_after = await self.outcomes.failed(
                 result, choice, probe, admitted.request.limits, entry, outcome
             )
-            if not is_retryable_error(outcome.error_type, outcome.status_code) or not state.remaining():
+            if not is_retryable_error(outcome.error_type) or not state.remaining():
                 return Finished(result, slot)
         except BaseException:
             await slot.aclose()  # never leak the process-wide in-flight slot

@@ -35,12 +35,11 @@ from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, tim
 from .routing import ProviderConfig
 from .wire import DEFAULT_KIND, WireFormat, for_kind
 
-# the engine's HTTP API (HttpOutcome is defined in gateway_engine.outcomes: every call returns one)
+# the engine's HTTP API (every call returns a gateway_engine.outcomes.HttpOutcome)
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
     "AiohttpProviderClient",
     "HttpClients",
-    "HttpOutcome",
     "ProviderClient",
     "TransportFactory",
     "check_transport",

@@ -144,9 +144,9 @@ RETRYABLE_ERROR_TYPES = frozenset(
 )
 
 
-def is_retryable_error(error_type: str, status_code: int | None = None) -> bool:
-    """Whether an attempt that ended with ``error_type`` is tried again. ``status_code`` is accepted
-    for callers that have it and not read: the wire format already chose the type from the status."""
+def is_retryable_error(error_type: str) -> bool:
+    """Whether an attempt that ended with ``error_type`` is tried again (the wire format already chose
+    the type from the status: gateway_engine.wire)."""
     return error_type in RETRYABLE_ERROR_TYPES
 
 

@@ -11,6 +11,7 @@ from gateway_engine.retry import (
     parse_retry_after,
     rate_limit_wait,
 )
+from gateway_engine.wire.openai import error_type_for_status
 
 
 def test_engine_error_types_match_the_model_choices():
@@ -35,10 +36,11 @@ def test_engine_error_types_match_the_model_choices():
 
 
 def test_retryable_table():
+    # statuses through the wire format's classification, then the retry rule
     for status in (400, 401, 403, 404, 409, 422):
-        assert not is_retryable_error(ErrorType.CLIENT_ERROR, status)
+        assert not is_retryable_error(error_type_for_status(status))
     for status in (429, 500, 502, 503, 504):
-        assert is_retryable_error(ErrorType.SERVER_ERROR if status != 429 else ErrorType.RATE_LIMITED, status)
+        assert is_retryable_error(error_type_for_status(status))
     assert is_retryable_error(ErrorType.TIMEOUT)
     assert is_retryable_error(ErrorType.CONNECTION_ERROR)
     assert error_class(ErrorType.RATE_LIMITED, 429) == "429"
