@@ -105,6 +105,10 @@ class ItemResult:
     total_tokens: int | None = None
     retry_extra_tokens: int = 0
     attempt_log: list[AttemptEntry] = field(default_factory=list)
+    # the provider's own answer when ``response`` is its OpenAI translation (kinds other than openai)
+    native_response: Any = None
+    cached_tokens: int | None = None  # input read from the provider's prompt cache (in prompt_tokens)
+    cache_write_tokens: int | None = None  # input written to the prompt cache (in prompt_tokens)
 
     @property
     def ok(self) -> bool:

@@ -48,6 +48,12 @@ PROVIDER_FIELDS: dict[str, FieldSpec] = {
     "max_retries": FieldSpec(int, default=3, minimum=0, maximum=20),
     "enabled": FieldSpec(bool, default=True),
     "api_key": FieldSpec(str, default=""),
+    # the provider-adapter fields (docs/contract.md §3; checked together by kind_errors)
+    "kind": FieldSpec(str, default="openai"),
+    "deployment": FieldSpec(str, default=""),
+    "api_version": FieldSpec(str, default=""),
+    "itpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
+    "otpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
 }
 ROUTE_FIELDS: dict[str, FieldSpec] = {
     "route": FieldSpec(str, required=True),
@@ -63,11 +69,6 @@ FILE_KEYS: tuple[str, ...] = ("providers", "routes")
 # work, which this gateway does not implement: a file may carry them, they are ignored (and said so)
 CONTRACT_ONLY_PROVIDER_FIELDS = frozenset(
     {
-        "kind",
-        "deployment",
-        "api_version",
-        "itpm",
-        "otpm",
         "batch_api",
         "batch_deployment",
         "batch_price_factor",

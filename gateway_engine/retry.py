@@ -37,6 +37,8 @@ CLASS_TIMEOUT = "timeout"
 CLASS_CONNECTION = "connection"
 CLASS_INVALID = "invalid_response"
 CLASS_OTHER = "other"
+CLASS_OVERLOADED = "overloaded"
+CLASS_QUOTA_EXHAUSTED = "quota_exhausted"
 
 DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS = 600.0
 # A plain number at least this large in an x-ratelimit-reset* header is a Unix time, not a duration.
@@ -59,6 +61,12 @@ class ErrorType:
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     BUDGET_EXCEEDED = "budget_exceeded"
+    # the provider is overloaded for every customer (Anthropic 529, Gemini 503 UNAVAILABLE): retried with
+    # backoff and counted by the breaker, never a quota signal (no bucket pause, never counted as a 429)
+    OVERLOADED = "overloaded"
+    # the provider account's billing or spend limit (OpenAI insufficient_quota, Anthropic spend limits):
+    # never retried there; the provider is paused until an operator clears it; the item falls back
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
 
 
 # ---- the error-class table -------------------------------------------------------------------------
@@ -92,7 +100,15 @@ class ErrorClassRule:
 
 # The single source of truth: the engine's stats, the dashboard's SQL (dashboard.selectors builds its
 # CASE/Q expressions from this tuple) and any Python caller classify with it.
+# The type rows come before the status rows: an OpenAI 429 ``insufficient_quota`` is billing, not rate,
+# and an Anthropic 529 is overload, not a 5xx of this account.
 ERROR_CLASS_TABLE: tuple[ErrorClassRule, ...] = (
+    ErrorClassRule(
+        CLASS_QUOTA_EXHAUSTED,
+        "provider quota exhausted (billing)",
+        frozenset({ErrorType.PROVIDER_QUOTA_EXHAUSTED}),
+    ),
+    ErrorClassRule(CLASS_OVERLOADED, "overloaded (provider-wide)", frozenset({ErrorType.OVERLOADED})),
     ErrorClassRule(CLASS_429, "429 (rate limited)", frozenset({ErrorType.RATE_LIMITED}), 429, 430),
     ErrorClassRule(CLASS_TIMEOUT, "timeout", frozenset({ErrorType.TIMEOUT})),
     ErrorClassRule(CLASS_CONNECTION, "connection", frozenset({ErrorType.CONNECTION_ERROR})),
@@ -140,6 +156,7 @@ RETRYABLE_ERROR_TYPES = frozenset(
         ErrorType.TIMEOUT,
         ErrorType.CONNECTION_ERROR,
         ErrorType.INVALID_RESPONSE,
+        ErrorType.OVERLOADED,
     }
 )
 

@@ -53,6 +53,32 @@ class QuotaImpossible(QuotaError):
         )
 
 
+class ProviderPaused(QuotaError):
+    """The provider is paused for every worker (its billing is exhausted, a per-day quota is used up):
+    nothing is granted until ``until_epoch`` (None: until an operator clears it). The item falls back."""
+
+    status = 503
+    code = "provider_paused"
+
+    def __init__(self, provider: str, reason: str, until_epoch: float | None, message: str = ""):
+        self.provider, self.reason, self.until_epoch, self.detail = provider, reason, until_epoch, message
+        until = "until an operator clears it" if until_epoch is None else f"until {until_epoch:.0f} (epoch)"
+        super().__init__(
+            f"provider {provider} is paused ({reason}) {until}" + (f": {message}" if message else "")
+        )
+
+
+@dataclass(frozen=True)
+class PauseState:
+    """A provider pause as the store holds it (shared by every worker): see ProviderPaused."""
+
+    provider: str
+    reason: str
+    until_epoch: float | None  # None: until cleared
+    message: str = ""
+    since_epoch: float = 0.0
+
+
 class QuotaStoreUnavailable(QuotaError, Unavailable):
     """The shared quota store (Redis) cannot be reached. Never silently replaced by a local limiter."""
 
@@ -80,6 +106,10 @@ class ProviderLimits:
     # with the provider's buckets.
     team: str = ""
     team_share: float = 1.0
+    # input / output tokens per minute (0: not configured), enforced beside rpm and tpm in the same
+    # atomic acquire (Anthropic counts them apart; docs/contract.md §3)
+    itpm: int = 0
+    otpm: int = 0
 
     def __post_init__(self) -> None:
         for field_name in ("rpm", "tpm", "max_concurrency"):
@@ -141,6 +171,9 @@ class ProviderLimits:
 class Reservation:
     provider: str
     tokens: int
+    # the input / output share of ``tokens`` charged to the ITPM / OTPM buckets (0 when not configured)
+    input_tokens: int = 0
+    output_tokens: int = 0
     # the team's budget reservation for the same tokens (None: no team); reconcile settles it
     budget: BudgetReservation | None = field(default=None, compare=False)
     # the live limits (a LimitsSource lookup): reconcile and release use them rather than the limits the

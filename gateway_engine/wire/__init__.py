@@ -7,7 +7,7 @@ unknown kind is refused loudly (``UnknownWireKind``), never silently spoken as O
 
 from __future__ import annotations
 
-from .base import Endpoint, ErrorVerdict, Usage, WireFormat
+from .base import USAGE_KEYS, Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage, WireFormat
 from .openai import OpenAIWire
 
 DEFAULT_KIND = "openai"
@@ -31,8 +31,12 @@ def for_kind(kind: str) -> WireFormat:
 __all__ = [
     "DEFAULT_KIND",
     "KNOWN_KINDS",
+    "USAGE_KEYS",
+    "Answer",
     "Endpoint",
     "ErrorVerdict",
+    "ParamProblem",
+    "Pause",
     "OpenAIWire",
     "UnknownWireKind",
     "Usage",

@@ -15,7 +15,7 @@ from typing import Any
 from ..answers import MAX_USAGE_TOKENS, clamp_count, sanitize_message
 from ..retry import ErrorType
 from ..routing import ProviderConfig
-from .base import Endpoint, ErrorVerdict, Usage
+from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Usage
 
 KIND = "openai"
 # The gateway sets these itself ({"model": provider.model, "messages": …, **params}): a caller's value
@@ -92,10 +92,17 @@ class OpenAIWire:
         payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
         return payload
 
+    def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
+        # an OpenAI-compatible server takes what it takes: submission refuses only the reserved params
+        return []
+
+    def read_answer(self, body: dict[str, Any]) -> Answer:
+        return Answer(body, None, parse_usage(body))
+
     def usage(self, body: Any) -> Usage | None:
         return parse_usage(body)
 
-    def rate_limit_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+    def rate_limit_headers(self, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
         return {h: headers[h] for h in KEEP_HEADERS if h in headers}
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
