@@ -246,10 +246,10 @@ def main() -> int:
             print("\nWhat the simulated providers saw (GET /_sim/counters):")
             for name, c in counters["providers"].items():
                 print(
-                    f"  {name:<6} requests={c['requests']:<4} ok={c['ok']:<4} 429s={c['rate_limited_429']:<3} "
+                    f"  {name:<7} requests={c['requests']:<4} ok={c['ok']:<4} 429s={c['rate_limited_429']:<3} "
                     f"5xx={c['status_5xx']:<3} max_in_flight={c['max_in_flight']:<3} "
                     f"max/minute={c['max_accepted_per_minute']:<4} billed={c['billed_tokens']} "
-                    f"delivered={c['delivered_tokens']}"
+                    f"delivered={c['delivered_tokens']} shape_rejections={c.get('shape_rejections', 0)}"
                 )
         except httpx.HTTPError:
             pass
