@@ -59,6 +59,7 @@ _GENERATION = {
     "frequency_penalty": "frequencyPenalty",
     "seed": "seed",
 }
+_ROLES = {"system": "system", "user": "user", "assistant": "model"}
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 Parts = list[dict[str, Any]]
 
@@ -200,18 +201,40 @@ def _apply_params(config: ProviderConfig, body: dict[str, Any], params: Mapping[
         body["toolConfig"] = _tool_config(params["tool_choice"])
 
 
+def _plain_contents(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """The common item — string contents, system first, user / assistant alternating — translated
+    directly (a batch's usual shape); None when anything else is in it (the general walk)."""
+    system: list[str] = []
+    contents: list[dict[str, Any]] = []
+    for msg in messages:
+        if type(msg) is not dict or len(msg) != 2 or type(msg.get("content")) is not str:
+            return None
+        role = _ROLES.get(msg["role"]) if "role" in msg else None
+        if role == "system" and not contents:
+            system.append(msg["content"])
+        elif role in ("user", "model") and (not contents or contents[-1]["role"] != role):
+            contents.append({"role": role, "parts": [{"text": msg["content"]}]})
+        else:
+            return None
+    return system, contents
+
+
 def translate(
     config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], list[ParamProblem]]:
     """(the generateContent body, every field that does not map). The model is in the URL."""
     params = params or {}
     problems = check(config, params, PARAMS)
+    plain = _plain_contents(messages)
     walk = _Walk(config)
-    for i, msg in enumerate(messages):
-        walk.message(i, msg)
-    body: dict[str, Any] = {"contents": walk.contents}
-    if walk.system:
-        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(walk.system)}]}
+    if plain is None:
+        for i, msg in enumerate(messages):
+            walk.message(i, msg)
+        plain = walk.system, walk.contents
+    system, contents = plain
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
     if not problems:
         _apply_params(config, body, params)
     return body, problems + walk.problems

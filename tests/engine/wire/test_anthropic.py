@@ -480,3 +480,20 @@ def test_outcome_of_a_529_is_overloaded_and_of_a_spend_limit_a_billing_pause():
     assert outcome.error_type == ErrorType.PROVIDER_QUOTA_EXHAUSTED
     assert outcome.pause is not None and outcome.pause.reason == "billing"
     assert outcome.headers["x-ratelimit-remaining-tokens"] == "2000"
+
+
+def test_token_resets_in_other_forms_are_compared_as_times_and_junk_is_skipped():
+    kept = WIRE.rate_limit_headers(
+        {
+            "anthropic-ratelimit-input-tokens-reset": "2026-12-01T16:32:55+01:00",  # 15:32:55Z: the latest
+            "anthropic-ratelimit-output-tokens-reset": "2026-12-01T15:32:50.5Z",
+            "anthropic-ratelimit-tokens-reset": "soon",
+            "anthropic-ratelimit-input-tokens-remaining": "x",
+            "anthropic-ratelimit-output-tokens-remaining": "12",
+        }
+    )
+    assert kept == {
+        "x-ratelimit-reset-tokens": "2026-12-01T16:32:55+01:00",
+        "x-ratelimit-remaining-tokens": "12",
+    }
+    assert WIRE.rate_limit_headers({"anthropic-ratelimit-tokens-reset": "soon"}) == {}
