@@ -86,6 +86,8 @@ class _Walk:
     def message(self, i: int, msg: Any) -> None:
         field = f"messages[{i}]"
         role = msg.get("role") if isinstance(msg, dict) else None
+        if role in ("system", "developer", "user", "assistant") and "name" in msg:
+            self.refuse(f"{field}.name", "participant names do not map")
         if role in ("system", "developer"):
             prompt = content_text(msg.get("content"))
             if prompt is None:

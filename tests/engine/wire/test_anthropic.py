@@ -497,3 +497,23 @@ def test_token_resets_in_other_forms_are_compared_as_times_and_junk_is_skipped()
         "x-ratelimit-remaining-tokens": "12",
     }
     assert WIRE.rate_limit_headers({"anthropic-ratelimit-tokens-reset": "soon"}) == {}
+
+
+def test_the_plain_string_fast_path_and_the_general_walk_agree():
+    plain = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "U2"},
+    ]
+    parts = [dict(m, content=[{"type": "text", "text": m["content"]}]) for m in plain]
+    assert body(plain, {"temperature": 0.3}) == body(parts, {"temperature": 0.3})
+    late_system = [*plain, {"role": "system", "content": "S2"}]
+    assert body(late_system)["system"] == "S\n\nS2"
+
+
+def test_a_participant_name_is_refused():
+    problems = WIRE.check_messages(CLAUDE, [{"role": "user", "name": "bob", "content": "x"}])
+    assert [(p.field, p.message) for p in problems] == [
+        ("messages[0].name", "participant names do not map for provider 'claude' (kind anthropic)")
+    ]
