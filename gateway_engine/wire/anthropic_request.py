@@ -127,7 +127,11 @@ class _Walk:
                 self.refuse(f"{field}.content", "only text maps in an assistant message")
             elif said:
                 blocks.append({"type": "text", "text": said})
-        for j, call in enumerate(msg.get("tool_calls") or []):
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
+            calls = []
+        for j, call in enumerate(calls):
             args = parsed_arguments(call)
             if args is None or not isinstance(call.get("id"), str):
                 self.refuse(

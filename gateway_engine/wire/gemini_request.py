@@ -133,7 +133,11 @@ class _Walk:
                 self.refuse(f"{field}.content", "only text maps in an assistant message")
             elif said:
                 parts.append({"text": said})
-        for j, call in enumerate(msg.get("tool_calls") or []):
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
+            calls = []
+        for j, call in enumerate(calls):
             args = parsed_arguments(call)
             if args is None:
                 self.refuse(f"{field}.tool_calls[{j}]", "needs a function name and JSON object arguments")
@@ -146,7 +150,8 @@ class _Walk:
 
     def function_response(self, field: str, msg: dict[str, Any]) -> dict[str, Any]:
         said = content_text(msg.get("content"))
-        name = self.call_names.get(msg.get("tool_call_id"))  # type: ignore[arg-type]
+        call_id = msg.get("tool_call_id")
+        name = self.call_names.get(call_id) if isinstance(call_id, str) else None
         if name is None or said is None:
             self.refuse(field, "a tool message needs text content and the tool_call_id of an earlier call")
         return {"functionResponse": {"name": name or "", "response": _response_object(said or "")}}

@@ -517,3 +517,8 @@ def test_a_participant_name_is_refused():
     assert [(p.field, p.message) for p in problems] == [
         ("messages[0].name", "participant names do not map for provider 'claude' (kind anthropic)")
     ]
+
+
+def test_malformed_tool_calls_are_refused_not_crashing():
+    problems = WIRE.check_messages(CLAUDE, [{"role": "assistant", "content": "x", "tool_calls": 5}])
+    assert [p.field for p in problems] == ["messages[0].tool_calls"]

@@ -422,3 +422,11 @@ def test_the_plain_string_fast_path_and_the_general_walk_agree():
     assert [
         p.field for p in WIRE.check_messages(GEM, [{"role": "assistant", "name": "x", "content": "y"}])
     ] == ["messages[0].name"]
+
+
+def test_malformed_tool_fields_are_refused_not_crashing():
+    messages = [
+        {"role": "assistant", "content": "x", "tool_calls": 5},
+        {"role": "tool", "tool_call_id": ["not", "a", "str"], "content": "r"},
+    ]
+    assert [p.field for p in WIRE.check_messages(GEM, messages)] == ["messages[0].tool_calls", "messages[1]"]
