@@ -2,7 +2,8 @@
 local_leases.py, local_ledger.py over local_state.py).
 
 Keys per provider (hash-tagged so they share a cluster slot):
-  {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), ts (ms of the last update), p (paused until, ms)
+  {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), i / o (ITPM / OTPM tokens, only while the
+                          limits set itpm / otpm), ts (ms of the last update), p (429 paused until, ms)
   {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
   {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
   {prefix}q:{<name>}:pause  hash: reason, until (epoch ms, '' = until lifted), message, since (epoch ms) —
@@ -12,9 +13,10 @@ Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:tm:<team>   hash: r, ts — a team's share of the provider's RPM (share cap)
   {prefix}budget:{<team>}:d:<YYYY-MM-DD> / :m:<YYYY-MM>   string: tokens used in that UTC day / month
 
-Bucket ARGV on every call: rpm rate per ms, rpm capacity, tpm rate per ms, tpm capacity — so a changed
-limit applies (and a lowered capacity clamps) on the very next call. Times come from Redis TIME.
-A missing bucket key means "full"; the key expires once it would have refilled completely.
+Bucket ARGV[1..8] on every call: rate per ms and capacity of RPM, TPM, ITPM, OTPM (an ITPM / OTPM rate
+of 0: the provider does not set it, no such bucket) — so a changed limit applies (and a lowered
+capacity clamps) on the very next call. Times come from Redis TIME. A missing bucket key or field means
+"full"; the key expires once every bucket would have refilled completely.
 """
 
 _PRELUDE = """
@@ -25,32 +27,54 @@ end
 local function fmt(x) return string.format('%.17g', x) end
 local EPS = 1e-9
 
--- returns rpm tokens, tpm tokens, paused_until (refilled to now, clamped to capacity)
-local function load(key, now, rr, rc, tr, tc)
-  local h = redis.call('HMGET', key, 'r', 't', 'ts', 'p')
-  local p = tonumber(h[4]) or 0
-  local r = tonumber(h[1])
-  if r == nil then return rc, tc, p end
-  local tk = tonumber(h[2]) or tc
-  local el = now - (tonumber(h[3]) or now)
-  if el < 0 then el = 0 end
-  r = math.min(rc, r + el * rr)
-  tk = math.min(tc, tk + el * tr)
-  return r, tk, p
+-- ARGV[1..8] as numbers: B[2k-1] rate per ms, B[2k] capacity of bucket k = RPM, TPM, ITPM, OTPM
+local FIELDS = {'r', 't', 'i', 'o'}
+local function bucket_args()
+  local B = {}
+  for k = 1, 8 do B[k] = tonumber(ARGV[k]) end
+  return B
 end
 
-local function wait_for(now, r, tk, p, n, rr, tr)
+-- the levels {r, t, i, o} refilled to now and clamped to capacity (a missing field: full; an unset
+-- bucket: 0), the 429 pause end, and which of i / o are stored (HDEL'd by store once unset)
+local function load(key, now, B)
+  local h = redis.call('HMGET', key, 'r', 't', 'i', 'o', 'ts', 'p')
+  local el = now - (tonumber(h[5]) or now)
+  if el < 0 then el = 0 end
+  local L = {}
+  for k = 1, 4 do
+    local v, rate, cap = tonumber(h[k]), B[2 * k - 1], B[2 * k]
+    if v == nil or rate == 0 then L[k] = cap else L[k] = math.min(cap, v + el * rate) end
+  end
+  return L, tonumber(h[6]) or 0, {false, false, h[3] ~= false, h[4] ~= false}
+end
+
+-- ms until every bucket holds need[k] (and the 429 pause p is over): the longest wait
+local function wait_for(now, L, p, need, B)
   local w = 0
   if p > now then w = p - now end
-  if r < 1 - EPS then w = math.max(w, (1 - r) / rr) end
-  if tk < n - EPS then w = math.max(w, (n - tk) / tr) end
+  for k = 1, 4 do
+    local rate = B[2 * k - 1]
+    if rate > 0 and L[k] < need[k] - EPS then w = math.max(w, (need[k] - L[k]) / rate) end
+  end
   return w
 end
 
-local function store(key, now, r, tk, p, rr, rc, tr, tc)
-  redis.call('HSET', key, 'r', fmt(r), 't', fmt(tk), 'ts', fmt(now), 'p', fmt(p))
-  -- expire once both buckets are full again (and any pause is over): a missing key means full
-  local ttl = math.max((rc - r) / rr, (tc - tk) / tr, p - now, 0)
+local function store(key, now, L, p, B, had)
+  local args = {'ts', fmt(now), 'p', fmt(p)}
+  -- expire once every bucket is full again (and any 429 pause is over): a missing key means full
+  local ttl = math.max(p - now, 0)
+  for k = 1, 4 do
+    local rate = B[2 * k - 1]
+    if rate > 0 then
+      args[#args + 1] = FIELDS[k]
+      args[#args + 1] = fmt(L[k])
+      ttl = math.max(ttl, (B[2 * k] - L[k]) / rate)
+    elseif had[k] then
+      redis.call('HDEL', key, FIELDS[k])  -- itpm / otpm unset: set again later, it starts full
+    end
+  end
+  redis.call('HSET', key, unpack(args))
   redis.call('PEXPIRE', key, math.ceil(ttl) + 1000)
 end
 
@@ -90,76 +114,84 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs, pause [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc].
-# -> {status, wait_ms, now}: status 0 granted, 1 wait, 2 impossible (n > tpm capacity);
-#    or {3, reason, until, message, since}: the provider is paused (nothing taken).
-# With a team bucket, all three buckets grant or none does.
+# KEYS: bucket, obs, pause [, team bucket]. ARGV: bucket args (1..8), n, ni, no [, team rr, team rc].
+# -> {status, wait_ms, now}: status 0 granted, 1 wait (the longest over the buckets), 2 impossible (an
+#    amount above its bucket's capacity); or {3, reason, until, message, since}: the provider is paused.
+# Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's share 1) grants, or none does.
 ACQUIRE = (
     _PRELUDE
     + """
 local pz = paused(KEYS[3])
 if pz then return pz end
-local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local B = bucket_args()
+local need = {1, tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])}
 local now = now_ms()
-if n > tc then return {2, 0, fmt(now)} end
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-local w = wait_for(now, r, tk, p, n, rr, tr)
+for k = 2, 4 do
+  if need[k] > B[2 * k] and (k == 2 or B[2 * k - 1] > 0) then return {2, 0, fmt(now)} end
+end
+local L, p, had = load(KEYS[1], now, B)
+local w = wait_for(now, L, p, need, B)
 local team = #KEYS >= 4
 local mr, mrr, mrc
 if team then
-  mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
+  mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
   mr = team_load(KEYS[4], now, mrr, mrc)
   if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
-store(KEYS[1], now, r - 1, tk - n, p, rr, rc, tr, tc)
+for k = 1, 4 do L[k] = L[k] - need[k] end
+store(KEYS[1], now, L, p, B, had)
 if team then team_store(KEYS[4], now, mr - 1, mrr, mrc) end
-observe(KEYS[2], now, 1, n)
+observe(KEYS[2], now, 1, need[2])
 return {0, 0, fmt(now)}
 """
 )
 
-# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, delta (actual - reserved; negative = refund)
+# KEYS: bucket, obs. ARGV: bucket args (1..8), d, di, do (actual - reserved per TPM, ITPM, OTPM;
+# negative = refund, clamped to capacity)
 RECONCILE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, d = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local B = bucket_args()
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-store(KEYS[1], now, r, math.min(tc, tk - d), p, rr, rc, tr, tc)
-observe(KEYS[2], now, 0, d)
+local L, p, had = load(KEYS[1], now, B)
+for k = 2, 4 do L[k] = math.min(B[2 * k], L[k] - tonumber(ARGV[k + 7])) end
+store(KEYS[1], now, L, p, B, had)
+observe(KEYS[2], now, 0, tonumber(ARGV[9]))
 return 1
 """
 )
 
-# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc]. Gives back an unused
-# grant (1 request, n tokens; 1 team token), each clamped to its capacity; the observed counters are
-# decremented too.
+# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: bucket args (1..8), n, ni, no [, team rr,
+# team rc]. Gives back an unused grant (1 request, the tokens; 1 team token), each clamped to its
+# capacity; the observed counters are decremented too.
 RELEASE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local B = bucket_args()
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, tk + n), p, rr, rc, tr, tc)
+local L, p, had = load(KEYS[1], now, B)
+L[1] = math.min(B[2], L[1] + 1)
+for k = 2, 4 do L[k] = math.min(B[2 * k], L[k] + tonumber(ARGV[k + 7])) end
+store(KEYS[1], now, L, p, B, had)
 if #KEYS >= 4 then
-  local mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
+  local mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
   team_store(KEYS[4], now, math.min(mrc, team_load(KEYS[4], now, mrr, mrc) + 1), mrr, mrc)
 end
-observe(KEYS[2], now, -1, -n)
+observe(KEYS[2], now, -1, -tonumber(ARGV[9]))
 return 1
 """
 )
 
-# KEYS: bucket. ARGV: rr, rc, tr, tc, pause_ms. Never shortens an existing pause. -> paused_until (ms)
+# KEYS: bucket. ARGV: bucket args (1..8), pause_ms. Never shortens an existing pause. -> paused_until (ms)
 PENALIZE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local B = bucket_args()
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-p = math.max(p, now + ms)
-store(KEYS[1], now, r, tk, p, rr, rc, tr, tc)
+local L, p, had = load(KEYS[1], now, B)
+p = math.max(p, now + tonumber(ARGV[9]))
+store(KEYS[1], now, L, p, B, had)
 return fmt(p)
 """
 )
@@ -187,15 +219,16 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'p', 0) e
 return 1
 """
 
-# KEYS: bucket, obs, leases. ARGV: rr, rc, tr, tc.
-# -> {r, tk, p, now, wait_ms (1 request of 1 token), leases in flight, observed requests, observed tokens}
+# KEYS: bucket, obs, leases, pause. ARGV: bucket args (1..8). Read-only.
+# -> {r, t, i, o, p, now, wait_ms (1 request of 1 token each), leases in flight, observed requests,
+#     observed tokens, pause reason, until, message, since (false: not paused)}
 SNAPSHOT = (
     _PRELUDE
     + """
-local rr, rc, tr, tc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local B = bucket_args()
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-local w = wait_for(now, r, tk, p, 1, rr, tr)
+local L, p = load(KEYS[1], now, B)
+local w = wait_for(now, L, p, {1, 1, 1, 1}, B)
 local leases = redis.call('ZCOUNT', KEYS[3], '(' .. fmt(now), '+inf')
 local sec = math.floor(now / 1000)
 local obs = redis.call('HGETALL', KEYS[2])
@@ -212,7 +245,9 @@ for slot, s in pairs(stamps) do
     otk = otk + (tok[slot] or 0)
   end
 end
-return {fmt(r), fmt(tk), fmt(p), fmt(now), math.ceil(w), leases, orq, otk}
+local z = redis.call('HMGET', KEYS[4], 'reason', 'until', 'message', 'since')
+return {fmt(L[1]), fmt(L[2]), fmt(L[3]), fmt(L[4]), fmt(p), fmt(now), math.ceil(w), leases, orq, otk,
+        z[1], z[2], z[3], z[4]}
 """
 )
 
