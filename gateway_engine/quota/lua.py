@@ -27,54 +27,57 @@ end
 local function fmt(x) return string.format('%.17g', x) end
 local EPS = 1e-9
 
--- ARGV[1..8] as numbers: B[2k-1] rate per ms, B[2k] capacity of bucket k = RPM, TPM, ITPM, OTPM
-local FIELDS = {'r', 't', 'i', 'o'}
-local function bucket_args()
-  local B = {}
-  for k = 1, 8 do B[k] = tonumber(ARGV[k]) end
-  return B
+-- ARGV[1..8]: rate per ms and capacity of RPM, TPM, ITPM, OTPM (ITPM / OTPM rate 0: not configured).
+-- Plain locals, no tables: ACQUIRE runs on every grant of every worker, and Redis runs one script at a time.
+local rr, rc, tr, tc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ir, ic, orr, oc = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+
+-- one bucket's level refilled over el ms, clamped to its capacity (a missing field: full; unset: 0)
+local function level(v, el, rate, cap)
+  v = tonumber(v)
+  if v == nil or rate == 0 then return cap end
+  return math.min(cap, v + el * rate)
 end
 
--- the levels {r, t, i, o} refilled to now and clamped to capacity (a missing field: full; an unset
--- bucket: 0), the 429 pause end, and which of i / o are stored (HDEL'd by store once unset)
-local function load(key, now, B)
+-- -> r, t, i, o tokens now, the 429 pause end, and whether i / o are stored (store HDELs them once unset)
+local function load(key, now)
   local h = redis.call('HMGET', key, 'r', 't', 'i', 'o', 'ts', 'p')
   local el = now - (tonumber(h[5]) or now)
   if el < 0 then el = 0 end
-  local L = {}
-  for k = 1, 4 do
-    local v, rate, cap = tonumber(h[k]), B[2 * k - 1], B[2 * k]
-    if v == nil or rate == 0 then L[k] = cap else L[k] = math.min(cap, v + el * rate) end
-  end
-  return L, tonumber(h[6]) or 0, {false, false, h[3] ~= false, h[4] ~= false}
+  return level(h[1], el, rr, rc), level(h[2], el, tr, tc), level(h[3], el, ir, ic),
+    level(h[4], el, orr, oc), tonumber(h[6]) or 0, h[3] ~= false, h[4] ~= false
 end
 
--- ms until every bucket holds need[k] (and the 429 pause p is over): the longest wait
-local function wait_for(now, L, p, need, B)
-  local w = 0
-  if p > now then w = p - now end
-  for k = 1, 4 do
-    local rate = B[2 * k - 1]
-    if rate > 0 and L[k] < need[k] - EPS then w = math.max(w, (need[k] - L[k]) / rate) end
-  end
+local function short(w, have, need, rate)
+  if rate > 0 and have < need - EPS then return math.max(w, (need - have) / rate) end
   return w
 end
 
-local function store(key, now, L, p, B, had)
-  local args = {'ts', fmt(now), 'p', fmt(p)}
-  -- expire once every bucket is full again (and any 429 pause is over): a missing key means full
-  local ttl = math.max(p - now, 0)
-  for k = 1, 4 do
-    local rate = B[2 * k - 1]
-    if rate > 0 then
-      args[#args + 1] = FIELDS[k]
-      args[#args + 1] = fmt(L[k])
-      ttl = math.max(ttl, (B[2 * k] - L[k]) / rate)
-    elseif had[k] then
-      redis.call('HDEL', key, FIELDS[k])  -- itpm / otpm unset: set again later, it starts full
-    end
+-- ms until 1 request, n / ni / no tokens fit (ITPM / OTPM where set) and the 429 pause p is over:
+-- the longest of the waits
+local function wait_for(now, r, t, i, o, p, n, ni, no)
+  local w = 0
+  if p > now then w = p - now end
+  w = short(short(w, r, 1, rr), t, n, tr)
+  return short(short(w, i, ni, ir), o, no, orr)
+end
+
+local function store(key, now, r, t, i, o, p, hi, ho)
+  local fr, ft, fts, fp = fmt(r), fmt(t), fmt(now), fmt(p)
+  if ir > 0 and orr > 0 then
+    redis.call('HSET', key, 'r', fr, 't', ft, 'i', fmt(i), 'o', fmt(o), 'ts', fts, 'p', fp)
+  elseif ir > 0 then
+    redis.call('HSET', key, 'r', fr, 't', ft, 'i', fmt(i), 'ts', fts, 'p', fp)
+  elseif orr > 0 then
+    redis.call('HSET', key, 'r', fr, 't', ft, 'o', fmt(o), 'ts', fts, 'p', fp)
+  else
+    redis.call('HSET', key, 'r', fr, 't', ft, 'ts', fts, 'p', fp)
   end
-  redis.call('HSET', key, unpack(args))
+  -- expire once every bucket is full again (and any 429 pause is over): a missing key means full
+  local ttl = math.max((rc - r) / rr, (tc - t) / tr, p - now, 0)
+  -- an unset itpm / otpm drops its field: set again later, that bucket starts full, not stale
+  if ir > 0 then ttl = math.max(ttl, (ic - i) / ir) elseif hi then redis.call('HDEL', key, 'i') end
+  if orr > 0 then ttl = math.max(ttl, (oc - o) / orr) elseif ho then redis.call('HDEL', key, 'o') end
   redis.call('PEXPIRE', key, math.ceil(ttl) + 1000)
 end
 
@@ -123,14 +126,11 @@ ACQUIRE = (
     + """
 local pz = paused(KEYS[3])
 if pz then return pz end
-local B = bucket_args()
-local need = {1, tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])}
+local n, ni, no = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
-for k = 2, 4 do
-  if need[k] > B[2 * k] and (k == 2 or B[2 * k - 1] > 0) then return {2, 0, fmt(now)} end
-end
-local L, p, had = load(KEYS[1], now, B)
-local w = wait_for(now, L, p, need, B)
+if n > tc or ni > ic or no > oc then return {2, 0, fmt(now)} end  -- unset ITPM / OTPM: 0 > 0 never
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+local w = wait_for(now, r, t, i, o, p, n, ni, no)
 local team = #KEYS >= 4
 local mr, mrr, mrc
 if team then
@@ -139,10 +139,9 @@ if team then
   if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
-for k = 1, 4 do L[k] = L[k] - need[k] end
-store(KEYS[1], now, L, p, B, had)
+store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)
 if team then team_store(KEYS[4], now, mr - 1, mrr, mrc) end
-observe(KEYS[2], now, 1, need[2])
+observe(KEYS[2], now, 1, n)
 return {0, 0, fmt(now)}
 """
 )
@@ -152,12 +151,12 @@ return {0, 0, fmt(now)}
 RECONCILE = (
     _PRELUDE
     + """
-local B = bucket_args()
+local d = tonumber(ARGV[9])
 local now = now_ms()
-local L, p, had = load(KEYS[1], now, B)
-for k = 2, 4 do L[k] = math.min(B[2 * k], L[k] - tonumber(ARGV[k + 7])) end
-store(KEYS[1], now, L, p, B, had)
-observe(KEYS[2], now, 0, tonumber(ARGV[9]))
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+store(KEYS[1], now, r, math.min(tc, t - d), math.min(ic, i - tonumber(ARGV[10])),
+  math.min(oc, o - tonumber(ARGV[11])), p, hi, ho)
+observe(KEYS[2], now, 0, d)
 return 1
 """
 )
@@ -168,17 +167,16 @@ return 1
 RELEASE = (
     _PRELUDE
     + """
-local B = bucket_args()
+local n = tonumber(ARGV[9])
 local now = now_ms()
-local L, p, had = load(KEYS[1], now, B)
-L[1] = math.min(B[2], L[1] + 1)
-for k = 2, 4 do L[k] = math.min(B[2 * k], L[k] + tonumber(ARGV[k + 7])) end
-store(KEYS[1], now, L, p, B, had)
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, t + n), math.min(ic, i + tonumber(ARGV[10])),
+  math.min(oc, o + tonumber(ARGV[11])), p, hi, ho)
 if #KEYS >= 4 then
   local mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
   team_store(KEYS[4], now, math.min(mrc, team_load(KEYS[4], now, mrr, mrc) + 1), mrr, mrc)
 end
-observe(KEYS[2], now, -1, -tonumber(ARGV[9]))
+observe(KEYS[2], now, -1, -n)
 return 1
 """
 )
@@ -187,11 +185,10 @@ return 1
 PENALIZE = (
     _PRELUDE
     + """
-local B = bucket_args()
 local now = now_ms()
-local L, p, had = load(KEYS[1], now, B)
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 p = math.max(p, now + tonumber(ARGV[9]))
-store(KEYS[1], now, L, p, B, had)
+store(KEYS[1], now, r, t, i, o, p, hi, ho)
 return fmt(p)
 """
 )
@@ -225,10 +222,9 @@ return 1
 SNAPSHOT = (
     _PRELUDE
     + """
-local B = bucket_args()
 local now = now_ms()
-local L, p = load(KEYS[1], now, B)
-local w = wait_for(now, L, p, {1, 1, 1, 1}, B)
+local r, t, i, o, p = load(KEYS[1], now)
+local w = wait_for(now, r, t, i, o, p, 1, 1, 1)
 local leases = redis.call('ZCOUNT', KEYS[3], '(' .. fmt(now), '+inf')
 local sec = math.floor(now / 1000)
 local obs = redis.call('HGETALL', KEYS[2])
@@ -239,14 +235,14 @@ for i = 1, #obs, 2 do
   if kind == 's' then stamps[slot] = v elseif kind == 'r' then req[slot] = v else tok[slot] = v end
 end
 local orq, otk = 0, 0
-for slot, s in pairs(stamps) do
-  if s > sec - 60 and s <= sec then
+for slot, st in pairs(stamps) do
+  if st > sec - 60 and st <= sec then
     orq = orq + (req[slot] or 0)
     otk = otk + (tok[slot] or 0)
   end
 end
 local z = redis.call('HMGET', KEYS[4], 'reason', 'until', 'message', 'since')
-return {fmt(L[1]), fmt(L[2]), fmt(L[3]), fmt(L[4]), fmt(p), fmt(now), math.ceil(w), leases, orq, otk,
+return {fmt(r), fmt(t), fmt(i), fmt(o), fmt(p), fmt(now), math.ceil(w), leases, orq, otk,
         z[1], z[2], z[3], z[4]}
 """
 )

@@ -41,7 +41,9 @@ class RedisTokenBuckets(TokenBuckets):
         """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, plus the team share bucket."""
         bucket, obs, _ = self._conn.provider_keys(limits.name)
         keys = [bucket, obs, self._conn.pause_key(limits.name)]
-        args = [*rates(limits), int(tokens), int(input_tokens), int(output_tokens)]
+        # amounts for an ITPM / OTPM bucket the limits do not set are 0 (as in the in-process store)
+        split = [int(input_tokens) if limits.itpm else 0, int(output_tokens) if limits.otpm else 0]
+        args = [*rates(limits), int(tokens), *split]
         if limits.team_capped:
             keys.append(f"{self._conn.prefix}q:{{{limits.name}}}:tm:{limits.team}")
             args += [repr(limits.team_rpm_per_ms), repr(float(limits.team_rpm_capacity))]
