@@ -1,9 +1,11 @@
-"""RPM/TPM token buckets (with the per-(provider, team) share bucket): the abstract base and its waiting.
+"""RPM/TPM (and ITPM/OTPM) token buckets with the per-(provider, team) share bucket and the provider
+pause: the abstract base and its waiting.
 
 A backend implements the atomic primitives (``try_acquire``, ``reconcile_delta``, ``give_back``,
-``penalize``, ``clear_pause``, ``snapshot``): the Redis Lua scripts (redis_buckets.py) and the
-in-process store (local_buckets.py). Everything that waits for a grant lives here, so both backends
-behave identically by construction.
+``penalize``, ``clear_pause``, ``set_pause``, ``drop_pause``, ``provider_pause``, ``snapshot``): the
+Redis Lua scripts (redis_buckets.py) and the in-process store (local_buckets.py). Everything that
+waits for a grant lives here, so both backends behave identically by construction; what a grant asks
+of each bucket, and what a settle moves, is token_ask.py.
 """
 
 from __future__ import annotations
