@@ -31,6 +31,7 @@ from aiohttp import web
 
 from sim.config import ProviderConfig
 from sim.counters import ProviderCounters
+from sim.kind_config import KIND_FORMS
 from sim.kinds import ANSWER_FORMS, adapter
 from sim.limits import Charge, Limits
 from sim.tokens import estimate_text_tokens
@@ -159,6 +160,8 @@ class SimProvider:
             name = native.error_script[self.script_pos]
             self.script_pos += 1
         trigger = call.trigger()
+        if trigger not in KIND_FORMS[cfg.kind]:
+            trigger = None  # another kind's trigger (e.g. [[sim:blocked]] sent to anthropic) is plain text
         if name in (None, "ok") and trigger is not None:
             name = trigger
         if name is not None and name != "ok":
