@@ -48,7 +48,7 @@ class OpenAIKind:
     def not_json(self) -> Reply:
         return openai.invalid("Request body is not valid JSON.")
 
-    def validate(self, body) -> Reply | None:
+    def validate(self, body, request) -> Reply | None:
         problem = openai.validate_openai(body)
         return openai.invalid(problem) if problem else None
 
@@ -114,7 +114,7 @@ class AzureKind(OpenAIKind):
             return openai.azure_deployment_not_found()
         return None
 
-    def validate(self, body) -> Reply | None:
+    def validate(self, body, request) -> Reply | None:
         return openai.validate_azure(body)
 
     def call(self, body: dict, request) -> Call:
@@ -146,8 +146,8 @@ class AnthropicKind(OpenAIKind):
     def not_json(self) -> Reply:
         return anthropic.invalid("There was an error parsing the body of your request: not valid JSON")
 
-    def validate(self, body) -> Reply | None:
-        problem = anthropic.validate(body)
+    def validate(self, body, request) -> Reply | None:
+        problem = anthropic.validate(body, request.headers.get("anthropic-version", ""))
         return anthropic.invalid(problem) if problem else None
 
     def call(self, body: dict, request) -> Call:
@@ -199,7 +199,7 @@ class GeminiKind(OpenAIKind):
     def not_json(self) -> Reply:
         return gemini.invalid("Invalid JSON payload received. Unexpected token.")
 
-    def validate(self, body) -> Reply | None:
+    def validate(self, body, request) -> Reply | None:
         return gemini.validate(body)
 
     def call(self, body: dict, request) -> Call:

@@ -134,7 +134,7 @@ class SimProvider:
             body = await request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
             return self.kind.not_json()
-        problem = self.kind.validate(body)
+        problem = self.kind.validate(body, request)
         return problem or self.kind.call(body, request)
 
     def _scripted(self, request: web.Request, call: Call) -> web.Response | str | None:

@@ -15,9 +15,17 @@ import uuid
 
 from sim.wire_common import Call, Reply, Usage, is_int, is_number, rfc3339_after
 
-VERSIONS = ("2023-06-01", "2023-01-01")
+# https://docs.anthropic.com/en/api/versioning: 2026-10-21 (the current SDKs' default) removes temperature,
+# top_p and top_k — a request that sends any of them is refused; 2023-06-01 (what the gateway sends) and
+# 2023-01-01 take them.
+VERSIONS = ("2026-10-21", "2023-06-01", "2023-01-01")
+NO_SAMPLING_VERSIONS = ("2026-10-21",)
+# the Messages API's request fields (temperature / top_p / top_k: taken by the models that have them; the
+# current anthropic SDK no longer offers them as arguments, only through extra_body)
 TOP_KEYS = {"model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature",
-            "top_p", "top_k", "tools", "tool_choice", "thinking", "service_tier"}  # fmt: skip
+            "top_p", "top_k", "tools", "tool_choice", "thinking", "service_tier", "cache_control", "container",
+            "context_management", "mcp_servers", "output_config", "inference_geo", "speed", "diagnostics",
+            "user_profile_id", "workspace_id"}  # fmt: skip
 BLOCK_KEYS = {
     "text": ({"type", "text"}, {"cache_control", "citations"}),
     "image": ({"type", "source"}, {"cache_control"}),
@@ -42,14 +50,16 @@ def invalid(message: str) -> Reply:
 
 
 def check_headers(headers, api_key: str | None) -> Reply | None:
-    """anthropic-version required and known; x-api-key required when the provider has a key."""
+    """anthropic-version required and known; the key required when the provider has one."""
     version = headers.get("anthropic-version")
     if version is None:
         return invalid("anthropic-version: header is required")
     if version not in VERSIONS:
         return invalid(f'anthropic-version: "{version}" is not a valid version')
     if api_key is not None:
-        given = headers.get("x-api-key")
+        # the key in x-api-key, or as a bearer token (what the current anthropic SDK sends)
+        bearer = headers.get("authorization", "")
+        given = headers.get("x-api-key") or (bearer[7:] if bearer.lower().startswith("bearer ") else None)
         if given != api_key:
             reply = error(401, "authentication_error",
                           "x-api-key header is required" if given is None else "invalid x-api-key")  # fmt: skip
@@ -131,10 +141,14 @@ def _bounded(body: dict, key: str, low, high, *, integer: bool = False) -> str |
     return None
 
 
-def validate(body) -> str | None:
-    """The first problem the real API would report (None: the request is valid)."""
+def validate(body, version: str = "2023-06-01") -> str | None:
+    """The first problem the real API would report for ``anthropic-version: version`` (None: valid)."""
     if not isinstance(body, dict):
         return "Input should be a valid dictionary or object to extract fields from"
+    if version in NO_SAMPLING_VERSIONS:
+        for key in ("temperature", "top_p", "top_k"):
+            if key in body:
+                return f"`{key}` is not supported in API version {version}; remove it from the request"
     for key in sorted(set(body) - TOP_KEYS):
         return f"{key}: Extra inputs are not permitted"
     for key in ("model", "max_tokens", "messages"):
