@@ -263,9 +263,9 @@ def quota_exhausted(limit: str, value: int, model: str, retry_in: float) -> Repl
     violation = {"quotaMetric": metric, "quotaId": quota_id,
                  "quotaDimensions": {"location": "global", "model": model}, "quotaValue": str(value)}  # fmt: skip
     details = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
         {"@type": "type.googleapis.com/google.rpc.Help",
          "links": [{"description": "Learn more about Gemini API quotas", "url": RATE_LIMITS_URL}]},
-        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
         {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
     ]  # fmt: skip
     return error(429, "RESOURCE_EXHAUSTED", message, details)
