@@ -247,6 +247,7 @@ class SimProvider:
             self._finish(split, completion, call.max_tokens, loop_time())
             raise
         self._finish(split, completion, call.max_tokens, loop_time())
+        headers = self.kind.headers(self.limits.state(loop_time()))  # as the answer leaves (OTPM adjusted)
         if fail:
             c.errors_500 += 1
             failed = self.kind.form("server_error", call)
