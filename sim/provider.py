@@ -125,8 +125,8 @@ class SimProvider:
     async def _read(self, request: web.Request, route_kind: str) -> Call | Reply:
         """Steps 1-3: the validated call, or the rejection the real API would send."""
         if route_kind != self.cfg.kind:
-            return Reply(404, {"error": {"message": f"provider {self.cfg.name!r} is kind {self.cfg.kind}; this "
-                                         f"is the {route_kind} route", "type": "not_found"}}, rejected="shape")  # fmt: skip
+            message = f"provider {self.cfg.name!r} (kind {self.cfg.kind}) has no route {request.path}"
+            return Reply(404, {"error": {"message": message, "type": "not_found"}}, rejected="shape")
         problem = self.kind.preflight(request)
         if problem:
             return problem

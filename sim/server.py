@@ -162,6 +162,8 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     app.router.add_post("/{name}/v1/messages", route("anthropic"))
     app.router.add_post("/{name}/{version:v1beta|v1}/models/{model_method:[^/]+}", route("gemini"))
     app.router.add_post("/{name}/openai/deployments/{deployment}/chat/completions", route("azure_openai"))
+    # any other POST under a provider reached it with a wrong URL: counted, 404, a shape rejection
+    app.router.add_post("/{name}/{tail:.*}", route("none"))
     app.router.add_get("/{name}/v1/models", models)
     return app
 

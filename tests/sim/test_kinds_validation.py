@@ -306,11 +306,12 @@ def test_a_provider_answers_only_on_its_kinds_route_and_counts_every_request(sim
             azure_body(),
         ),
         (f"{sim.base_url}/az/v1/chat/completions", azure_body()),
+        (f"{sim.base_url}/claude/messages", claude_body()),  # a base_url without /v1
     ]
     for url, body in routes:
         assert HTTP.post(url, json=body, headers=rid).status_code == 404
     after = sim.counters()["providers"]
-    for name, n in (("claude", 1), ("gem", 1), ("gpt", 2), ("az", 1)):
+    for name, n in (("claude", 2), ("gem", 1), ("gpt", 2), ("az", 1)):
         assert after[name]["shape_rejections"] - before[name]["shape_rejections"] == n
         assert sim.request_counts()[name]["wrong-route"] == n
 
