@@ -98,14 +98,14 @@ def model_not_found(model: str, version: str) -> Reply:
     return reply
 
 
-def _content(raw, at: str, pre: str) -> Reply | None:
+def _content(raw, at: str, pre: str, *, roles: bool = True) -> Reply | None:
     if not isinstance(raw, dict):
         return invalid(f"Invalid value at '{at}' (type.googleapis.com/google.ai.generativelanguage.v1beta."
                        f"Content), {raw!r}")  # fmt: skip
     content, bad = fields(raw, CONTENT)
     if bad:
         return unknown_name(bad, at)
-    if "role" in content and content["role"] not in ("user", "model", ""):
+    if roles and "role" in content and content["role"] not in ("user", "model", ""):
         return invalid("Please use a valid role: user, model.")
     parts = content.get("parts")
     if not isinstance(parts, list) or not parts:
@@ -178,8 +178,9 @@ def validate(raw) -> Reply | None:
         if problem:
             return problem
     if body.get("system_instruction") is not None:
+        # the system instruction's role is not read (the reference: "role" is optional there)
         problem = _content(body["system_instruction"], "system_instruction",
-                           "GenerateContentRequest.system_instruction")  # fmt: skip
+                           "GenerateContentRequest.system_instruction", roles=False)  # fmt: skip
         if problem:
             return problem
     if body.get("generation_config") is not None:
