@@ -159,9 +159,7 @@ class SimProvider:
         elif self.script_pos < len(native.error_script):
             name = native.error_script[self.script_pos]
             self.script_pos += 1
-        trigger = call.trigger()
-        if trigger not in KIND_FORMS[cfg.kind]:
-            trigger = None  # another kind's trigger (e.g. [[sim:blocked]] sent to anthropic) is plain text
+        trigger = call.trigger(KIND_FORMS[cfg.kind])  # another kind's trigger is plain text
         if name in (None, "ok") and trigger is not None:
             name = trigger
         if name is not None and name != "ok":

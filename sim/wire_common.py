@@ -28,12 +28,13 @@ class Call:
     stop_sequences: list[str] = field(default_factory=list)
     api_version: str = ""  # azure_openai: the request's api-version
 
-    def trigger(self) -> str | None:
-        """The form named by the first content trigger in the prompt (None: no trigger)."""
+    def trigger(self, forms) -> str | None:
+        """The form named by the first content trigger in the prompt that is one of ``forms`` (the
+        provider kind's; another kind's trigger is plain text). None: no such trigger."""
         for text in self.texts:
-            m = TRIGGER_RE.search(text)
-            if m:
-                return m.group(1)
+            for m in TRIGGER_RE.finditer(text):
+                if m.group(1) in forms:
+                    return m.group(1)
         return None
 
 

@@ -248,10 +248,11 @@ def test_content_triggers_fault_one_item_and_other_kinds_triggers_are_text(sim_s
         openai_post(sim, "o", "[[sim:fault:insufficient_quota]]").json()["error"]["type"]
         == "insufficient_quota"
     )
-    assert (
-        openai_post(sim, "o", "[[sim:input_filter]]").status_code == 200
-    )  # an azure trigger: plain text here
-    assert sim.provider_counters("g")["by_form"] == {"blocked": 1, "per_day": 1}
+    assert openai_post(sim, "o", "[[sim:input_filter]]").status_code == 200  # an azure trigger: plain text
+    several = "[[sim:blocked]] [[sim:input_filter]] [[sim:refusal]]"  # one item, a trigger per fallback kind
+    assert anthropic_post(sim, "c", claude_body(several, model="m")).json()["stop_reason"] == "refusal"
+    assert "candidates" not in gemini_post(sim, "g", "g", gemini_body(several)).json()
+    assert sim.provider_counters("g")["by_form"] == {"blocked": 2, "per_day": 1}
 
 
 def test_cached_tokens_in_every_kinds_usage(sim_server):
