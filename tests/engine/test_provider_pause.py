@@ -108,7 +108,9 @@ def test_billing_exhausted_pauses_the_provider_and_every_item_falls_back(
     provider_server, redis_sync, monkeypatch
 ):
     kind = kind_for(monkeypatch, "openai", 429, INSUFFICIENT_QUOTA)
-    provider_server.behaviours["broke"] = lambda n, r, a, b: Reply(429, delay=0.2, body=INSUFFICIENT_QUOTA)
+    provider_server.behaviours["broke"] = lambda n, r, a, b: Reply(
+        429, delay=0.2, body=INSUFFICIENT_QUOTA, headers={"retry-after": "20"}
+    )
     configs, rules = routed(provider_server, "broke", kind, max_concurrency=4, max_retries=3)
     observer = PauseRecorder()
     items = [work_item(f"b{i}", route="r") for i in range(30)]
@@ -174,7 +176,9 @@ def test_gemini_per_day_quota_pauses_until_la_midnight_and_items_fall_back_at_on
     provider_server, redis_sync, monkeypatch
 ):
     kind = kind_for(monkeypatch, "gemini", 429, GEMINI_PER_DAY)
-    provider_server.behaviours["daily"] = lambda n, r, a, b: Reply(429, delay=0.1, body=GEMINI_PER_DAY)
+    provider_server.behaviours["daily"] = lambda n, r, a, b: Reply(
+        429, delay=0.1, body=GEMINI_PER_DAY, headers={"retry-after": "20"}
+    )
     configs, rules = routed(provider_server, "daily", kind, max_concurrency=3, max_retries=3)
     items = [work_item(f"d{i}", route="r") for i in range(20)]
     results, states, pauses = run(configs, items, tag="daily", rules=rules)
