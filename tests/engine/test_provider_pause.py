@@ -206,7 +206,10 @@ def test_overloaded_is_retried_opens_the_breaker_and_falls_back_without_touching
         529, delay=0.02, body=ANTHROPIC_OVERLOADED, headers={"retry-after": "30"}
     )
     configs, rules = routed(provider_server, "busy", kind, max_concurrency=2, max_retries=2)
-    breaker = LocalBreaker(BreakerConfig(consecutive_failures=4, cooldown_seconds=30))
+    # opens after more failures in a row than the 8 items the run serves at once per preferred provider:
+    # before it opens some item must have been retried there (an item leaves only when its retries
+    # are spent or the breaker is open)
+    breaker = LocalBreaker(BreakerConfig(consecutive_failures=10, cooldown_seconds=30))
     items = [work_item(f"o{i}", route="r") for i in range(24)]
     results, states, pauses = run(configs, items, tag="overloaded", breaker=breaker, rules=rules)
 
