@@ -22,6 +22,8 @@ class ProviderCell:
 
     rpm: float | None = None  # None = never used: full
     tpm: float = 0.0
+    itpm: float | None = None  # None = full (never used, or itpm not set when last written)
+    otpm: float | None = None
     ts: float = 0.0  # ms
     paused_until: float = 0.0  # ms
     leases: dict[str, float] = field(default_factory=dict)  # lease id -> expiry ms
@@ -50,23 +52,48 @@ class ProviderCell:
         return observed_rpm, observed_tpm
 
 
-def refill(b: ProviderCell, limits: ProviderLimits, now: float) -> tuple[float, float]:
-    """Current (rpm, tpm) tokens: continuously refilled, clamped to the (possibly lowered) capacity."""
-    rc, tc = limits.rpm_capacity, limits.tpm_capacity
+# a provider's bucket levels: RPM, TPM, ITPM, OTPM tokens (ITPM / OTPM 0.0 when the limits do not set them)
+Levels = tuple[float, float, float, float]
+
+
+def refill(b: ProviderCell, limits: ProviderLimits, now: float) -> Levels:
+    """Current levels: continuously refilled, clamped to the (possibly lowered) capacity."""
+    rc, tc, ic, oc = limits.rpm_capacity, limits.tpm_capacity, limits.itpm_capacity, limits.otpm_capacity
     if b.rpm is None:
-        return rc, tc
+        return rc, tc, ic, oc
     elapsed = max(0.0, now - b.ts)
-    return min(rc, b.rpm + elapsed * limits.rpm_per_ms), min(tc, b.tpm + elapsed * limits.tpm_per_ms)
+    return (
+        min(rc, b.rpm + elapsed * limits.rpm_per_ms),
+        min(tc, b.tpm + elapsed * limits.tpm_per_ms),
+        ic if b.itpm is None else min(ic, b.itpm + elapsed * limits.itpm_per_ms),
+        oc if b.otpm is None else min(oc, b.otpm + elapsed * limits.otpm_per_ms),
+    )
+
+
+def put(b: ProviderCell, limits: ProviderLimits, levels: Levels, now: float) -> None:
+    """Store the levels at ``now`` (an ITPM / OTPM bucket the limits do not set is kept as full, so
+    setting itpm later starts from a full bucket, not from a stale level)."""
+    b.rpm, b.tpm, b.ts = levels[0], levels[1], now
+    b.itpm = levels[2] if limits.itpm else None
+    b.otpm = levels[3] if limits.otpm else None
 
 
 def wait_ms_for(
-    limits: ProviderLimits, rpm: float, tpm: float, paused_until: float, now: float, n: int
+    limits: ProviderLimits, levels: Levels, paused_until: float, now: float, need: tuple[int, int, int]
 ) -> float:
+    """ms until every bucket holds what ``need`` (TPM, ITPM, OTPM tokens; and 1 request) asks, and any
+    429 pause is over: the longest of the waits."""
+    rpm, tpm, itpm, otpm = levels
+    n, ni, no = need
     wait = max(0.0, paused_until - now)
     if rpm < 1 - EPS:
         wait = max(wait, (1 - rpm) / limits.rpm_per_ms)
     if tpm < n - EPS:
         wait = max(wait, (n - tpm) / limits.tpm_per_ms)
+    if limits.itpm and itpm < ni - EPS:
+        wait = max(wait, (ni - itpm) / limits.itpm_per_ms)
+    if limits.otpm and otpm < no - EPS:
+        wait = max(wait, (no - otpm) / limits.otpm_per_ms)
     return wait
 
 

@@ -62,21 +62,46 @@ class ComposedQuotaStore:
         *,
         max_wait_seconds: float | None = None,
         current: Callable[[], ProviderLimits] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
     ) -> Reservation:
-        """Wait until the provider's buckets grant 1 request and `tokens` tokens (TokenBuckets.acquire)."""
-        return await self.buckets.acquire(limits, tokens, max_wait_seconds=max_wait_seconds, current=current)
+        """Wait until the provider's buckets grant 1 request and `tokens` tokens, and the ITPM / OTPM
+        buckets (where set) `input_tokens` / `output_tokens`, in one atomic grant (TokenBuckets.acquire)."""
+        return await self.buckets.acquire(
+            limits,
+            tokens,
+            max_wait_seconds=max_wait_seconds,
+            current=current,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
 
-    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        """One atomic attempt at the buckets; never waits."""
-        return await self.buckets.try_acquire(limits, tokens)
+    async def try_acquire(
+        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Decision:
+        """One atomic attempt at the buckets (ITPM / OTPM amounts only where the limits set them); never
+        waits. ProviderPaused while the provider is paused."""
+        return await self.buckets.try_acquire(limits, tokens, input_tokens, output_tokens)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back (1 request and the reserved tokens)."""
         await self.buckets.release(limits, reservation)
 
-    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
-        """Settle a grant with the provider's reported usage, and the team budget reserved with it."""
-        await self.buckets.reconcile(limits, reservation, actual_tokens)
+    async def reconcile(
+        self,
+        limits: ProviderLimits,
+        reservation: Reservation,
+        actual_tokens: int,
+        *,
+        actual_input: int | None = None,
+        actual_output: int | None = None,
+    ) -> None:
+        """Settle a grant with the provider's reported usage (TPM: all tokens; ITPM: the input tokens
+        that count there, cache reads excluded; OTPM: the output tokens; None: leave as reserved), and
+        the team budget reserved with it (all tokens)."""
+        await self.buckets.reconcile(
+            limits, reservation, actual_tokens, actual_input=actual_input, actual_output=actual_output
+        )
         if reservation.budget is not None:
             await self.ledger.settle_budget(reservation.budget, actual_tokens)
 

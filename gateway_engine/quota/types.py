@@ -39,17 +39,27 @@ class QuotaError(ApplicationError):
     code = "quota_refused"
 
 
+# what each token bucket a request can overflow holds, and what to change (QuotaImpossible's message)
+_BUCKET_WORDS = {
+    "TPM": ("tokens", "tpm", "lower max_tokens or raise the provider's tpm/burst"),
+    "ITPM": ("input tokens", "itpm", "shorten the prompt or raise the provider's itpm/burst"),
+    "OTPM": ("output tokens", "otpm", "lower max_tokens or raise the provider's otpm/burst"),
+}
+
+
 class QuotaImpossible(QuotaError):
-    """The request needs more tokens than the provider's TPM bucket can ever hold."""
+    """The request needs more tokens than one of the provider's token buckets (TPM, ITPM or OTPM) can
+    ever hold: waiting would never help. ``bucket`` names it."""
 
     status = 400
     code = "quota_impossible"
 
-    def __init__(self, provider: str, tokens: int, capacity: float):
-        self.provider, self.tokens, self.capacity = provider, tokens, capacity
+    def __init__(self, provider: str, tokens: int, capacity: float, bucket: str = "TPM"):
+        self.provider, self.tokens, self.capacity, self.bucket = provider, tokens, capacity, bucket
+        what, rate, advice = _BUCKET_WORDS[bucket]
         super().__init__(
-            f"provider {provider}: request needs ~{tokens} tokens but the TPM bucket holds at most "
-            f"{int(capacity)} (tpm × burst_seconds / 60); lower max_tokens or raise the provider's tpm/burst"
+            f"provider {provider}: request needs ~{tokens} {what} but the {bucket} bucket holds at most "
+            f"{int(capacity)} ({rate} × burst_seconds / 60); {advice}"
         )
 
 
@@ -126,6 +136,11 @@ class ProviderLimits:
         for field_name in ("rpm", "tpm", "max_concurrency"):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be >= 1")
+        for field_name in ("itpm", "otpm"):
+            if getattr(self, field_name) < 0:
+                raise ValueError(
+                    f"ProviderLimits({self.name!r}).{field_name} must be >= 0 (0: not configured)"
+                )
         for field_name in ("burst_seconds", "timeout_seconds"):
             if not getattr(self, field_name) > 0:
                 raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be > 0")
@@ -153,6 +168,24 @@ class ProviderLimits:
     @property
     def tpm_capacity(self) -> float:
         return self._capacity(self.tpm)
+
+    @property
+    def itpm_per_ms(self) -> float:
+        return self.itpm / 60_000.0
+
+    @property
+    def otpm_per_ms(self) -> float:
+        return self.otpm / 60_000.0
+
+    @property
+    def itpm_capacity(self) -> float:
+        """The ITPM bucket's capacity (0.0 when itpm is not configured: no such bucket)."""
+        return self._capacity(self.itpm) if self.itpm else 0.0
+
+    @property
+    def otpm_capacity(self) -> float:
+        """The OTPM bucket's capacity (0.0 when otpm is not configured: no such bucket)."""
+        return self._capacity(self.otpm) if self.otpm else 0.0
 
     @property
     def team_capped(self) -> bool:
@@ -217,6 +250,15 @@ class ProviderQuotaState:
     configured_tpm: int
     observed_rpm: int  # grants in the last 60 s
     observed_tpm: int  # tokens granted in the last 60 s
+    # the ITPM / OTPM buckets (all 0 when the provider does not configure itpm / otpm)
+    itpm_tokens_available: float = 0.0
+    itpm_capacity: float = 0.0
+    otpm_tokens_available: float = 0.0
+    otpm_capacity: float = 0.0
+    configured_itpm: int = 0
+    configured_otpm: int = 0
+    # the provider pause (billing exhausted, per-day quota), if one holds: nothing is granted meanwhile
+    pause: PauseState | None = None
 
 
 @dataclass(frozen=True)
