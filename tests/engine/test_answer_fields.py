@@ -88,3 +88,24 @@ def test_a_succeeded_result_carries_the_native_answer_and_the_cache_counts(provi
     assert b.ok and b.native_response is None
     assert (b.cached_tokens, b.cache_write_tokens) == (None, None)
     assert "cached_tokens" not in b.attempt_log[0]
+
+
+@pytest.mark.parametrize(
+    "limit, params, bucket",
+    [
+        ({"itpm": 600}, {"max_tokens": 5}, "ITPM"),  # 400 input tokens > the ITPM bucket's 10 s (100)
+        ({"otpm": 600}, {"max_tokens": 500}, "OTPM"),  # 500 output tokens > the OTPM bucket's 100
+    ],
+)
+def test_the_item_life_reserves_its_input_and_output_apart(provider_server, limit, params, bucket):
+    """The split reaches the store: an item that fits TPM but not the ITPM (or OTPM) bucket can never be
+    granted, and nothing is sent."""
+    config = provider(provider_server, "split", burst_seconds=10, **limit)
+    batcher = CrossProviderBatcher(
+        routing_table([config]), store=LocalQuotaStore(), breaker=LocalBreaker(), options=FAST_RETRY
+    )
+    item = {"custom_id": "s", "provider": "split", "query": "x" * 1600, "params": params}
+    (result,) = asyncio.run(batcher.abatch([item]))
+    assert (result.status, result.error_type, result.attempts) == ("failed", "quota_impossible", 0)
+    assert bucket in result.error_message
+    assert provider_server.count("split") == 0
