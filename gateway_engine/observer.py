@@ -44,6 +44,12 @@ class EngineObserver(Protocol):
     def on_retry(self, provider: str, reason: str) -> None:
         """The engine will try again after a failed attempt at ``provider`` (reason = its error type)."""
 
+    def on_provider_paused(self, provider: str, reason: str, until_epoch: float | None, message: str) -> None:
+        """The engine paused ``provider`` for every worker after its answer said it refuses everyone
+        (``reason`` ``billing``: until an operator clears it, ``until_epoch`` None; ``per_day_quota``:
+        until the next midnight America/Los_Angeles). Called once per such answer (several in-flight
+        items can each bring one)."""
+
     def on_item_done(self, result: ItemResult, *, team: str = "", batch_id: str = "") -> None:
         """An item reached its final result (an engine ``ItemResult``) — of that team and batch."""
 
@@ -64,6 +70,9 @@ class NullObserver:
         pass
 
     def on_retry(self, provider: str, reason: str) -> None:
+        pass
+
+    def on_provider_paused(self, provider: str, reason: str, until_epoch: float | None, message: str) -> None:
         pass
 
     def on_item_done(self, result: ItemResult, **kwargs: Any) -> None:
