@@ -151,5 +151,5 @@ def test_the_observer_hook_logs_loudly_and_audits_the_pause(make_provider, caplo
     entries = ConfigChange.objects.filter(action="paused")
     assert entries.count() == 2
     assert {(e.object_id, e.via, e.changes["provider_pause"]["new"]["reason"]) for e in entries} == {
-        (str(claude.pk), "engine", "billing")
+        (str(claude.pk), "code", "billing")
     }
