@@ -98,7 +98,7 @@ def test_failure_groups_by_provider_and_class(staff_client, seeded):
     # completed batch: 7 listed failures; running batch: the first two (alpha 503, alpha 502)
     assert by["alpha"]["5xx"] == 4 and by["alpha"]["other"] == 1
     assert by["beta"] == {
-        "quota_exhausted": 0,
+        "quota_exhausted": 0,  # the two classes #21 put first in the table
         "overloaded": 0,
         "4xx": 1,
         "429": 1,
