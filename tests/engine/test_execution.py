@@ -101,8 +101,6 @@ def test_eager_batch_end_to_end(
         "timeout": 0,
         "connection": 0,
         "invalid_response": 0,
-        "overloaded": 0,
-        "quota_exhausted": 0,
     }
     assert stats["providers"]["ex-bad"]["retry_count"] == 2
     assert stats["token_usage"]["retry_extra_tokens"] == 12
