@@ -112,6 +112,8 @@ class GatewayObserver:
         attempt: int = 0,
         team: str = "",
         batch_id: str = "",
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         team, batch_id = team or self.team, batch_id or self.batch_id
         outcome = outcome_label(error_type, status_code)
@@ -123,8 +125,14 @@ class GatewayObserver:
             metrics.provider_tokens.labels(provider, team, "completion").inc(completion_tokens)
         if not used and (prompt_tokens or completion_tokens):
             metrics.provider_tokens.labels(provider, team, "wasted").inc(prompt_tokens + completion_tokens)
+        # the prompt-cache parts of prompt_tokens (already counted in "prompt"), kinds of their own
+        if cached_tokens:
+            metrics.provider_tokens.labels(provider, team, "cached").inc(cached_tokens)
+        if cache_write_tokens:
+            metrics.provider_tokens.labels(provider, team, "cache_write").inc(cache_write_tokens)
         if prompt_tokens or completion_tokens:
-            cost = token_cost(self.prices.get(provider, UNKNOWN), prompt_tokens, completion_tokens)
+            prices = self.prices.get(provider, UNKNOWN)
+            cost = token_cost(prices, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
             if cost is not None:
                 metrics.provider_cost.labels(provider, team).inc(float(cost))
         if self.tracer is not None:

@@ -24,6 +24,9 @@ COST_PLACES = Decimal("0.000001")
 class Prices:
     prompt_per_million: Decimal | None
     completion_per_million: Decimal | None
+    # prompt-cache reads and writes (parts of prompt_tokens); None: priced at the prompt price
+    cached_per_million: Decimal | None = None
+    cache_write_per_million: Decimal | None = None
 
     @property
     def known(self) -> bool:
@@ -36,15 +39,26 @@ class Prices:
 
 UNKNOWN = Prices(None, None)
 
-# (provider name, prompt tokens, completion tokens, wasted tokens) of one usage row
-ProviderTokens = tuple[str, int, int, int]
+# (provider name, prompt, completion, wasted, cached, cache-write tokens) of one usage row
+ProviderTokens = tuple[str, int, int, int, int, int]
 
 
-def token_cost(prices: Prices, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
-    """Cost of the given tokens, or None when a needed price is unknown (zero tokens need no price)."""
+def token_cost(
+    prices: Prices,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> Decimal | None:
+    """Cost of the given tokens, or None when a needed price is unknown (zero tokens need no price).
+    ``prompt_tokens`` is all input: its cached and cache-write parts are priced at their own prices
+    (the prompt price when those are not set)."""
+    cached, cache_write = int(cached_tokens or 0), int(cache_write_tokens or 0)
     total = Decimal(0)
     for tokens, price in (
-        (prompt_tokens, prices.prompt_per_million),
+        (max(0, int(prompt_tokens) - cached - cache_write), prices.prompt_per_million),
+        (cached, _or(prices.cached_per_million, prices.prompt_per_million)),
+        (cache_write, _or(prices.cache_write_per_million, prices.prompt_per_million)),
         (completion_tokens, prices.completion_per_million),
     ):
         if not tokens:
@@ -53,6 +67,10 @@ def token_cost(prices: Prices, prompt_tokens: int, completion_tokens: int) -> De
             return None
         total += Decimal(int(tokens)) * Decimal(price) / MILLION
     return total
+
+
+def _or(price: Decimal | None, fallback: Decimal | None) -> Decimal | None:
+    return fallback if price is None else price
 
 
 def as_number(cost: Decimal | None) -> float | None:
@@ -71,13 +89,14 @@ def add_costs(*costs: Decimal | None) -> Decimal | None:
 
 
 def sum_usage_costs(parts) -> dict:
-    """{"cost", "wasted_cost"} of usage rows given as (Prices, prompt, completion, wasted) tuples; wasted
-    tokens are priced at the prompt price (the rows have no split). ``cost`` includes ``wasted_cost``."""
+    """{"cost", "wasted_cost"} of usage rows given as (Prices, prompt, completion, wasted, cached,
+    cache_write) tuples; wasted tokens are priced at the prompt price (the rows have no split).
+    ``cost`` includes ``wasted_cost``."""
     cost: Decimal | None = Decimal(0)
     wasted_cost: Decimal | None = Decimal(0)
-    for prices, prompt, completion, wasted in parts:
+    for prices, prompt, completion, wasted, cached, cache_write in parts:
         waste = token_cost(Prices(prices.prompt_per_million, prices.prompt_per_million), wasted, 0)
-        cost = add_costs(cost, token_cost(prices, prompt, completion), waste)
+        cost = add_costs(cost, token_cost(prices, prompt, completion, cached, cache_write), waste)
         wasted_cost = add_costs(wasted_cost, waste)
     return {"cost": as_number(cost), "wasted_cost": as_number(wasted_cost)}
 
@@ -98,14 +117,12 @@ def add_usage_costs(rows_with_usage: Iterable[tuple[dict, Iterable[ProviderToken
     """The one cost helper of the usage readers (the usage API and the dashboard's usage page): adds
     ``cost`` / ``wasted_cost`` to each usage row, priced from that row's per-provider tokens, and returns
     the totals over every row ({"cost", "wasted_cost"}; None = some price unknown). One query for the
-    prices. ``rows_with_usage``: (row, [(provider, prompt, completion, wasted), ...]) pairs."""
+    prices. ``rows_with_usage``: (row, [(provider, prompt, completion, wasted, cached, cache_write),
+    ...]) pairs."""
     prices = prices_by_provider()
     every = []
     for row, usage in rows_with_usage:
-        parts = [
-            (prices.get(provider, UNKNOWN), prompt, completion, wasted)
-            for provider, prompt, completion, wasted in usage
-        ]
+        parts = [(prices.get(provider, UNKNOWN), *tokens) for provider, *tokens in usage]
         row.update(sum_usage_costs(parts))
         every.extend(parts)
     return sum_usage_costs(every)
@@ -118,7 +135,13 @@ def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
     total_wasted: Decimal | None = Decimal(0)
     for name, p in stats.get("providers", {}).items():
         price = prices.get(name, UNKNOWN)
-        used = token_cost(price, p.get("prompt_tokens", 0), p.get("completion_tokens", 0))
+        used = token_cost(
+            price,
+            p.get("prompt_tokens", 0),
+            p.get("completion_tokens", 0),
+            p.get("cached_tokens", 0),
+            p.get("cache_write_tokens", 0),
+        )
         wasted = token_cost(
             Prices(price.prompt_per_million, price.prompt_per_million), p.get("retry_extra_tokens", 0), 0
         )

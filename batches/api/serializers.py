@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from batches.models import ERROR_TYPE_VALUES, Batch, BatchPriority, BatchStatus, ItemStatus
+from batches.selectors import RESULT_INCLUDES
 from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
@@ -76,6 +77,22 @@ class ItemStatusListField(serializers.CharField):
                 + (f"; unknown: {', '.join(unknown)}" if unknown else "")
             )
         return list(dict.fromkeys(statuses))
+
+
+class IncludeListField(serializers.CharField):
+    """`include=native` (or a comma-separated list): what to add to each RESULT. An unknown word is a
+    400 naming `include`, never ignored (a typo would otherwise silently drop what was asked for)."""
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        words = [part.strip() for part in text.split(",") if part.strip()]
+        unknown = sorted(set(words) - set(RESULT_INCLUDES))
+        if not words or unknown:
+            raise serializers.ValidationError(
+                f"must be one or more of {', '.join(RESULT_INCLUDES)}, comma-separated"
+                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            )
+        return list(dict.fromkeys(words))
 
 
 # --- submission (documentation of the body; validation lives in batches.submission) -------------
@@ -149,6 +166,12 @@ class ProviderStatsSerializer(serializers.Serializer):
     error_count = serializers.IntegerField()
     retry_count = serializers.IntegerField()
     rate_limited_count = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: written to the provider's prompt cache."
+    )
     cost = serializers.FloatField(
         allow_null=True,
         required=False,
@@ -162,6 +185,12 @@ class ProviderStatsSerializer(serializers.Serializer):
 class TokenUsageSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: written to the provider's prompt cache."
+    )
     retry_extra_tokens = serializers.IntegerField(
         help_text="Tokens billed for attempts whose answer was not used."
     )
@@ -193,7 +222,13 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
         "failed_count": batch.failed_count,
         "total_elapsed_ms": 0,
         "providers": {},
-        "token_usage": {"prompt_tokens": 0, "completion_tokens": 0, "retry_extra_tokens": 0},
+        "token_usage": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "retry_extra_tokens": 0,
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
+        },
     }
 
 
@@ -258,10 +293,26 @@ class ResultErrorSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class PromptTokensDetailsSerializer(serializers.Serializer):
+    cached_tokens = serializers.IntegerField(
+        required=False,
+        help_text="Of prompt_tokens: read from the provider's prompt cache (OpenAI's field). "
+        "Absent when the provider reported none.",
+    )
+    x_gateway_cache_write_tokens = serializers.IntegerField(
+        required=False,
+        help_text="Of prompt_tokens: written to the provider's prompt cache (e.g. Anthropic "
+        "cache_creation_input_tokens). Absent when the provider reported none.",
+    )
+
+
 class ResultUsageSerializer(serializers.Serializer):
-    prompt_tokens = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField(help_text="All input tokens, cached and cache writes included.")
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
+    prompt_tokens_details = PromptTokensDetailsSerializer(
+        required=False, help_text="Present only when the provider reported prompt-cache counts."
+    )
 
 
 class ResultSerializer(serializers.Serializer):
@@ -275,9 +326,19 @@ class ResultSerializer(serializers.Serializer):
     provider = serializers.CharField(help_text="Provider that answered last; empty if none was tried.")
     attempts = serializers.IntegerField(help_text="HTTP attempts made for this item.")
     latency_ms = serializers.IntegerField(help_text="Latency of the last attempt; 0 if none was made.")
-    response = serializers.JSONField(allow_null=True, help_text="The provider's JSON answer, or null.")
+    response = serializers.JSONField(
+        allow_null=True,
+        help_text="The answer as an OpenAI chat.completion object, whatever the provider's kind, or null.",
+    )
     error = ResultErrorSerializer(allow_null=True)
     usage = ResultUsageSerializer(allow_null=True)
+    native_response = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Only with `?include=native`: the provider's own answer before its translation to "
+        "`response` (e.g. an Anthropic Messages or Gemini generateContent body); null for kind openai "
+        "(its answer is `response`) and for items without an answer.",
+    )
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
         return instance
@@ -301,6 +362,12 @@ class UsageNumbersSerializer(serializers.Serializer):
         help_text="Tokens billed for attempts whose answer was not used."
     )
     total_tokens = serializers.IntegerField(help_text="prompt_tokens + completion_tokens.")
+    cached_tokens = serializers.IntegerField(
+        help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = serializers.IntegerField(
+        help_text="Of prompt_tokens: written to the provider's prompt cache."
+    )
     cost = serializers.FloatField(
         allow_null=True,
         help_text="Cost of the billed tokens, wasted ones included (null: a price is unknown).",
@@ -367,6 +434,11 @@ class ResultsQuerySerializer(serializers.Serializer):
         help_text="Only items in these states: one of "
         + ", ".join(ItemStatus.values)
         + ", or a comma-separated list (e.g. `failed,expired`).",
+    )
+    include = IncludeListField(
+        required=False,
+        help_text="Add to each RESULT: `native` adds `native_response`, the provider's own answer "
+        "(null for kind openai). Works with JSON pages and `format=jsonl`; anything else is a 400.",
     )
 
 
