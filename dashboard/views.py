@@ -285,8 +285,9 @@ def providers(request):
     limits = [provider_limits(p) for _, p in pairs]
     quota = live.quota_states(limits)
     breakers = live.breaker_states([view.name for view, _ in pairs])
+    pauses = live.pause_states([view.name for view, _ in pairs])
     recent = provider_reads.recent_activity()
-    rows = [provider_row(view, quota, breakers, recent) for view, _provider in pairs]
+    rows = [provider_row(view, quota, breakers, recent, pauses) for view, _provider in pairs]
     return render(
         request,
         "dashboard/providers.html",
@@ -295,6 +296,7 @@ def providers(request):
             "rows": rows,
             "quota_error": quota.error,
             "breaker_error": breakers.error,
+            "pause_error": pauses.error,
             "recent_minutes": int(provider_reads.RECENT_WINDOW.total_seconds() // 60),
             "advice": capacity_reads.capacity_advice(rows),
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,

@@ -171,7 +171,11 @@ class Admission:
                 gate.release()
                 await store.release(limits, reservation)
                 return None
-            blocked, held, slot = await self._take_slots(gate, limits, long_item)
+            try:
+                blocked, held, slot = await self._take_slots(gate, limits, long_item)
+            except BaseException:  # ProviderPaused (paused since the grant), the store down, a cancel
+                await store.release(limits, reservation)
+                raise
             if not blocked:
                 return Admitted(request, replace(reservation, current=live), held, slot)
             await held.aclose()

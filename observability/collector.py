@@ -1,7 +1,7 @@
 """Gauges read at scrape time from the shared state (Redis, database), not from any one process.
 
-Quota buckets and leases come from the quota store's ``snapshot_all_sync()``, breakers from
-``breaker_snapshot_sync()``; batches by status and queued items from PostgreSQL. When a source cannot
+Quota buckets and leases come from the quota store's ``snapshot_all_sync()``, provider pauses from its
+``provider_pauses_sync()``, breakers from ``breaker_snapshot_sync()``; batches by status and queued items from PostgreSQL. When a source cannot
 answer, its gauges are left out and ``gateway_scrape_errors{source}`` is 1 (the scrape still answers).
 """
 
@@ -77,6 +77,24 @@ def breaker_family(names: list[str]) -> Metric:
     return family
 
 
+def pause_family(names: list[str]) -> Metric:
+    """gateway_provider_paused{provider,reason}: 1 while the engine has paused the provider for every
+    worker (reason billing, per_day_quota, …; providers.pauses), else 0 with reason "none"."""
+    from providers.limits.factory import provider_pauses_sync
+
+    family = GaugeMetricFamily(
+        "gateway_provider_paused",
+        "1 while a provider is paused for every worker (quota exhausted, per-day quota) until an operator "
+        "clears it or its quota period ends; 0 (reason none) otherwise.",
+        labels=["provider", "reason"],
+    )
+    paused = provider_pauses_sync(names) if names else {}
+    for name in names:
+        state = paused.get(name)
+        family.add_metric([name, state.reason if state else "none"], 1 if state else 0)
+    return family
+
+
 def database_families() -> list[Metric]:
     from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 
@@ -117,6 +135,7 @@ class LiveStateCollector:
         for source, build in (
             ("quota", lambda: quota_families(limits)),
             ("breaker", lambda: [breaker_family([lim.name for lim in limits])]),
+            ("pauses", lambda: [pause_family([lim.name for lim in limits])]),
             ("database", database_families),
         ):
             try:

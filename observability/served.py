@@ -48,6 +48,12 @@ def _record(team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
         if cache_write:
             metrics.provider_tokens.labels(result.provider, team, "cache_write").inc(cache_write)
         if prompt or completion:
-            cost = token_cost(prices.get(result.provider, UNKNOWN), prompt, completion, cached, cache_write)
+            cost = token_cost(
+                prices.get(result.provider, UNKNOWN),
+                prompt,
+                completion,
+                cached_tokens=cached,
+                cache_write_tokens=cache_write,
+            )
             if cost is not None:
                 metrics.provider_cost.labels(result.provider, team).inc(float(cost))

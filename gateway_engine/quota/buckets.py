@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
-from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class TokenBuckets(ABC):
 
     def __init__(self) -> None:
         self.queues = AcquireQueues()
+        # the head waiter of each provider sleeps here, so a pause set or lifted in this process wakes it
+        self._sleepers = Wakeups()
 
     # ---- atomic primitives (the backends) ------------------------------------------------------------
     @abstractmethod
@@ -80,8 +85,56 @@ class TokenBuckets(ABC):
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         """The provider's bucket levels, pause, observed rates and leases in flight, now."""
 
+    @abstractmethod
+    async def set_pause(self, pause: PauseState) -> bool:
+        """Hold ``pause`` for every worker unless the pause already held lasts longer; True if set.
+        (The backend stamps ``since`` with its own clock.)"""
+
+    @abstractmethod
+    async def drop_pause(self, provider: str) -> bool:
+        """Lift the provider's pause; True if one held."""
+
+    @abstractmethod
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        """The provider's pause, or None (an expired one is gone)."""
+
     async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
         return [await self.snapshot(limits) for limits in limits_list]
+
+    # ---- the provider pause -------------------------------------------------------------------------
+    async def pause_provider(
+        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
+    ) -> None:
+        """Pause the provider for every worker: every grant and lease raises ProviderPaused until
+        ``until_epoch`` (wall-clock seconds; None: until lift_provider_pause). Never shortens a pause that
+        lasts longer. A waiter of this process is woken to see it now (others: on their next try)."""
+        if not reason:
+            raise ValueError(f"pause_provider({provider!r}): reason must be a non-empty string")
+        if until_epoch is not None and not math.isfinite(until_epoch):
+            raise ValueError(f"pause_provider({provider!r}): until_epoch must be finite, got {until_epoch}")
+        pause = PauseState(provider, reason, until_epoch, message, since_epoch=time.time())
+        if await self.set_pause(pause):
+            log.warning(
+                "provider %s paused (%s) %s",
+                provider,
+                reason,
+                "until cleared" if until_epoch is None else f"until epoch {until_epoch:.0f}",
+                extra={"event": "provider_pause_set", "provider": provider, "reason": reason},
+            )
+        self._sleepers.notify_all(provider)
+
+    async def lift_provider_pause(self, provider: str) -> bool:
+        """Lift the provider's pause (an operator's action); True if one held. Wakes this process's
+        waiters so they ask again now."""
+        lifted = await self.drop_pause(provider)
+        if lifted:
+            log.info(
+                "provider %s pause lifted",
+                provider,
+                extra={"event": "provider_pause_lifted", "provider": provider},
+            )
+        self._sleepers.notify_all(provider)
+        return lifted
 
     # ---- waiting for a grant -------------------------------------------------------------------------
     async def acquire(
@@ -172,7 +225,7 @@ class TokenBuckets(ABC):
                 raise TimeoutError(
                     f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
                 )
-            await asyncio.sleep(delay)
+            await self._sleepers.wait(limits.name, delay)  # a pause set meanwhile wakes us (ProviderPaused)
             decision = None
 
     # ---- settling a grant ----------------------------------------------------------------------------

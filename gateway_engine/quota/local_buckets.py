@@ -8,7 +8,7 @@ import time
 
 from .buckets import TokenBuckets, log_pause
 from .local_state import EPS, LocalState, refill, wait_ms_for
-from .types import Decision, ProviderLimits, ProviderQuotaState
+from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState
 
 
 class LocalTokenBuckets(TokenBuckets):
@@ -23,6 +23,9 @@ class LocalTokenBuckets(TokenBuckets):
         n = int(tokens)
         with self._state.lock:
             now = self._state.now_ms()
+            pause = self._state.pause(limits.name, now)
+            if pause is not None:
+                raise pause.refusal()
             if n > limits.tpm_capacity:
                 return Decision(False, 0, now, impossible=True)
             b = self._state.cell(limits.name)
@@ -89,6 +92,18 @@ class LocalTokenBuckets(TokenBuckets):
     async def clear_pause(self, limits: ProviderLimits) -> None:
         with self._state.lock:
             self._state.cell(limits.name).paused_until = 0.0
+
+    async def set_pause(self, pause: PauseState) -> bool:
+        with self._state.lock:
+            return self._state.set_pause(pause, self._state.now_ms())
+
+    async def drop_pause(self, provider: str) -> bool:
+        with self._state.lock:
+            return self._state.lift_pause(provider, self._state.now_ms())
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        with self._state.lock:
+            return self._state.pause(provider, self._state.now_ms())
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         with self._state.lock:

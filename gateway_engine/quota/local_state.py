@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..protocols import Clock
-from .types import ProviderLimits
+from .types import PauseState, ProviderLimits
 
 OBS_SLOTS = 60
 EPS = 1e-9
@@ -77,6 +77,9 @@ class LocalState:
         self.clock = clock
         self.lock = threading.Lock()
         self._cells: dict[str, ProviderCell] = {}
+        # provider -> (its pause, the store-clock ms it ends at, None: until lifted). Kept apart from the
+        # cells' limits so a pause outlives any change of the provider's limits.
+        self._pauses: dict[str, tuple[PauseState, float | None]] = {}
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -87,3 +90,29 @@ class LocalState:
         if b is None:
             b = self._cells[name] = ProviderCell()
         return b
+
+    def pause(self, name: str, now: float) -> PauseState | None:
+        """The provider's pause, if one holds at ``now`` (an expired one is dropped). Caller holds the lock."""
+        held = self._pauses.get(name)
+        if held is None:
+            return None
+        if held[1] is not None and held[1] <= now:
+            del self._pauses[name]
+            return None
+        return held[0]
+
+    def set_pause(self, pause: PauseState, now: float) -> bool:
+        """Hold ``pause`` (its wall-clock end turned into this store's clock) unless the pause already
+        held lasts longer; True if set. Caller holds the lock."""
+        held = self.pause(pause.provider, now)
+        if held is not None and held.outlasts(pause.until_epoch):
+            return False
+        until = None if pause.until_epoch is None else now + (pause.until_epoch - time.time()) * 1000.0
+        self._pauses[pause.provider] = (pause, until)
+        return True
+
+    def lift_pause(self, name: str, now: float) -> bool:
+        """Drop the provider's pause; True if one held. Caller holds the lock."""
+        held = self.pause(name, now)
+        self._pauses.pop(name, None)
+        return held is not None

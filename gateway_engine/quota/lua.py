@@ -5,6 +5,9 @@ Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), ts (ms of the last update), p (paused until, ms)
   {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
   {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
+  {prefix}q:{<name>}:pause  hash: reason, until (epoch ms, '' = until lifted), message, since (epoch ms) —
+                          the provider pause; PEXPIREAT until when it has one. Apart from the bucket
+                          hash, so no limit change, bucket expiry or 429 clear_pause touches it.
 
   {prefix}q:{<name>}:tm:<team>   hash: r, ts — a team's share of the provider's RPM (share cap)
   {prefix}budget:{<team>}:d:<YYYY-MM-DD> / :m:<YYYY-MM>   string: tokens used in that UTC day / month
@@ -66,6 +69,13 @@ local function team_store(key, now, r, rr, rc)
   redis.call('PEXPIRE', key, math.ceil(math.max((rc - r) / rr, 0)) + 1000)
 end
 
+-- the provider pause, as ACQUIRE / LEASE_ACQUIRE answer it: {3, reason, until, message, since}, or nil
+local function paused(key)
+  local z = redis.call('HMGET', key, 'reason', 'until', 'message', 'since')
+  if not z[1] then return nil end
+  return {3, z[1], z[2] or '', z[3] or '', z[4] or '0'}
+end
+
 local function observe(key, now, dr, dt)
   local sec = math.floor(now / 1000)
   local slot = sec % 60
@@ -80,27 +90,30 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc].
-# -> {status, wait_ms, now}: status 0 granted, 1 wait, 2 impossible (n > tpm capacity)
+# KEYS: bucket, obs, pause [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc].
+# -> {status, wait_ms, now}: status 0 granted, 1 wait, 2 impossible (n > tpm capacity);
+#    or {3, reason, until, message, since}: the provider is paused (nothing taken).
 # With a team bucket, all three buckets grant or none does.
 ACQUIRE = (
     _PRELUDE
     + """
+local pz = paused(KEYS[3])
+if pz then return pz end
 local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 if n > tc then return {2, 0, fmt(now)} end
 local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
 local w = wait_for(now, r, tk, p, n, rr, tr)
-local team = #KEYS >= 3
+local team = #KEYS >= 4
 local mr, mrr, mrc
 if team then
   mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
-  mr = team_load(KEYS[3], now, mrr, mrc)
+  mr = team_load(KEYS[4], now, mrr, mrc)
   if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
 store(KEYS[1], now, r - 1, tk - n, p, rr, rc, tr, tc)
-if team then team_store(KEYS[3], now, mr - 1, mrr, mrc) end
+if team then team_store(KEYS[4], now, mr - 1, mrr, mrc) end
 observe(KEYS[2], now, 1, n)
 return {0, 0, fmt(now)}
 """
@@ -119,7 +132,7 @@ return 1
 """
 )
 
-# KEYS: bucket, obs [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc]. Gives back an unused
+# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc]. Gives back an unused
 # grant (1 request, n tokens; 1 team token), each clamped to its capacity; the observed counters are
 # decremented too.
 RELEASE = (
@@ -129,9 +142,9 @@ local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]
 local now = now_ms()
 local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
 store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, tk + n), p, rr, rc, tr, tc)
-if #KEYS >= 3 then
+if #KEYS >= 4 then
   local mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
-  team_store(KEYS[3], now, math.min(mrc, team_load(KEYS[3], now, mrr, mrc) + 1), mrr, mrc)
+  team_store(KEYS[4], now, math.min(mrc, team_load(KEYS[4], now, mrr, mrc) + 1), mrr, mrc)
 end
 observe(KEYS[2], now, -1, -n)
 return 1
@@ -148,6 +161,23 @@ local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
 p = math.max(p, now + ms)
 store(KEYS[1], now, r, tk, p, rr, rc, tr, tc)
 return fmt(p)
+"""
+)
+
+# KEYS: pause. ARGV: reason, until (epoch ms, '' = until lifted), message. Sets the provider pause unless
+# the one held lasts longer ('' outlasts everything); expires at until (PEXPIREAT, server clock). -> 1 set, 0 kept
+PAUSE_SET = (
+    _PRELUDE
+    + """
+local held = redis.call('HMGET', KEYS[1], 'reason', 'until')
+if held[1] then
+  local hu = held[2] or ''
+  if hu == '' or (ARGV[2] ~= '' and tonumber(hu) >= tonumber(ARGV[2])) then return 0 end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'reason', ARGV[1], 'until', ARGV[2], 'message', ARGV[3], 'since', fmt(now_ms()))
+if ARGV[2] ~= '' then redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2]))) end
+return 1
 """
 )
 
@@ -186,8 +216,11 @@ return {fmt(r), fmt(tk), fmt(p), fmt(now), math.ceil(w), leases, orq, otk}
 """
 )
 
-# KEYS: leases. ARGV: lease id, max concurrency, ttl ms. -> 0 taken, else ms until the earliest expiry
+# KEYS: leases, pause. ARGV: lease id, max concurrency, ttl ms. -> 0 taken, else ms until the earliest
+# expiry; or {3, reason, until, message, since}: the provider is paused (nothing taken)
 LEASE_ACQUIRE = """
+local z = redis.call('HMGET', KEYS[2], 'reason', 'until', 'message', 'since')
+if z[1] then return {3, z[1], z[2] or '', z[3] or '', z[4] or '0'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -4,9 +4,11 @@ lua.py, shared by every worker process."""
 from __future__ import annotations
 
 from .buckets import TokenBuckets, log_pause
-from .redis_conn import RedisConnection
+from .redis_conn import RedisConnection, pause_state
 from .resp import Arg
-from .types import Decision, ProviderLimits, ProviderQuotaState
+from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState
+
+PAUSED = 3  # ACQUIRE's status when the provider is paused
 
 
 def rates(limits: ProviderLimits) -> list[Arg]:
@@ -29,16 +31,18 @@ class RedisTokenBuckets(TokenBuckets):
     def _bucket_call(self, limits: ProviderLimits, tokens: int) -> tuple[list[str], list[Arg]]:
         """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, plus the team share bucket."""
         bucket, obs, _ = self._conn.provider_keys(limits.name)
-        keys, args = [bucket, obs], [*rates(limits), int(tokens)]
+        keys, args = [bucket, obs, self._conn.pause_key(limits.name)], [*rates(limits), int(tokens)]
         if limits.team_capped:
             keys.append(f"{self._conn.prefix}q:{{{limits.name}}}:tm:{limits.team}")
             args += [repr(limits.team_rpm_per_ms), repr(float(limits.team_rpm_capacity))]
         return keys, args
 
     async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        status, wait_ms, now = await self._conn.run("ACQUIRE", *self._bucket_call(limits, tokens))
-        status = int(status)
-        return Decision(status == 0, int(wait_ms), float(now), impossible=status == 2)
+        reply = await self._conn.run("ACQUIRE", *self._bucket_call(limits, tokens))
+        status = int(reply[0])
+        if status == PAUSED:
+            raise pause_state(limits.name, reply[1:]).refusal()
+        return Decision(status == 0, int(reply[1]), float(reply[2]), impossible=status == 2)
 
     async def reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
         bucket, obs, _ = self._conn.provider_keys(limits.name)
@@ -56,6 +60,20 @@ class RedisTokenBuckets(TokenBuckets):
     async def clear_pause(self, limits: ProviderLimits) -> None:
         bucket, _, _ = self._conn.provider_keys(limits.name)
         await self._conn.run("UNPAUSE", [bucket], [])
+
+    async def set_pause(self, pause: PauseState) -> bool:
+        until = "" if pause.until_epoch is None else repr(pause.until_epoch * 1000.0)
+        reply = await self._conn.run("PAUSE_SET", [self._conn.pause_key(pause.provider)],
+                                     [pause.reason, until, pause.message])  # fmt: skip
+        return int(reply) == 1
+
+    async def drop_pause(self, provider: str) -> bool:
+        return int(await self._conn.command("DEL", self._conn.pause_key(provider))) == 1
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        key = self._conn.pause_key(provider)
+        fields = await self._conn.command("HMGET", key, "reason", "until", "message", "since")
+        return None if fields[0] is None else pause_state(provider, fields)
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         bucket, obs, leases = self._conn.provider_keys(limits.name)

@@ -20,7 +20,15 @@ from .config_version import ConfigVersion
 from .leases import ConcurrencyLeases, Lease
 from .ledger import BudgetLedger, BudgetSeed
 from .slots import GlobalSlot, InFlightSlots
-from .types import BudgetReservation, Decision, ProviderLimits, ProviderQuotaState, Reservation, TeamLimits
+from .types import (
+    BudgetReservation,
+    Decision,
+    PauseState,
+    ProviderLimits,
+    ProviderQuotaState,
+    Reservation,
+    TeamLimits,
+)
 
 
 class ComposedQuotaStore:
@@ -79,6 +87,21 @@ class ComposedQuotaStore:
     async def clear_pause(self, limits: ProviderLimits) -> None:
         """End a 429 pause now (admin action "Clear rate-limit pause")."""
         await self.buckets.clear_pause(limits)
+
+    async def pause_provider(
+        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
+    ) -> None:
+        """Pause the provider for every worker: acquire, try_acquire and try_lease raise ProviderPaused
+        until ``until_epoch`` (None: until lift_provider_pause). Never shortens a longer pause."""
+        await self.buckets.pause_provider(provider, reason, until_epoch, message)
+
+    async def lift_provider_pause(self, provider: str) -> bool:
+        """Lift the provider pause (admin action, ``manage.py clear_provider_pause``); True if one held."""
+        return await self.buckets.lift_provider_pause(provider)
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        """The provider's pause, or None."""
+        return await self.buckets.provider_pause(provider)
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         return await self.buckets.snapshot(limits)

@@ -78,6 +78,17 @@ class PauseState:
     message: str = ""
     since_epoch: float = 0.0
 
+    def refusal(self) -> ProviderPaused:
+        """The error a grant raises while this pause holds."""
+        return ProviderPaused(self.provider, self.reason, self.until_epoch, self.message)
+
+    def outlasts(self, until_epoch: float | None) -> bool:
+        """Does this pause last at least as long as one until ``until_epoch``? (None: for ever.) A new
+        pause never shortens an existing one: a billing pause (no end) is not replaced by a per-day one."""
+        if self.until_epoch is None:
+            return True
+        return until_epoch is not None and self.until_epoch >= until_epoch
+
 
 class QuotaStoreUnavailable(QuotaError, Unavailable):
     """The shared quota store (Redis) cannot be reached. Never silently replaced by a local limiter."""
