@@ -242,3 +242,15 @@ def test_token_metrics_count_the_cache(team, served):
     assert value(after, cost, provider="claude") - value(before, cost, provider="claude") == pytest.approx(
         0.303
     )
+
+
+def test_the_v1_batch_object_reports_the_cached_input(team, served):
+    from openai_api.models import OpenAIBatch
+    from openai_api.selectors import batch_object
+
+    batch, _ = served
+    ob = OpenAIBatch.objects.create(
+        id=f"batch_{batch.id.hex}", team=team, batch=Batch.objects.get(pk=batch.pk)
+    )
+    usage = batch_object(ob)["usage"]
+    assert usage["input_tokens"] == 100_005 and usage["input_tokens_details"] == {"cached_tokens": 60_000}
