@@ -30,6 +30,7 @@ from gateway_engine.errors import ApplicationError
 
 from .auth import ApiKeyAuthentication
 from .exceptions import InvalidQuery
+from .result_serializers import ResultPageSerializer, ResultsQuerySerializer
 from .serializers import (
     BatchCreateSerializer,
     BatchListQuerySerializer,
@@ -38,8 +39,6 @@ from .serializers import (
     BudgetErrorsSerializer,
     DetailSerializer,
     ErrorsSerializer,
-    ResultPageSerializer,
-    ResultsQuerySerializer,
     RetryConflictSerializer,
     UsageQuerySerializer,
     UsageSerializer,
