@@ -51,6 +51,10 @@ def test_schema_documents_error_shapes(document):
     assert set(post["requestBody"]["content"]) == {"application/json", "application/jsonl"}
     for path in ("/api/v1/batches/{batch_id}", "/api/v1/batches/{batch_id}/results"):
         assert "404" in document["paths"][path]["get"]["responses"]
+    results_params = {
+        p["name"]: p for p in document["paths"]["/api/v1/batches/{batch_id}/results"]["get"]["parameters"]
+    }
+    assert "native" in results_params["include"]["description"]  # the native switch is documented
 
 
 def test_schema_fields_match_what_the_api_returns(document, client, routes):
