@@ -254,3 +254,13 @@ def test_the_v1_batch_object_reports_the_cached_input(team, served):
     )
     usage = batch_object(ob)["usage"]
     assert usage["input_tokens"] == 100_005 and usage["input_tokens_details"] == {"cached_tokens": 60_000}
+
+
+def test_the_dashboard_item_page_shows_the_providers_own_answer(served):
+    batch, _ = served
+    browser = login_superuser(Client())
+    rows = {r.custom_id: r for r in BatchItem.objects.filter(batch=batch)}
+    page = browser.get(f"/dashboard/items/{rows['c'].pk}/").content.decode()
+    assert "Provider's own answer" in page and "cache_read_input_tokens" in page
+    plain = browser.get(f"/dashboard/items/{rows['g'].pk}/").content.decode()
+    assert "own answer" not in plain
