@@ -32,7 +32,7 @@ def quota_families(limits: list) -> list[Metric]:
 
     available = GaugeMetricFamily(
         "gateway_quota_tokens_available",
-        "Tokens in a provider's bucket now (rpm: requests, tpm: tokens), shared by every worker.",
+        "Tokens in a provider's bucket now (rpm: requests; tpm, itpm, otpm: tokens), shared by every worker.",
         labels=["provider", "bucket"],
     )
     capacity = GaugeMetricFamily(
@@ -59,6 +59,10 @@ def quota_families(limits: list) -> list[Metric]:
         available.add_metric([s.provider, "tpm"], s.tpm_tokens_available)
         capacity.add_metric([s.provider, "rpm"], s.rpm_capacity)
         capacity.add_metric([s.provider, "tpm"], s.tpm_capacity)
+        for bucket in ("itpm", "otpm"):  # only for providers that set them (the snapshot's 0 otherwise)
+            if getattr(s, f"{bucket}_capacity", 0):
+                available.add_metric([s.provider, bucket], getattr(s, f"{bucket}_tokens_available"))
+                capacity.add_metric([s.provider, bucket], getattr(s, f"{bucket}_capacity"))
         paused.add_metric([s.provider], s.wait_ms / 1000.0 if s.paused_until_ms else 0.0)
         in_flight.add_metric([s.provider], s.leases_in_flight)
         leases_max.add_metric([s.provider], s.max_concurrency)

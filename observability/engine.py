@@ -32,14 +32,11 @@ def _off_the_loop(write, *args) -> None:
     with that thread's connection closed after. Errors reach the caller (_never_raises logs them)."""
     from django.db import connection
 
-    from audit.context import acting_as
-
     errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            with acting_as("system", "engine"):
-                write(*args)
+            write(*args)
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
         finally:

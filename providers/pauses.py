@@ -48,11 +48,20 @@ def as_change(state: PauseState) -> dict:
 
 
 def _record(provider_name: str, action: str, changes: dict) -> None:
-    from audit.actions import record_action
+    """An entry in the audit history (audit connects to ``provider_action``; the actor is the request's
+    user, ``command:<name>``, or ``system``/``code`` in a worker)."""
     from providers.models import Provider
+    from providers.signals import provider_action
 
     pk = Provider.objects.filter(name=provider_name).values_list("pk", flat=True).first()
-    record_action(AUDIT_MODEL, str(pk if pk is not None else provider_name), provider_name, action, changes)
+    provider_action.send(
+        sender=Provider,
+        model=AUDIT_MODEL,
+        object_id=str(pk if pk is not None else provider_name),
+        object_repr=provider_name,
+        action=action,
+        changes=changes,
+    )
 
 
 def clear(provider_name: str) -> PauseState | None:

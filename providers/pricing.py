@@ -31,7 +31,7 @@ class Prices:
     prompt_per_million: Decimal | None
     completion_per_million: Decimal | None
     # None: priced as prompt tokens (see the module docstring)
-    cached_prompt_per_million: Decimal | None = None
+    cached_per_million: Decimal | None = None
     cache_write_per_million: Decimal | None = None
 
     @property
@@ -41,7 +41,7 @@ class Prices:
     @property
     def cached_price(self) -> Decimal | None:
         """Per million cache-read prompt tokens: the cached price, else the prompt price."""
-        return _first_set(self.cached_prompt_per_million, self.prompt_per_million)
+        return _first_set(self.cached_per_million, self.prompt_per_million)
 
     @property
     def cache_write_price(self) -> Decimal | None:
@@ -73,7 +73,6 @@ def token_cost(
     prices: Prices,
     prompt_tokens: int,
     completion_tokens: int,
-    *,
     cached_tokens: int = 0,
     cache_write_tokens: int = 0,
 ) -> Decimal | None:
