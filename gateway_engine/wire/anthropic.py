@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from ..retry import ErrorType, header_seconds
+from ..answers import clamp_count
+from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .anthropic_request import translate
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
@@ -51,10 +53,10 @@ def parse_usage(body: Any) -> Usage | None:
     raw = body.get("usage") if isinstance(body, dict) else None
     if not isinstance(raw, dict):
         return None
-    fresh = raw.get("input_tokens")
-    written, read = raw.get("cache_creation_input_tokens"), raw.get("cache_read_input_tokens")
-    prompt = sum(n for n in (fresh, written, read) if isinstance(n, (int, float)) and not isinstance(n, bool))
-    return normalized_usage(prompt, raw.get("output_tokens"), read, written)
+    written = clamp_count(raw.get("cache_creation_input_tokens"))
+    read = clamp_count(raw.get("cache_read_input_tokens"))
+    prompt = clamp_count(raw.get("input_tokens")) + written + read
+    return normalized_usage(prompt, clamp_count(raw.get("output_tokens")), read, written)
 
 
 def _blocks(content: Any) -> tuple[str, list[dict[str, Any]], list[str]]:
@@ -116,33 +118,57 @@ def classify_error(status: int, body: Any) -> ErrorVerdict:
     return ErrorVerdict(ErrorType.CLIENT_ERROR, message)
 
 
+_NEVER = datetime.min.replace(tzinfo=UTC)
+# what Anthropic sends: UTC, one precision; such times order as strings (no parsing per answer)
+_UTC_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+
+
+def _instant(value: str) -> datetime:
+    """An RFC 3339 reset as an aware datetime; _NEVER when unreadable or without a zone."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return _NEVER
+    return when if when.tzinfo is not None else _NEVER
+
+
 def _latest(values: list[str]) -> str | None:
     """The reset furthest in the future (the one that binds last); unreadable values are skipped."""
-    timed = [(header_seconds(v, now=0.0, epoch_allowed=True), v) for v in values]
-    readable = [(t, v) for t, v in timed if t is not None]
-    return max(readable)[1] if readable else None
+    if len({len(v) for v in values}) == 1 and all(_UTC_TIME.fullmatch(v) for v in values):
+        return max(values)
+    best = max(values, key=_instant)
+    return None if _instant(best) is _NEVER else best
 
 
 def _fewest(values: list[str]) -> str | None:
     """The smallest remaining count (the limit closest to binding); non-numbers are skipped."""
-    numbers = [(float(v), v) for v in values if re.fullmatch(r"\s*\d+(\.\d+)?\s*", v)]
-    return min(numbers)[1] if numbers else None
+    numbers = [v for v in values if v.isdigit()]
+    return min(numbers, key=int) if numbers else None
+
+
+_REQUESTS = (
+    ("anthropic-ratelimit-requests-reset", "x-ratelimit-reset-requests"),
+    ("anthropic-ratelimit-requests-remaining", "x-ratelimit-remaining-requests"),
+)
+_TOKEN_RESETS = tuple(f"anthropic-ratelimit-{family}-reset" for family in _TOKEN_FAMILIES)
+_TOKEN_REMAINING = tuple(f"anthropic-ratelimit-{family}-remaining" for family in _TOKEN_FAMILIES)
 
 
 def rate_limit_headers(headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
     """``retry-after`` kept; requests-* mapped; the three token families folded into one: the latest
     reset and the smallest remaining (input and output tokens are limited separately, either binds)."""
-    out: dict[str, str] = {}
-    if "retry-after" in headers:
-        out["retry-after"] = headers["retry-after"]
-    for part in ("reset", "remaining"):
-        requests = headers.get(f"anthropic-ratelimit-requests-{part}")
-        if requests is not None:
-            out[f"x-ratelimit-{part}-requests"] = requests
-        found = [headers[h] for f in _TOKEN_FAMILIES if (h := f"anthropic-ratelimit-{f}-{part}") in headers]
-        folded = (_latest if part == "reset" else _fewest)(found)
-        if folded is not None:
-            out[f"x-ratelimit-{part}-tokens"] = folded
+    out = {"retry-after": headers["retry-after"]} if "retry-after" in headers else {}
+    for theirs, ours in _REQUESTS:
+        if theirs in headers:
+            out[ours] = headers[theirs]
+    resets = [headers[h] for h in _TOKEN_RESETS if h in headers]
+    latest = _latest(resets) if resets else None
+    if latest is not None:
+        out["x-ratelimit-reset-tokens"] = latest
+    remaining = [headers[h] for h in _TOKEN_REMAINING if h in headers]
+    fewest = _fewest(remaining) if remaining else None
+    if fewest is not None:
+        out["x-ratelimit-remaining-tokens"] = fewest
     return out
 
 

@@ -61,17 +61,23 @@ class _Walk:
     def refuse(self, field: str, what: str) -> None:
         self.problems.append(problem(self.config, field, what))
 
-    def add(self, role: str, blocks: Blocks) -> None:
+    def add(self, role: str, blocks: Blocks | str) -> None:
         """Consecutive turns of one role become one (tool results after tool results, a user turn
-        after them): the API wants user / assistant alternating."""
+        after them): the API wants user / assistant alternating. A plain string stays a string
+        (the common, smallest form) until another turn is merged into it."""
         if self.turns and self.turns[-1]["role"] == role:
-            self.turns[-1]["content"].extend(blocks)
+            last = self.turns[-1]
+            if isinstance(last["content"], str):
+                last["content"] = [{"type": "text", "text": last["content"]}]
+            last["content"].extend([{"type": "text", "text": blocks}] if isinstance(blocks, str) else blocks)
         else:
             self.turns.append({"role": role, "content": blocks})
 
     def message(self, i: int, msg: Any) -> None:
         field = f"messages[{i}]"
         role = msg.get("role") if isinstance(msg, dict) else None
+        if role in ("system", "developer", "user", "assistant") and "name" in msg:
+            self.refuse(f"{field}.name", "participant names do not map")
         if role in ("system", "developer"):
             prompt = content_text(msg.get("content"))
             if prompt is None:
@@ -79,7 +85,8 @@ class _Walk:
             else:
                 self.system.append(prompt)
         elif role == "user":
-            self.add("user", self.user_blocks(field, msg.get("content")))
+            content = msg.get("content")
+            self.add("user", content if isinstance(content, str) else self.user_blocks(field, content))
         elif role == "assistant":
             self.add("assistant", self.assistant_blocks(field, msg))
         elif role == "tool":
@@ -120,7 +127,11 @@ class _Walk:
                 self.refuse(f"{field}.content", "only text maps in an assistant message")
             elif said:
                 blocks.append({"type": "text", "text": said})
-        for j, call in enumerate(msg.get("tool_calls") or []):
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
+            calls = []
+        for j, call in enumerate(calls):
             args = parsed_arguments(call)
             if args is None or not isinstance(call.get("id"), str):
                 self.refuse(
@@ -143,7 +154,7 @@ def _plain(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A turn that is one text block is sent as a plain string (the common, smallest form)."""
     for turn in turns:
         blocks = turn["content"]
-        if len(blocks) == 1 and blocks[0]["type"] == "text":
+        if isinstance(blocks, list) and len(blocks) == 1 and blocks[0]["type"] == "text":
             turn["content"] = blocks[0]["text"]
     return turns
 
@@ -178,18 +189,39 @@ def _tool_choice(params: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _apply_params(body: dict[str, Any], params: Mapping[str, Any]) -> None:
-    for name in ("temperature", "top_p"):
-        if name in params:
-            body[name] = params[name]
-    if "stop" in params:
-        body["stop_sequences"] = stops(params["stop"])
-    if "user" in params:
-        body["metadata"] = {"user_id": params["user"]}
-    if params.get("tools"):
-        body["tools"] = _tools(params["tools"])
-    choice = _tool_choice(params)
-    if choice is not None:
-        body["tool_choice"] = choice
+    """The checked params onto the body (one pass over the item's params: this runs per request)."""
+    for name, value in params.items():
+        if name == "temperature" or name == "top_p":
+            body[name] = value
+        elif name == "stop":
+            body["stop_sequences"] = stops(value)
+        elif name == "user":
+            body["metadata"] = {"user_id": value}
+        elif name == "tools" and value:
+            body["tools"] = _tools(value)
+    if "tool_choice" in params or "parallel_tool_calls" in params:
+        choice = _tool_choice(params)
+        if choice is not None:
+            body["tool_choice"] = choice
+
+
+def _plain_turns(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """The common item — string contents, system first, user / assistant alternating — translated
+    directly (a batch's usual shape; the general walk below costs several times more); None when
+    anything else is in it."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for msg in messages:
+        if type(msg) is not dict or len(msg) != 2 or type(msg.get("content")) is not str:
+            return None
+        role = msg["role"] if "role" in msg else None
+        if role == "system" and not turns:
+            system.append(msg["content"])
+        elif role in ("user", "assistant") and (not turns or turns[-1]["role"] != role):
+            turns.append({"role": role, "content": msg["content"]})
+        else:
+            return None
+    return system, turns
 
 
 def translate(
@@ -199,16 +231,20 @@ def translate(
     ``max_completion_tokens`` / ``max_tokens``, else the provider's ``default_max_tokens``."""
     params = params or {}
     problems = check(config, params, PARAMS)
+    plain = _plain_turns(messages)
     walk = _Walk(config)
-    for i, msg in enumerate(messages):
-        walk.message(i, msg)
+    if plain is None:
+        for i, msg in enumerate(messages):
+            walk.message(i, msg)
+        plain = walk.system, _plain(walk.turns)
+    system, turns = plain
     body: dict[str, Any] = {
         "model": config.model,
         "max_tokens": max_output_tokens(params) or config.default_max_tokens,
-        "messages": _plain(walk.turns),
+        "messages": turns,
     }
-    if walk.system:
-        body["system"] = "\n\n".join(walk.system)
+    if system:
+        body["system"] = "\n\n".join(system)
     if not problems:  # only valid params are translated
         _apply_params(body, params)
     return body, problems + walk.problems

@@ -21,7 +21,8 @@ a ``WireFormat``:
 * params: which item params the kind takes and in which ranges (``check_params``, at submission, naming
   the field and the provider).
 
-One module per provider kind implements it (``wire.openai``); ``gateway_engine.wire.for_kind`` picks it.
+One module per provider kind implements it (``wire.openai``, ``wire.azure_openai``, ``wire.anthropic``,
+``wire.gemini``); ``gateway_engine.wire.for_kind`` picks it.
 """
 
 from __future__ import annotations

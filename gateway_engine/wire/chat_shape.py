@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from ..answers import MAX_USAGE_TOKENS, clamp_count
+from ..answers import MAX_USAGE_TOKENS
 from .base import Usage
 
 
@@ -32,15 +32,20 @@ def choice(
     return {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None}
 
 
-def normalized_usage(prompt: Any, completion: Any, cached: Any = 0, cache_write: Any = 0) -> Usage:
-    """Usage in the engine's keys (wire.base.USAGE_KEYS): ``prompt`` is ALL input (cached and cache
-    writes included); cached_tokens / cache_write_tokens only when the provider reported some."""
-    p, c = clamp_count(prompt), clamp_count(completion)
-    usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": min(p + c, MAX_USAGE_TOKENS)}
-    if clamp_count(cached):
-        usage["cached_tokens"] = min(clamp_count(cached), p)
-    if clamp_count(cache_write):
-        usage["cache_write_tokens"] = min(clamp_count(cache_write), p)
+def normalized_usage(prompt: int, completion: int, cached: int = 0, cache_write: int = 0) -> Usage:
+    """Usage in the engine's keys (wire.base.USAGE_KEYS) from counts already clamped
+    (``answers.clamp_count``): ``prompt`` is ALL input (cached and cache writes included);
+    cached_tokens / cache_write_tokens only when the provider reported some."""
+    prompt, completion = min(prompt, MAX_USAGE_TOKENS), min(completion, MAX_USAGE_TOKENS)
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": min(prompt + completion, MAX_USAGE_TOKENS),
+    }
+    if cached:
+        usage["cached_tokens"] = min(cached, prompt)
+    if cache_write:
+        usage["cache_write_tokens"] = min(cache_write, prompt)
     return usage
 
 

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from ..answers import clamp_count
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
@@ -63,9 +64,10 @@ def parse_usage(body: Any) -> Usage | None:
     raw = body.get("usageMetadata") if isinstance(body, dict) else None
     if not isinstance(raw, dict):
         return None
-    out = [raw.get(k) for k in ("candidatesTokenCount", "thoughtsTokenCount")]
-    completion = sum(n for n in out if isinstance(n, (int, float)) and not isinstance(n, bool))
-    return normalized_usage(raw.get("promptTokenCount"), completion, raw.get("cachedContentTokenCount"))
+    completion = clamp_count(raw.get("candidatesTokenCount")) + clamp_count(raw.get("thoughtsTokenCount"))
+    return normalized_usage(
+        clamp_count(raw.get("promptTokenCount")), completion, clamp_count(raw.get("cachedContentTokenCount"))
+    )
 
 
 def _parts(index: int, candidate: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:

@@ -59,6 +59,7 @@ _GENERATION = {
     "frequency_penalty": "frequencyPenalty",
     "seed": "seed",
 }
+_ROLES = {"system": "system", "user": "user", "assistant": "model"}
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 Parts = list[dict[str, Any]]
 
@@ -85,6 +86,8 @@ class _Walk:
     def message(self, i: int, msg: Any) -> None:
         field = f"messages[{i}]"
         role = msg.get("role") if isinstance(msg, dict) else None
+        if role in ("system", "developer", "user", "assistant") and "name" in msg:
+            self.refuse(f"{field}.name", "participant names do not map")
         if role in ("system", "developer"):
             prompt = content_text(msg.get("content"))
             if prompt is None:
@@ -130,7 +133,11 @@ class _Walk:
                 self.refuse(f"{field}.content", "only text maps in an assistant message")
             elif said:
                 parts.append({"text": said})
-        for j, call in enumerate(msg.get("tool_calls") or []):
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
+            calls = []
+        for j, call in enumerate(calls):
             args = parsed_arguments(call)
             if args is None:
                 self.refuse(f"{field}.tool_calls[{j}]", "needs a function name and JSON object arguments")
@@ -143,7 +150,8 @@ class _Walk:
 
     def function_response(self, field: str, msg: dict[str, Any]) -> dict[str, Any]:
         said = content_text(msg.get("content"))
-        name = self.call_names.get(msg.get("tool_call_id"))  # type: ignore[arg-type]
+        call_id = msg.get("tool_call_id")
+        name = self.call_names.get(call_id) if isinstance(call_id, str) else None
         if name is None or said is None:
             self.refuse(field, "a tool message needs text content and the tool_call_id of an earlier call")
         return {"functionResponse": {"name": name or "", "response": _response_object(said or "")}}
@@ -200,18 +208,40 @@ def _apply_params(config: ProviderConfig, body: dict[str, Any], params: Mapping[
         body["toolConfig"] = _tool_config(params["tool_choice"])
 
 
+def _plain_contents(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """The common item — string contents, system first, user / assistant alternating — translated
+    directly (a batch's usual shape); None when anything else is in it (the general walk)."""
+    system: list[str] = []
+    contents: list[dict[str, Any]] = []
+    for msg in messages:
+        if type(msg) is not dict or len(msg) != 2 or type(msg.get("content")) is not str:
+            return None
+        role = _ROLES.get(msg["role"]) if "role" in msg else None
+        if role == "system" and not contents:
+            system.append(msg["content"])
+        elif role in ("user", "model") and (not contents or contents[-1]["role"] != role):
+            contents.append({"role": role, "parts": [{"text": msg["content"]}]})
+        else:
+            return None
+    return system, contents
+
+
 def translate(
     config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], list[ParamProblem]]:
     """(the generateContent body, every field that does not map). The model is in the URL."""
     params = params or {}
     problems = check(config, params, PARAMS)
+    plain = _plain_contents(messages)
     walk = _Walk(config)
-    for i, msg in enumerate(messages):
-        walk.message(i, msg)
-    body: dict[str, Any] = {"contents": walk.contents}
-    if walk.system:
-        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(walk.system)}]}
+    if plain is None:
+        for i, msg in enumerate(messages):
+            walk.message(i, msg)
+        plain = walk.system, walk.contents
+    system, contents = plain
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
     if not problems:
         _apply_params(config, body, params)
     return body, problems + walk.problems

@@ -480,3 +480,45 @@ def test_outcome_of_a_529_is_overloaded_and_of_a_spend_limit_a_billing_pause():
     assert outcome.error_type == ErrorType.PROVIDER_QUOTA_EXHAUSTED
     assert outcome.pause is not None and outcome.pause.reason == "billing"
     assert outcome.headers["x-ratelimit-remaining-tokens"] == "2000"
+
+
+def test_token_resets_in_other_forms_are_compared_as_times_and_junk_is_skipped():
+    kept = WIRE.rate_limit_headers(
+        {
+            "anthropic-ratelimit-input-tokens-reset": "2026-12-01T16:32:55+01:00",  # 15:32:55Z: the latest
+            "anthropic-ratelimit-output-tokens-reset": "2026-12-01T15:32:50.5Z",
+            "anthropic-ratelimit-tokens-reset": "soon",
+            "anthropic-ratelimit-input-tokens-remaining": "x",
+            "anthropic-ratelimit-output-tokens-remaining": "12",
+        }
+    )
+    assert kept == {
+        "x-ratelimit-reset-tokens": "2026-12-01T16:32:55+01:00",
+        "x-ratelimit-remaining-tokens": "12",
+    }
+    assert WIRE.rate_limit_headers({"anthropic-ratelimit-tokens-reset": "soon"}) == {}
+
+
+def test_the_plain_string_fast_path_and_the_general_walk_agree():
+    plain = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "U2"},
+    ]
+    parts = [dict(m, content=[{"type": "text", "text": m["content"]}]) for m in plain]
+    assert body(plain, {"temperature": 0.3}) == body(parts, {"temperature": 0.3})
+    late_system = [*plain, {"role": "system", "content": "S2"}]
+    assert body(late_system)["system"] == "S\n\nS2"
+
+
+def test_a_participant_name_is_refused():
+    problems = WIRE.check_messages(CLAUDE, [{"role": "user", "name": "bob", "content": "x"}])
+    assert [(p.field, p.message) for p in problems] == [
+        ("messages[0].name", "participant names do not map for provider 'claude' (kind anthropic)")
+    ]
+
+
+def test_malformed_tool_calls_are_refused_not_crashing():
+    problems = WIRE.check_messages(CLAUDE, [{"role": "assistant", "content": "x", "tool_calls": 5}])
+    assert [p.field for p in problems] == ["messages[0].tool_calls"]

@@ -408,3 +408,25 @@ def test_outcomes_of_an_answer_a_blocked_prompt_and_a_per_day_quota():
     assert minute.pause is None and minute.headers == {"retry-after": "1.5"}
     overloaded = from_answer(WIRE, 503, 3, encoded(F["unavailable_503"]), {})
     assert overloaded.error_type == ErrorType.OVERLOADED
+
+
+def test_the_plain_string_fast_path_and_the_general_walk_agree():
+    plain = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "U2"},
+    ]
+    parts = [dict(m, content=[{"type": "text", "text": m["content"]}]) for m in plain]
+    assert WIRE.body(GEM, plain, {"top_p": 0.3}) == WIRE.body(GEM, parts, {"top_p": 0.3})
+    assert [
+        p.field for p in WIRE.check_messages(GEM, [{"role": "assistant", "name": "x", "content": "y"}])
+    ] == ["messages[0].name"]
+
+
+def test_malformed_tool_fields_are_refused_not_crashing():
+    messages = [
+        {"role": "assistant", "content": "x", "tool_calls": 5},
+        {"role": "tool", "tool_call_id": ["not", "a", "str"], "content": "r"},
+    ]
+    assert [p.field for p in WIRE.check_messages(GEM, messages)] == ["messages[0].tool_calls", "messages[1]"]
