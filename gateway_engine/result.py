@@ -59,19 +59,6 @@ def result_dict(
             "status_code": None,
             "message": error_message or NOT_FINISHED_MESSAGES.get(status, status),
         }
-    usage: dict[str, Any] | None
-    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
-        usage = None
-    else:
-        prompt, completion = prompt_tokens or 0, completion_tokens or 0
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
-        }
-        details = _prompt_details(cached_tokens, cache_write_tokens)
-        if details:
-            usage["prompt_tokens_details"] = details
     return {
         "custom_id": custom_id,
         "ok": ok,
@@ -81,8 +68,30 @@ def result_dict(
         "latency_ms": latency_ms or 0,
         "response": response,
         "error": error,
-        "usage": usage,
+        "usage": _usage(prompt_tokens, completion_tokens, total_tokens, cached_tokens, cache_write_tokens),
     }
+
+
+def _usage(
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    total_tokens: int | None,
+    cached_tokens: int | None,
+    cache_write_tokens: int | None,
+) -> dict[str, Any] | None:
+    """The RESULT's usage: None when the provider reported none."""
+    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
+        return None
+    prompt, completion = prompt_tokens or 0, completion_tokens or 0
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
+    }
+    details = _prompt_details(cached_tokens, cache_write_tokens)
+    if details:
+        usage["prompt_tokens_details"] = details
+    return usage
 
 
 def _prompt_details(cached_tokens: int | None, cache_write_tokens: int | None) -> dict[str, int]:
