@@ -245,6 +245,8 @@ def item_detail(request, item_id: int):
             else "",
             "request_json": _pretty(item.payload),
             "response_json": _pretty(item.response),
+            # the provider's own answer, when the response is its OpenAI translation (#21)
+            "native_json": _pretty(item.native_response) if item.native_response is not None else "",
             "attempts": attempts,
         },
     )

@@ -151,6 +151,11 @@ class GatewayObserver:
             metrics.provider_tokens.labels(provider, team, "completion").inc(completion_tokens)
         if not used and (prompt_tokens or completion_tokens):
             metrics.provider_tokens.labels(provider, team, "wasted").inc(prompt_tokens + completion_tokens)
+        # the prompt-cache parts of prompt_tokens (already counted in "prompt"), kinds of their own
+        if cached_tokens:
+            metrics.provider_tokens.labels(provider, team, "cached").inc(cached_tokens)
+        if cache_write_tokens:
+            metrics.provider_tokens.labels(provider, team, "cache_write").inc(cache_write_tokens)
         if prompt_tokens or completion_tokens:
             cost = token_cost(
                 self.prices.get(provider, UNKNOWN),
