@@ -34,9 +34,12 @@ class EngineObserver(Protocol):
         attempt: int,
         team: str = "",
         batch_id: str = "",
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         """One HTTP attempt came back (``team``/``batch_id``: the item's; one run may serve many batches). ``error_type`` is "" on success; ``used`` is False when the answer
-        is not the item's result (its tokens are wasted)."""
+        is not the item's result (its tokens are wasted). ``cached_tokens`` / ``cache_write_tokens``:
+        the part of ``prompt_tokens`` read from / written to the provider's prompt cache."""
 
     def on_quota_wait(self, provider: str, seconds: float) -> None:
         """Time an attempt spent getting a bucket token, a lease and an in-flight slot."""
