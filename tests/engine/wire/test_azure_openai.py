@@ -3,6 +3,8 @@ OpenAI body without model, retry-after-ms, the input content filter, output filt
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gateway_engine.outcomes import from_answer
@@ -30,8 +32,12 @@ def test_endpoint_is_the_deployment_url_with_api_version_and_api_key():
 
 
 def test_a_missing_api_version_is_refused_naming_it():
+    # the provider file refuses it first (gateway_engine.provider_file.kind_errors) ...
+    with pytest.raises(ValueError, match="api_version: required for kind azure_openai"):
+        config("azure_openai", api_version="")
+    # ... and a config built past it (a dataclass, not the file) is refused by the wire itself
     with pytest.raises(ValueError, match="api_version: required for provider 'azure' .kind azure_openai."):
-        WIRE.endpoint(config("azure_openai", api_version=""))
+        WIRE.endpoint(dataclasses.replace(AZURE, api_version=""))
 
 
 def test_body_is_openai_without_model_and_without_reserved_params():
