@@ -83,7 +83,6 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     # Fits 1280 px: burst, timeout and retries are on the change page (and on /dashboard/providers/).
     list_display = [
         "name",
-        "kind",
         "model_and_url",
         "rpm",
         "tpm",
@@ -118,9 +117,15 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 
-    @admin.display(description="model / base URL", ordering="model")
+    @admin.display(description="kind · model / base URL", ordering="model")
     def model_and_url(self, obj: Provider):
-        return format_html('{}<br><span class="url">{}</span>', obj.model, obj.base_url)
+        # the kind shares this column: one more column would not fit the changelist at 1280 px
+        return format_html(
+            '{}<br><span class="url column-kind">{}</span> <span class="url">{}</span>',
+            obj.model,
+            obj.kind,
+            obj.base_url,
+        )
 
     @admin.display(boolean=True, description="key")
     def key_configured(self, obj: Provider) -> bool:
@@ -189,7 +194,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
         return request.user.has_perm("providers.change_provider")
 
     @admin.action(
-        description="Clear the provider pause (quota exhausted / per-day)",
+        description="Clear the provider pause",
         permissions=["clear_provider_pause"],
     )
     def clear_provider_pause(self, request, queryset) -> None:
