@@ -194,7 +194,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
         return request.user.has_perm("providers.change_provider")
 
     @admin.action(
-        description="Clear the provider pause",
+        description="Clear the provider pause (quota exhausted / per-day)",
         permissions=["clear_provider_pause"],
     )
     def clear_provider_pause(self, request, queryset) -> None:
