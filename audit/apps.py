@@ -8,8 +8,11 @@ class AuditConfig(AppConfig):
 
     def ready(self) -> None:
         from batches.signals import batch_action
+        from providers.signals import provider_action
 
         from . import actions, signals
 
         signals.connect()
         batch_action.connect(actions.on_batch_action, dispatch_uid="audit.batch_action")
+        # the same recorder: a provider's pause set by the engine or cleared by an operator (providers.pauses)
+        provider_action.connect(actions.on_batch_action, dispatch_uid="audit.provider_action")

@@ -139,6 +139,13 @@ class BatchItem(models.Model):
     prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # Of prompt_tokens (which is ALL input): read from / written to the provider's prompt cache, as the
+    # provider reported them (null: not reported). Priced apart (providers.pricing).
+    cached_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # The provider's own answer when ``response`` is its OpenAI translation (kinds other than openai);
+    # null for kind openai. Shown only on request (results API ``?include=native``), never in /v1 files.
+    native_response = models.JSONField(null=True, blank=True)
     retry_extra_tokens = models.PositiveBigIntegerField(default=0)
     # Per-attempt log: [{"provider", "status_code", "error_type", "latency_ms", "tokens", "at"}]
     attempt_log = models.JSONField(default=list, blank=True)
@@ -201,6 +208,14 @@ class TeamUsageDaily(models.Model):
     completion_tokens = models.PositiveBigIntegerField(default=0)
     wasted_tokens = models.PositiveBigIntegerField(
         default=0, help_text="Tokens billed for attempts whose answer was not used."
+    )
+    # db_default too: rows are upserted in raw SQL (batches.execution.finalize), and a process still on
+    # the previous release inserts without these columns while a rolling deploy runs
+    cached_tokens = models.PositiveBigIntegerField(
+        default=0, db_default=0, help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = models.PositiveBigIntegerField(
+        default=0, db_default=0, help_text="Of prompt_tokens: written to the provider's prompt cache."
     )
 
     class Meta:

@@ -29,7 +29,13 @@ RESULT_COLUMNS = (
     "prompt_tokens",
     "completion_tokens",
     "total_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
 )
+# What ``?include=`` may add to each RESULT of the results API (never to /v1 output files): ``native``
+# → ``native_response``, the provider's own answer (null for kind openai, whose answer IS ``response``).
+RESULT_INCLUDES = ("native",)
+NATIVE_COLUMN = "native_response"
 
 USAGE_GROUPS = ("day", "provider")
 # TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
@@ -41,6 +47,9 @@ USAGE_SUMS = (
     "completion_tokens",
     "wasted_tokens",
 )
+# The prompt-cache parts of prompt_tokens: summed by the usage API too; the CSV appends them after its
+# existing columns (so a column position a spreadsheet reads never moves)
+CACHE_SUMS = ("cached_tokens", "cache_write_tokens")
 
 
 def batches_for_team(team: Team, *, status: str | None = None) -> QuerySet[Batch]:
@@ -66,44 +75,57 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
     return counts
 
 
-def result_from_row(row: tuple) -> dict[str, Any]:
+def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
     """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order, built by the
-    engine's own builder (gateway_engine.result.result_dict)."""
+    engine's own builder (gateway_engine.result.result_dict). With ``native`` the row ends with the
+    NATIVE_COLUMN and the RESULT gains ``native_response`` (``?include=native``)."""
+    if native:
+        *row, native_response = row
     _seq, custom_id, status, *values = row
-    return result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
+    result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
+    if native:
+        result["native_response"] = native_response
+    return result
 
 
-def _result_rows(batch: Batch, statuses: Sequence[str] | None = None) -> QuerySet:
+def _result_rows(batch: Batch, statuses: Sequence[str] | None = None, native: bool = False) -> QuerySet:
     qs = BatchItem.objects.filter(batch=batch)
     if statuses:
         qs = qs.filter(status__in=statuses)
-    return qs.order_by("seq").values_list(*RESULT_COLUMNS)
+    # the native answer is read only when asked for: it can be as large as the response itself
+    return qs.order_by("seq").values_list(*RESULT_COLUMNS, *([NATIVE_COLUMN] if native else []))
 
 
 def result_page(
-    batch: Batch, *, after: int | None = None, limit: int = 100, statuses: Sequence[str] | None = None
+    batch: Batch,
+    *,
+    after: int | None = None,
+    limit: int = 100,
+    statuses: Sequence[str] | None = None,
+    native: bool = False,
 ) -> tuple[list[dict], int | None]:
     """Up to `limit` RESULTs with seq > `after`, in submission order (keyset pagination on seq),
-    optionally only items whose status is in `statuses`.
+    optionally only items whose status is in `statuses`, with ``native_response`` when ``native``.
 
     Returns (results, next_after): next_after is the seq to pass as `after` for the next page, or None.
     """
-    qs = _result_rows(batch, statuses)
+    qs = _result_rows(batch, statuses, native)
     if after is not None:
         qs = qs.filter(seq__gt=after)
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     next_after = rows[-1][0] if more and rows else None
-    return [result_from_row(row) for row in rows], next_after
+    return [result_from_row(row, native=native) for row in rows], next_after
 
 
 def iter_results(
-    batch: Batch, *, chunk_size: int = 2000, statuses: Sequence[str] | None = None
+    batch: Batch, *, chunk_size: int = 2000, statuses: Sequence[str] | None = None, native: bool = False
 ) -> Iterator[dict[str, Any]]:
-    """Every RESULT (optionally of some statuses) in submission order, read with a server-side cursor."""
-    for row in _result_rows(batch, statuses).iterator(chunk_size=chunk_size):
-        yield result_from_row(row)
+    """Every RESULT (optionally of some statuses) in submission order, read with a server-side cursor;
+    with ``native_response`` when ``native`` (the /v1 output files never ask: they stay OpenAI-valid)."""
+    for row in _result_rows(batch, statuses, native).iterator(chunk_size=chunk_size):
+        yield result_from_row(row, native=native)
 
 
 def queue_usage(team: Team):
@@ -124,7 +146,7 @@ def usage_for_team(
         qs = qs.filter(day__gte=date_from)
     if date_to is not None:
         qs = qs.filter(day__lte=date_to)
-    sums = {name: Sum(name) for name in USAGE_SUMS}
+    sums = {name: Sum(name) for name in (*USAGE_SUMS, *CACHE_SUMS)}
     rows = []
     for row in qs.values(group_by).annotate(**sums).order_by(group_by):
         key = row[group_by]
@@ -145,20 +167,28 @@ def usage_for_team(
 
 
 def _tokens_by_provider(qs: QuerySet[TeamUsageDaily], group_by: str) -> dict[Any, list[ProviderTokens]]:
-    """{group key (as in the rows): [(provider, prompt, completion, wasted), ...]}: one GROUP BY."""
+    """{group key (as in the rows): [(provider, prompt, completion, wasted, cached, cache_write), ...]}:
+    one GROUP BY."""
     per_provider = (
         qs.values(group_by, "provider")
-        .annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"), w=Sum("wasted_tokens"))
+        .annotate(
+            p=Sum("prompt_tokens"),
+            c=Sum("completion_tokens"),
+            w=Sum("wasted_tokens"),
+            r=Sum("cached_tokens"),
+            cw=Sum("cache_write_tokens"),
+        )
         .order_by()
     )
     out: dict[Any, list[ProviderTokens]] = {}
     for row in per_provider:
         key = row[group_by].isoformat() if isinstance(row[group_by], dt.date) else row[group_by]
-        out.setdefault(key, []).append((row["provider"], row["p"] or 0, row["c"] or 0, row["w"] or 0))
+        p, c, w, r, cw = (int(row[k] or 0) for k in ("p", "c", "w", "r", "cw"))
+        out.setdefault(key, []).append((row["provider"], p, c, w, r, cw))
     return out
 
 
 def _usage_numbers(row: dict[str, Any]) -> dict[str, int]:
-    numbers = {name: int(row.get(name) or 0) for name in USAGE_SUMS}
+    numbers = {name: int(row.get(name) or 0) for name in (*USAGE_SUMS, *CACHE_SUMS)}
     numbers["total_tokens"] = numbers["prompt_tokens"] + numbers["completion_tokens"]
     return numbers

@@ -115,14 +115,31 @@ def bench_sim_config(time_scale: float, errors: bool = True, trace: bool = True)
     return raw
 
 
+# the simulator's route tail per provider kind (docs/sim.md): the gateway's base_url is {sim}/{name}{tail}
+KIND_TAILS = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
+
+
+def with_kinds(sim_cfg: dict, kinds: list[str]) -> dict:
+    """The simulator config with its providers (in file order) speaking ``kinds`` (issue #21)."""
+    names = list(sim_cfg["providers"])
+    if len(kinds) != len(names) or any(k not in KIND_TAILS for k in kinds):
+        raise SystemExit(f"--kinds: give {len(names)} of {', '.join(KIND_TAILS)} (for {', '.join(names)})")
+    for name, kind in zip(names, kinds, strict=True):
+        sim_cfg["providers"][name]["kind"] = kind
+    return sim_cfg
+
+
 def gateway_providers(sim_cfg: dict, sim_base_url: str, **overrides) -> dict:
-    """A providers file (docs/contract.md §3) matching the simulator: real rates, 1 s burst, same concurrency."""
+    """A providers file (docs/contract.md §3) matching the simulator: real rates, 1 s burst, same
+    concurrency, each provider of the simulator's kind for it."""
     scale = sim_cfg["time_scale"]
     providers = []
     for name, p in sim_cfg["providers"].items():
+        kind = p.get("kind", "openai")
         entry = {
             "name": name,
-            "base_url": f"{sim_base_url}/{name}/v1",
+            "kind": kind,
+            "base_url": f"{sim_base_url}/{name}{KIND_TAILS[kind]}",
             "model": p.get("model", f"{name}-chat"),
             "rpm": int(p["rpm"] * scale),
             "tpm": int(p["tpm"] * scale),

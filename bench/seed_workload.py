@@ -53,6 +53,7 @@ from bench.common import (  # noqa: E402
     sim_summary,
     user_latencies_from_trace,
     utc_now,
+    with_kinds,
 )
 from bench.stack import add_worker_args  # noqa: E402
 from sim.testing import SimHandle, run_simulator_subprocess  # noqa: E402
@@ -359,6 +360,11 @@ def render(rows: list[dict], meta: dict) -> str:
         f"{meta['items']} calls; simulator: examples/sim.json providers at time_scale {scale:g} "
         f"(1 simulated minute = {60 / scale:g} real s; provider buckets hold 1.3 real s), "
         f"error_rate_500 as in examples/sim.json",
+        *(
+            [f"- provider kinds (issue #21): {', '.join(f'{n} {k}' for n, k in meta['kinds'].items())}"]
+            if meta.get("kinds")
+            else []
+        ),
         f"- quota floor t_min = {meta['t_min']:.2f} s real, binding: "
         + ", ".join(
             f"{name} {v['binding']} ({v['n']} calls, {v['floor_s']:.2f} s)"
@@ -418,6 +424,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--render-only", action="store_true", help="rewrite the docs section from --json")
     ap.add_argument("--teams", type=int, default=1, help="gateway rows: split the users between N teams")
+    ap.add_argument(
+        "--kinds",
+        default="",
+        help="gateway rows only: the three providers' kinds, e.g. openai,anthropic,gemini (issue #21); "
+        "written to the docs section seed-workload-kinds",
+    )
     add_worker_args(ap)
     args = ap.parse_args(argv)
     from bench.stack import exit_cleanly_on_sigterm
@@ -431,6 +443,14 @@ def main(argv=None) -> int:
         return 0
     rows_wanted = [int(x) for x in args.rows.split(",") if x.strip()]
     sim_cfg = bench_sim_config(args.time_scale, errors=not args.no_errors)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    section = "seed-workload"
+    if kinds:
+        if set(rows_wanted) - GATEWAY_ROWS:
+            raise SystemExit("--kinds: the direct rows (1-3) speak OpenAI only; choose rows from 4-7")
+        sim_cfg = with_kinds(sim_cfg, kinds)
+        section = "seed-workload-kinds"
+        args.json = args.json.replace("seed_workload.json", "seed_workload_kinds.json")
     items = seed_items(args.users)
     floor = quota_floor(sim_cfg, items)
     logdir = ROOT / "var" / "bench"
@@ -477,9 +497,10 @@ def main(argv=None) -> int:
         teams=args.teams,
         worker_concurrency=args.worker_concurrency,
         worker_pool=args.worker_pool,
+        kinds=dict(zip(sim_cfg["providers"], kinds, strict=True)) if kinds else None,
     )
     ordered = [results[k] for k in sorted(results)]
-    save_and_publish(json_path, meta, ordered, args, "seed-workload", render(ordered, meta))
+    save_and_publish(json_path, meta, ordered, args, section, render(ordered, meta))
     return 0
 
 

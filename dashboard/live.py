@@ -13,6 +13,7 @@ from typing import Any
 
 from gateway_engine.quota.types import ProviderLimits
 from providers.limits import snapshot_all_sync
+from providers.limits.factory import provider_pauses_sync
 from providers.shared_breaker import breaker_snapshot_sync
 
 
@@ -35,6 +36,17 @@ def quota_states(limits: list[ProviderLimits]) -> LiveState:
         return LiveState(by_provider={state.provider: state for state in snapshot_all_sync(limits)})
     except Exception as exc:  # noqa: BLE001 - shown to the operator verbatim
         return LiveState(error=f"quota store unavailable: {_describe(exc)}")
+
+
+def pause_states(names: list[str]) -> LiveState:
+    """The provider pause (PauseState: quota exhausted, per-day quota) per paused provider name, or the
+    reason there is none."""
+    if not names:
+        return LiveState()
+    try:
+        return LiveState(by_provider=provider_pauses_sync(names))
+    except Exception as exc:  # noqa: BLE001 - shown to the operator verbatim
+        return LiveState(error=f"provider pauses unavailable: {_describe(exc)}")
 
 
 def breaker_states(names: list[str]) -> LiveState:

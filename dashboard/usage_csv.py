@@ -9,13 +9,14 @@ from collections.abc import Iterator
 from django.db.models import QuerySet
 
 from batches.models import TeamUsageDaily
-from batches.selectors import USAGE_SUMS
+from batches.selectors import CACHE_SUMS, USAGE_SUMS
 from providers.pricing import UNKNOWN, Prices, prices_by_provider, sum_usage_costs
 
 from .selectors.usage import usage_csv_rows
 
-# the detail columns of usage_csv_rows (batches.selectors.USAGE_SUMS), then what is computed from them
-CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost"]
+# the detail columns of usage_csv_rows (batches.selectors.USAGE_SUMS), then what is computed from them,
+# then the prompt-cache parts of prompt_tokens (appended last: the earlier columns keep their places)
+CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost", *CACHE_SUMS]
 
 
 def csv_safe(value: str) -> str:
@@ -28,8 +29,9 @@ class _Echo:
         return value
 
 
-def csv_costs(prices: dict[str, Prices], provider: str, prompt: int, completion: int, wasted: int) -> list:
-    costs = sum_usage_costs([(prices.get(provider, UNKNOWN), prompt, completion, wasted)])
+def csv_costs(prices: dict[str, Prices], provider: str, *tokens: int) -> list:
+    """cost and wasted_cost of one line; ``tokens``: prompt, completion, wasted, cached, cache_write."""
+    costs = sum_usage_costs([(prices.get(provider, UNKNOWN), *tokens)])
     return ["" if costs[k] is None else f"{costs[k]:.6f}" for k in ("cost", "wasted_cost")]
 
 
@@ -40,7 +42,8 @@ def usage_csv_lines(qs: QuerySet[TeamUsageDaily]) -> Iterator[str]:
 
     def lines() -> Iterator[str]:
         yield writer.writerow(CSV_HEADER)
-        for day, team, provider, req, ok, failed, prompt, completion, wasted in usage_csv_rows(qs):
+        for row in usage_csv_rows(qs):
+            day, team, provider, req, ok, failed, prompt, completion, wasted, cached, cache_write = row
             yield writer.writerow(
                 [
                     day.isoformat(),
@@ -53,7 +56,9 @@ def usage_csv_lines(qs: QuerySet[TeamUsageDaily]) -> Iterator[str]:
                     completion,
                     wasted,
                     prompt + completion,
-                    *csv_costs(prices, provider, prompt, completion, wasted),
+                    *csv_costs(prices, provider, prompt, completion, wasted, cached, cache_write),
+                    cached,
+                    cache_write,
                 ]
             )
 

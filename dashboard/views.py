@@ -245,6 +245,8 @@ def item_detail(request, item_id: int):
             else "",
             "request_json": _pretty(item.payload),
             "response_json": _pretty(item.response),
+            # the provider's own answer, when the response is its OpenAI translation (#21)
+            "native_json": _pretty(item.native_response) if item.native_response is not None else "",
             "attempts": attempts,
         },
     )
@@ -285,8 +287,9 @@ def providers(request):
     limits = [provider_limits(p) for _, p in pairs]
     quota = live.quota_states(limits)
     breakers = live.breaker_states([view.name for view, _ in pairs])
+    pauses = live.pause_states([view.name for view, _ in pairs])
     recent = provider_reads.recent_activity()
-    rows = [provider_row(view, quota, breakers, recent) for view, _provider in pairs]
+    rows = [provider_row(view, quota, breakers, recent, pauses) for view, _provider in pairs]
     return render(
         request,
         "dashboard/providers.html",
@@ -295,6 +298,7 @@ def providers(request):
             "rows": rows,
             "quota_error": quota.error,
             "breaker_error": breakers.error,
+            "pause_error": pauses.error,
             "recent_minutes": int(provider_reads.RECENT_WINDOW.total_seconds() // 60),
             "advice": capacity_reads.capacity_advice(rows),
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,

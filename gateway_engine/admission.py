@@ -3,8 +3,9 @@
 ``Admission.admit(request)`` is the one way in (the seam later lanes and dimensions extend):
 
     1. team budget:    store.reserve_budget(team, estimated tokens)  — BudgetExceeded: not sent, not retried
-    2. bucket token:   store.acquire(limits, estimated tokens)   — waits only on THIS provider's bucket
-                       (and the team's per-provider bucket for a team with a share cap), holding nothing else
+    2. bucket token:   store.acquire(limits, estimated tokens, input_tokens=, output_tokens=)  — waits
+                       only on THIS provider's buckets (RPM, TPM, and ITPM / OTPM where it sets them;
+                       the team's per-provider bucket for a team with a share cap), holding nothing else
     3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
     4. provider lease: store.try_lease(limits)                   — cross-worker concurrency slot, no wait
     5. in-flight slot: store.try_global_slot()                   — per-process cap, no wait
@@ -16,6 +17,10 @@ that one looks free (woken at once by a release in this process, short polling a
 starts again at 2. A send therefore follows its grant at once, and the provider never sees more than
 capacity + rate × window. ``settle`` reconciles the grant to the provider's reported usage after the
 send; ``release`` gives back a grant that will not be used.
+
+A paused provider (billing exhausted, per-day quota: ``store.pause_provider``) makes 2 or 4 raise
+``ProviderPaused``; it propagates out of ``admit`` unchanged with nothing held (the grant given back,
+the budget refunded), and the engine falls back to the next provider.
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "St
 Stack: TypeAlias = "AsyncExitStack[bool | None]"
 Lane: TypeAlias = Literal["batch", "interactive"]
 _Blocked: TypeAlias = Literal["", "lane", "lease", "slot"]  # what was busy when taking slots ("": nothing)
-DIMENSIONS = ("rpm", "tpm")
+DIMENSIONS = ("rpm", "tpm", "itpm", "otpm")
 
 
 @dataclass(frozen=True)
 class Dimension:
-    """One quantity an attempt takes from the provider's buckets: ("rpm", 1) and ("tpm", estimate)."""
+    """One quantity an attempt takes from the provider's buckets: ("rpm", 1), ("tpm", estimate), and
+    where the caller splits its estimate ("itpm", input part) and ("otpm", output part) — taken from
+    the ITPM / OTPM buckets when the provider sets itpm / otpm."""
 
     name: str
     amount: int
@@ -64,16 +71,42 @@ class AdmissionRequest:
 
     @classmethod
     def for_item(
-        cls, limits: ProviderLimits, est_tokens: int, *, team: str, check_cancel: bool
+        cls,
+        limits: ProviderLimits,
+        est_tokens: int,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        team: str,
+        check_cancel: bool,
     ) -> AdmissionRequest:
-        """Today's request: one request and the estimated tokens, in the batch lane."""
-        dimensions = (Dimension("rpm", 1), Dimension("tpm", est_tokens))
-        return cls(limits, dimensions, team=team, check_cancel=check_cancel)
+        """One request and the estimated tokens (with their input / output split, where known: the
+        prompt estimate and max_tokens), in the batch lane."""
+        dimensions = [Dimension("rpm", 1), Dimension("tpm", est_tokens)]
+        if input_tokens is not None:
+            dimensions.append(Dimension("itpm", input_tokens))
+        if output_tokens is not None:
+            dimensions.append(Dimension("otpm", output_tokens))
+        return cls(limits, tuple(dimensions), team=team, check_cancel=check_cancel)
 
     @property
     def tokens(self) -> int:
         """The tokens to reserve (the tpm dimension)."""
         return sum(d.amount for d in self.dimensions if d.name == "tpm")
+
+    def _amount(self, name: str) -> int | None:
+        amounts = [d.amount for d in self.dimensions if d.name == name]
+        return sum(amounts) if amounts else None
+
+    @property
+    def input_tokens(self) -> int | None:
+        """The input part of the estimate (the itpm dimension); None: not split (see TokenAsk)."""
+        return self._amount("itpm")
+
+    @property
+    def output_tokens(self) -> int | None:
+        """The output part of the estimate (the otpm dimension); None: not split."""
+        return self._amount("otpm")
 
 
 @dataclass(frozen=True)
@@ -138,8 +171,19 @@ class Admission:
         return replace(admitted, reservation=replace(admitted.reservation, budget=budget))
 
     async def settle(self, admitted: Admitted, usage: Mapping[str, int]) -> None:
-        """Reconcile the grant (and the team budget with it) to the provider's reported usage."""
-        await self.store.reconcile(admitted.request.limits, admitted.reservation, usage["total_tokens"])
+        """Reconcile the grant (and the team budget with it) to the provider's reported usage: TPM with
+        total_tokens, ITPM with prompt_tokens − cached_tokens (cache reads do not count toward a
+        provider's input limit; cache writes do, and prompt_tokens includes them) and OTPM with
+        completion_tokens. A part the usage does not report stays as reserved."""
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        actual_input = None if prompt is None else max(0, int(prompt) - int(usage.get("cached_tokens") or 0))
+        await self.store.reconcile(
+            admitted.request.limits,
+            admitted.reservation,
+            usage["total_tokens"],
+            actual_input=actual_input,
+            actual_output=None if completion is None else int(completion),
+        )
 
     async def release(self, admitted: Admitted) -> None:
         """Give back everything an admitted attempt holds, without sending (granted just as it stopped)."""
@@ -165,13 +209,17 @@ class Admission:
         live = self.limits.current(limits, request.team)
         gate = self._gate(limits)
         while True:
-            reservation = await self._bucket_token(gate, live, est)
+            reservation = await self._bucket_token(gate, live, request)
             limits = live()
             if request.check_cancel and self.should_cancel():
                 gate.release()
                 await store.release(limits, reservation)
                 return None
-            blocked, held, slot = await self._take_slots(gate, limits, long_item)
+            try:
+                blocked, held, slot = await self._take_slots(gate, limits, long_item)
+            except BaseException:  # ProviderPaused (paused since the grant), the store down, a cancel
+                await store.release(limits, reservation)
+                raise
             if not blocked:
                 return Admitted(request, replace(reservation, current=live), held, slot)
             await held.aclose()
@@ -181,13 +229,19 @@ class Admission:
                 return None
 
     async def _bucket_token(
-        self, gate: asyncio.Semaphore, live: Callable[[], ProviderLimits], est: int
+        self, gate: asyncio.Semaphore, live: Callable[[], ProviderLimits], request: AdmissionRequest
     ) -> Reservation:
-        """Pass this run's gate for the provider, then wait for the bucket's grant (gate held after)."""
+        """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after)."""
         limits = live()
         await gate.acquire()
         try:
-            return await self.store.acquire(limits, est, current=live)
+            return await self.store.acquire(
+                limits,
+                request.tokens,
+                current=live,
+                input_tokens=request.input_tokens,
+                output_tokens=request.output_tokens,
+            )
         except BaseException:
             gate.release()
             raise

@@ -6,8 +6,9 @@ probe, at most ``max_breaker_wait_seconds`` measured in all), the journal note, 
 the provider's ``timeout_seconds``; the lease goes back as soon as the answer is in), then what the
 answer means (``outcomes.py``) and the retry/fallback decision: retried errors back off (full jitter,
 or the believable Retry-After) before the same provider is tried again; a provider whose retries are
-spent, or whose bucket can never fit the item, is left for the next candidate. Every retry goes
-through all of it again. The final attempt's in-flight slot is held until ``on_result`` returned (the
+spent, whose bucket can never fit the item, or which is paused (its answer said billing exhausted or
+a per-day quota, or admission found it paused: ``ProviderPaused``) is left for the next candidate — a
+paused one at once, without a backoff. Every retry goes through all of it again. The final attempt's in-flight slot is held until ``on_result`` returned (the
 caller persists the result there), so "sent but not recorded" never exceeds the cap.
 """
 
@@ -20,12 +21,12 @@ from datetime import UTC, datetime
 
 from .admission import Admission, AdmissionRequest, Admitted, Stack
 from .context import RunContext
-from .items import ItemResult, WorkItem, estimate_tokens
+from .items import ItemResult, WorkItem, estimate_split
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
-from .quota.types import BudgetExceeded, ProviderLimits, QuotaImpossible
-from .recording import OutcomeRecorder, breaker_gave_up
+from .quota.types import BudgetExceeded, ProviderLimits, ProviderPaused, QuotaImpossible
+from .recording import OutcomeRecorder, breaker_gave_up, paused_at_admission
 from .retry import ErrorType, is_retryable_error
 from .routing import ProviderConfig, RoutingError, candidates, stable_draw
 from .stopping import Stopping
@@ -52,15 +53,20 @@ class ItemState:
     result: ItemResult
     key: str  # the X-Request-ID header and the weighted draw's identity
     cands: list[ProviderConfig]
-    est: int  # estimated tokens (the bucket reservation)
+    est: int  # estimated tokens (the bucket reservation): est_input + est_output
+    est_input: int = 0  # of which input (prompt characters / 4): the ITPM reservation
+    est_output: int = 0  # of which output (max_tokens × n, else the default): the OTPM reservation
     per_provider: dict[str, int] = field(default_factory=dict)  # attempts per provider
     impossible: set[str] = field(default_factory=set)  # providers whose bucket can never fit the item
+    paused: set[str] = field(default_factory=set)  # providers paused for everyone: never tried again
     last_provider: str = ""
     delay: float = 0.0  # backoff / Retry-After before retrying last_provider
     breaker_waited: float = 0.0  # seconds spent waiting for open breakers (measured)
 
     def usable(self, p: ProviderConfig) -> bool:
-        return p.name not in self.impossible and self.per_provider.get(p.name, 0) <= p.max_retries
+        if p.name in self.impossible or p.name in self.paused:
+            return False
+        return self.per_provider.get(p.name, 0) <= p.max_retries
 
     def remaining(self) -> list[ProviderConfig]:
         return [p for p in self.cands if self.usable(p)]
@@ -125,8 +131,8 @@ class ItemLife:
         except RoutingError as exc:
             result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
             return result
-        est = estimate_tokens(item.messages, item.params, ctx.options.default_max_tokens)
-        return ItemState(item, result, key, cands, est)
+        est_input, est_output = estimate_split(item.messages, item.params, ctx.options.default_max_tokens)
+        return ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
 
     async def _step(self, state: ItemState) -> Finished | None:
         """One pass: stop? backoff? breaker permit, then one attempt. None: go round again."""
@@ -200,6 +206,10 @@ class ItemLife:
                 result.error_type, result.error_message = ErrorType.QUOTA_IMPOSSIBLE, str(exc)
                 result.error_status_code = None
             return None
+        except ProviderPaused as exc:  # paused by another answer (any worker): nothing sent, fall back now
+            state.paused.add(choice.name)
+            paused_at_admission(result, exc)
+            return None
         if admitted is None:  # stopped before the send (nothing held, token given back)
             return Finished(self.stopping.end(result, self.stopping.stop_reason(item, result) or "cancelled"))
         self.ctx.observer.on_quota_wait(choice.name, self.ctx.clock() - waited_from)
@@ -211,7 +221,12 @@ class ItemLife:
         item, result = state.item, state.result
         while True:
             request = AdmissionRequest.for_item(
-                limits, state.est, team=item.team, check_cancel=not result.attempts
+                limits,
+                state.est,
+                team=item.team,
+                check_cancel=not result.attempts,
+                input_tokens=state.est_input,
+                output_tokens=state.est_output,
             )
             finished, admitted = await self.stopping.bounded(self.admission.admit(request), item)
             if finished:
@@ -270,14 +285,20 @@ class ItemLife:
             retry_after = await self.outcomes.failed(
                 result, choice, probe, admitted.request.limits, entry, outcome
             )
-            if not is_retryable_error(outcome.error_type) or not state.remaining():
+            if outcome.pause is not None:  # never again there: the next candidate, at once
+                state.paused.add(choice.name)
+            elif not is_retryable_error(outcome.error_type):
+                return Finished(result, slot)
+            if not state.remaining():
                 return Finished(result, slot)
         except BaseException:
             await slot.aclose()  # never leak the process-wide in-flight slot
             raise
         await slot.aclose()
         self.ctx.observer.on_retry(choice.name, outcome.error_type)
-        if retry_after is not None:
+        if outcome.pause is not None:
+            state.delay = 0.0
+        elif retry_after is not None:
             state.delay = retry_after
         else:
             state.delay = self.ctx.options.retry.backoff(state.per_provider[choice.name] - 1, self.ctx.rng)

@@ -10,8 +10,10 @@ States: closed → open → half_open → closed (or back to open).
 * half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl_seconds`` so a
   crashed prober doesn't wedge it); its success closes the breaker, its failure re-opens it.
 
-Failures are 5xx, timeouts, connection errors and unreadable answers. 429s (quota, handled by the quota
-pool's penalty) and other 4xx (the item's own fault) are not health signals.
+Failures are 5xx, timeouts, connection errors, unreadable answers and ``overloaded`` (an Anthropic 529, a
+Gemini 503 UNAVAILABLE: load across all customers, so items should move to the next provider). 429s
+(quota, handled by the quota pool's penalty), billing / per-day answers (the provider pause) and other
+4xx (the item's own fault) are not health signals (gateway_engine.recording.BREAKER_FAILURES).
 
 Clocks: the Redis breaker (gateway_engine.breaker_redis) uses the Redis server's TIME, so all workers
 agree. This module holds the state machine, its value types and the in-process LocalBreaker.

@@ -51,9 +51,8 @@ READ_CHUNK = 64 * 1024
 
 
 def wire_for(config: ProviderConfig) -> WireFormat:
-    """The wire format a provider speaks. ProviderConfig carries no kind yet (the provider-adapter work
-    adds ``kind``, docs/contract.md §3): every provider is OpenAI-compatible."""
-    return for_kind(DEFAULT_KIND)
+    """The wire format a provider speaks (its ``kind``, docs/contract.md §3, §5)."""
+    return for_kind(config.kind or DEFAULT_KIND)
 
 
 # ---- clients ---------------------------------------------------------------------------------------------

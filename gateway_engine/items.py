@@ -16,7 +16,7 @@ from typing import Any, NotRequired, TypeAlias, TypedDict
 from .item_shape import LENIENT, Problem, check_item_shape
 from .result import result_dict
 
-__all__ = ["AttemptEntry", "ItemResult", "RawItem", "WorkItem", "estimate_tokens"]
+__all__ = ["AttemptEntry", "ItemResult", "RawItem", "WorkItem", "estimate_split", "estimate_tokens"]
 
 
 @dataclass
@@ -86,6 +86,7 @@ class AttemptEntry(TypedDict):
     tokens: int  # total tokens the provider reported (billed even when the answer was not used)
     used: bool  # this attempt's answer became the item's result
     at: str  # ISO time the attempt was sent
+    cached_tokens: NotRequired[int]  # input read from the prompt cache (in prompt_tokens), when reported
     detail: NotRequired[str]  # staff only: the provider's (cleaned, capped) error body
 
 
@@ -105,6 +106,10 @@ class ItemResult:
     total_tokens: int | None = None
     retry_extra_tokens: int = 0
     attempt_log: list[AttemptEntry] = field(default_factory=list)
+    # the provider's own answer when ``response`` is its OpenAI translation (kinds other than openai)
+    native_response: Any = None
+    cached_tokens: int | None = None  # input read from the provider's prompt cache (in prompt_tokens)
+    cache_write_tokens: int | None = None  # input written to the prompt cache (in prompt_tokens)
 
     @property
     def ok(self) -> bool:
@@ -125,6 +130,8 @@ class ItemResult:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             total_tokens=self.total_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
         )
 
 
@@ -138,11 +145,14 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
-def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_tokens: int) -> int:
-    """TPM reservation: prompt characters / 4 + the completion budget × ``n`` choices. The budget is the
-    larger of ``max_tokens`` and ``max_completion_tokens`` (a provider honours either), else the
-    default; ``n`` (choices per request, each billed) multiplies it, so a request cannot reserve a
-    fraction of what it will be billed."""
+def estimate_split(
+    messages: list[Any], params: Mapping[str, Any], default_max_tokens: int
+) -> tuple[int, int]:
+    """The reservation split as (input, output): input = prompt characters / 4; output = the completion
+    budget × ``n`` choices. The budget is the larger of ``max_tokens`` and ``max_completion_tokens`` (a
+    provider honours either), else the default (what a kind that requires ``max_tokens`` is sent);
+    ``n`` (choices per request, each billed) multiplies it, so a request cannot reserve a fraction of
+    what it will be billed. Providers with ITPM / OTPM limits count the two apart (docs/quota.md)."""
     chars = 0
     for message in messages:
         content = message.get("content") if isinstance(message, Mapping) else message
@@ -152,7 +162,13 @@ def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_
     ]
     budget = max(budgets) if budgets else default_max_tokens
     choices = _positive_int(params.get("n")) or 1
-    return int(math.ceil(chars / 4)) + max(0, budget) * choices
+    return int(math.ceil(chars / 4)), max(0, budget) * choices
+
+
+def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_tokens: int) -> int:
+    """TPM reservation: the input and output estimates of ``estimate_split`` together."""
+    input_tokens, output_tokens = estimate_split(messages, params, default_max_tokens)
+    return input_tokens + output_tokens
 
 
 # one work item as a caller hands it over: a WorkItem or a contract ITEM dict (WorkItem.coerce checks it)

@@ -34,15 +34,24 @@ class EngineObserver(Protocol):
         attempt: int,
         team: str = "",
         batch_id: str = "",
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         """One HTTP attempt came back (``team``/``batch_id``: the item's; one run may serve many batches). ``error_type`` is "" on success; ``used`` is False when the answer
-        is not the item's result (its tokens are wasted)."""
+        is not the item's result (its tokens are wasted). ``cached_tokens`` / ``cache_write_tokens``:
+        the part of ``prompt_tokens`` read from / written to the provider's prompt cache."""
 
     def on_quota_wait(self, provider: str, seconds: float) -> None:
         """Time an attempt spent getting a bucket token, a lease and an in-flight slot."""
 
     def on_retry(self, provider: str, reason: str) -> None:
         """The engine will try again after a failed attempt at ``provider`` (reason = its error type)."""
+
+    def on_provider_paused(self, provider: str, reason: str, until_epoch: float | None, message: str) -> None:
+        """The engine paused ``provider`` for every worker after its answer said it refuses everyone
+        (``reason`` ``billing``: until an operator clears it, ``until_epoch`` None; ``per_day_quota``:
+        until the next midnight America/Los_Angeles). Called once per such answer (several in-flight
+        items can each bring one)."""
 
     def on_item_done(self, result: ItemResult, *, team: str = "", batch_id: str = "") -> None:
         """An item reached its final result (an engine ``ItemResult``) — of that team and batch."""
@@ -64,6 +73,9 @@ class NullObserver:
         pass
 
     def on_retry(self, provider: str, reason: str) -> None:
+        pass
+
+    def on_provider_paused(self, provider: str, reason: str, until_epoch: float | None, message: str) -> None:
         pass
 
     def on_item_done(self, result: ItemResult, **kwargs: Any) -> None:

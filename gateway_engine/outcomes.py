@@ -23,7 +23,7 @@ from .answers import (
     parse_answer,
 )
 from .retry import ErrorType
-from .wire import WireFormat
+from .wire import Pause, WireFormat
 
 
 @dataclass
@@ -38,14 +38,16 @@ class HttpOutcome:
     headers: dict[str, str] = field(default_factory=dict)
     usage: dict[str, int] | None = None
     detail: str = ""  # staff only: the (cleaned, capped) error body or exception text
+    native: Any = None  # the provider's own answer when ``body`` is its OpenAI translation (wire.Answer)
+    pause: Pause | None = None  # the provider refuses everyone for a while (wire.ErrorVerdict.pause)
 
     @property
     def ok(self) -> bool:
         return not self.error_type
 
 
-def kept_headers(wire: WireFormat, headers: Mapping[str, str]) -> dict[str, str]:
-    return {h: kept_header(v) for h, v in wire.rate_limit_headers(headers).items()}
+def kept_headers(wire: WireFormat, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
+    return {h: kept_header(v) for h, v in wire.rate_limit_headers(headers, body).items()}
 
 
 def timed_out(started: float, timeout: float) -> HttpOutcome:
@@ -89,13 +91,13 @@ def from_answer(
     wire: WireFormat, status: int, latency: int, raw: bytes, headers: Mapping[str, str]
 ) -> HttpOutcome:
     """An HttpOutcome from a complete answer (status, decompressed body bytes, response headers)."""
-    kept = kept_headers(wire, headers)
     try:
         body = parse_answer(raw)
     except NotJson:
         body = None
     except AnswerRejected as exc:
         if 200 <= status < 300:
+            kept = kept_headers(wire, headers)
             return HttpOutcome(
                 status,
                 latency,
@@ -105,6 +107,7 @@ def from_answer(
                 detail=detail(raw),
             )
         body = None
+    kept = kept_headers(wire, headers, body)
     if 200 <= status < 300:
         if not isinstance(body, dict):
             kind = "HTML" if raw.lstrip()[:1] == b"<" else "not a JSON object"
@@ -116,7 +119,22 @@ def from_answer(
                 headers=kept,
                 detail=detail(raw),
             )
-        return HttpOutcome(status, latency, body=body, headers=kept, usage=wire.usage(body))
+        answer = wire.read_answer(body)
+        if answer.refusal is not None:  # a 2xx that is an error (e.g. a Gemini blocked prompt)
+            return HttpOutcome(
+                status,
+                latency,
+                body=body,
+                error_type=answer.refusal.error_type,
+                message=answer.refusal.message,
+                headers=kept,
+                usage=answer.usage,
+                detail=detail(raw),
+                pause=answer.refusal.pause,
+            )
+        return HttpOutcome(
+            status, latency, body=answer.response, headers=kept, usage=answer.usage, native=answer.native
+        )
     verdict = wire.classify_error(status, body)
     return HttpOutcome(
         status,
@@ -127,4 +145,5 @@ def from_answer(
         headers=kept,
         usage=wire.usage(body),
         detail=detail(raw),
+        pause=verdict.pause,
     )

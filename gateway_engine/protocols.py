@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # annotations only
     from .quota.leases import Lease
     from .quota.ledger import BudgetSeed
     from .quota.slots import GlobalSlot
-    from .quota.types import BudgetReservation, ProviderLimits, Reservation, TeamLimits
+    from .quota.types import BudgetReservation, PauseState, ProviderLimits, Reservation, TeamLimits
 
 __all__ = [
     "AsyncCloseable",
@@ -62,17 +62,48 @@ class QuotaStore(AsyncCloseable, Protocol):
         ...
 
     async def acquire(
-        self, limits: ProviderLimits, tokens: int = 0, *, current: Callable[[], ProviderLimits] | None = None
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        *,
+        current: Callable[[], ProviderLimits] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
     ) -> Reservation:
-        """Wait for 1 request and ``tokens`` tokens of the provider's buckets (QuotaImpossible if they
-        can never fit); ``current()`` gives the live limits on every retry."""
+        """Wait for 1 request and ``tokens`` tokens of the provider's buckets, and (when the limits set
+        itpm / otpm) ``input_tokens`` / ``output_tokens`` of its ITPM / OTPM buckets, all in one atomic
+        grant (QuotaImpossible if they can never fit; ProviderPaused while the provider is paused);
+        ``current()`` gives the live limits on every retry."""
         ...
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back (1 request and the reserved tokens)."""
 
-    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
-        """Settle a grant with the provider's reported usage (and the team budget with it)."""
+    async def reconcile(
+        self,
+        limits: ProviderLimits,
+        reservation: Reservation,
+        actual_tokens: int,
+        *,
+        actual_input: int | None = None,
+        actual_output: int | None = None,
+    ) -> None:
+        """Settle a grant with the provider's reported usage (and the team budget with it); the ITPM /
+        OTPM buckets with the input tokens that count there (cache reads do not) and the output tokens."""
+
+    async def pause_provider(
+        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
+    ) -> None:
+        """Pause the provider for every worker: acquire and try_lease raise ProviderPaused until
+        ``until_epoch`` (None: until lift_provider_pause)."""
+
+    async def lift_provider_pause(self, provider: str) -> bool:
+        """Lift a provider's pause (the operator's action); True if one was set."""
+        ...
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        """The provider's pause, or None."""
+        ...
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         """Pause the provider's bucket for every worker (a 429 with Retry-After)."""

@@ -10,6 +10,10 @@ silently: ``unknown_keys`` names each with the closest known one ("`burst_second
 you mean `burst_seconds`?"), for the file's top level, provider entries and route entries. The loader
 prints them as warnings (``load_providers --strict`` refuses them); the engine's ``parse_entry`` warns
 with ``ProviderFileWarning``.
+
+A provider's ``kind`` (docs/contract.md §3, §5) brings fields of its own: ``kind_errors`` is the one check
+of them (unknown kind, Azure's ``api_version`` and short windows, Azure-only fields on another kind),
+used by ``parse_entry`` (so ``ProviderConfig.from_dict``), the loader and ``Provider.clean``.
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ PROVIDER_FIELDS: dict[str, FieldSpec] = {
     "max_retries": FieldSpec(int, default=3, minimum=0, maximum=20),
     "enabled": FieldSpec(bool, default=True),
     "api_key": FieldSpec(str, default=""),
+    # the provider-adapter fields (docs/contract.md §3; checked together by kind_errors)
+    "kind": FieldSpec(str, default="openai"),
+    "deployment": FieldSpec(str, default=""),
+    "api_version": FieldSpec(str, default=""),
+    "itpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
+    "otpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
 }
 ROUTE_FIELDS: dict[str, FieldSpec] = {
     "route": FieldSpec(str, required=True),
@@ -59,15 +69,10 @@ ROUTE_FIELDS: dict[str, FieldSpec] = {
 SECRET_FIELDS = frozenset({"api_key"})
 # the file's top level
 FILE_KEYS: tuple[str, ...] = ("providers", "routes")
-# provider fields docs/contract.md §3 names for the provider-adapter, provider-batch and adaptive-quota
-# work, which this gateway does not implement: a file may carry them, they are ignored (and said so)
+# provider fields docs/contract.md §3 names for the provider-batch and adaptive-quota work, which this
+# gateway does not implement yet: a file may carry them, they are ignored (and said so)
 CONTRACT_ONLY_PROVIDER_FIELDS = frozenset(
     {
-        "kind",
-        "deployment",
-        "api_version",
-        "itpm",
-        "otpm",
         "batch_api",
         "batch_deployment",
         "batch_price_factor",
@@ -76,6 +81,59 @@ CONTRACT_ONLY_PROVIDER_FIELDS = frozenset(
 )
 # a free-text note, allowed anywhere without a warning (as in examples/sim.json)
 NOTE_KEYS = frozenset({"comment"})
+
+# The provider kinds of docs/contract.md §3, in one place: the Provider model's choices and kind_errors
+# read it. Each is spoken by a wire format (gateway_engine.wire.KNOWN_KINDS; a test holds the two equal
+# once every wire module is in). Sorted, as KNOWN_KINDS is.
+PROVIDER_KINDS: tuple[str, ...] = ("anthropic", "azure_openai", "gemini", "openai")
+AZURE_KIND = "azure_openai"
+# fields only one kind reads: given for another kind they would be silently ignored, so they are refused
+KIND_ONLY_FIELDS: dict[str, str] = {"deployment": AZURE_KIND, "api_version": AZURE_KIND}
+# Azure enforces its RPM/TPM over 1–10 s windows: a bucket holding more than one second of quota would
+# send a burst the provider answers with 429s
+AZURE_MAX_BURST_SECONDS = 1.0
+# the values a kind gives a field the entry omits (elsewhere the table's default)
+KIND_DEFAULTS: dict[str, dict[str, Any]] = {AZURE_KIND: {"burst_seconds": AZURE_MAX_BURST_SECONDS}}
+# the fields kind_errors reads
+KIND_CHECKED_FIELDS: tuple[str, ...] = ("kind", "deployment", "api_version", "burst_seconds")
+
+
+def kind_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for every kind-specific problem of one provider's values (a field absent from
+    ``values`` is taken as its default). An unknown kind is the only problem reported for it: the
+    other checks depend on the kind."""
+    kind = values.get("kind", PROVIDER_FIELDS["kind"].default)
+    if kind not in PROVIDER_KINDS:
+        return [("kind", f"unknown kind {kind!r} (known: {', '.join(PROVIDER_KINDS)})")]
+    problems = [
+        (name, f"only for kind {owner}, not for kind {kind}")
+        for name, owner in KIND_ONLY_FIELDS.items()
+        if values.get(name) and kind != owner
+    ]
+    if kind == AZURE_KIND:
+        if not str(values.get("api_version") or "").strip():
+            problems.append(("api_version", f"required for kind {AZURE_KIND}"))
+        burst = values.get("burst_seconds", AZURE_MAX_BURST_SECONDS)
+        if isinstance(burst, int | float) and burst > AZURE_MAX_BURST_SECONDS:
+            problems.append(
+                (
+                    "burst_seconds",
+                    f"must be at most {AZURE_MAX_BURST_SECONDS:g} for kind {AZURE_KIND} (Azure enforces "
+                    f"its limits over 1-10 s windows), got {burst!r}",
+                )
+            )
+    return problems
+
+
+def kind_errors(where: str, values: Mapping[str, Any]) -> list[str]:
+    """The kind-specific problems of one provider entry, each as '<where>.<field>: …'
+    (``providers[2].api_version: required for kind azure_openai``)."""
+    return [f"{where}.{name}: {message}" for name, message in kind_problems(values)]
+
+
+def kind_defaults(kind: Any) -> dict[str, Any]:
+    """The values kind ``kind`` gives fields an entry omits ({} for most kinds)."""
+    return dict(KIND_DEFAULTS.get(kind, {})) if isinstance(kind, str) else {}
 
 
 class ProviderFileWarning(UserWarning):
@@ -164,9 +222,13 @@ def parse_entry(where: str, entry: Any, spec: Mapping[str, FieldSpec]) -> dict[s
     for problem in unknown_keys(where, entry, spec, unsupported):
         warnings.warn(problem, ProviderFileWarning, stacklevel=3)
     errors = type_errors(where, entry, spec)
+    values: dict[str, Any] = {}
     if not errors:
         values = given_values(entry, spec)
         errors = bound_errors(where, values, spec)
+    if spec is PROVIDER_FIELDS and not errors:
+        values = {**kind_defaults(values.get("kind")), **values}
+        errors = kind_errors(where, values)
     if errors:
         raise ValueError("; ".join(errors))
     return {**defaults(spec), **values}

@@ -1,6 +1,14 @@
 """What one attempt's answer means for its item: the attempt log entry, the result fields, the
-breaker's health signal, a 429's pause of the bucket, and the settle of the grant to the reported usage.
-Also how an item ends after waiting too long for open breakers."""
+breaker's health signal, a 429's pause of the bucket, a provider-wide pause (billing exhausted, a
+per-day quota), and the settle of the grant to the reported usage. Also how an item ends after waiting
+too long for open breakers, or when admission found its provider paused.
+
+Three failure kinds that look alike on the wire and must not be confused (docs/engine.md "Failure
+semantics"): a 429 ``rate_limited`` is this account's rate (the bucket is penalized by the believable
+wait, every worker waits); ``overloaded`` is the provider's load across all its customers (a breaker
+failure, full-jitter backoff, never a bucket penalty: our quota is fine); an answer carrying a
+``Pause`` says the provider will refuse everyone for a long while (the store's provider pause, no
+retry there, the item falls back at once)."""
 
 from __future__ import annotations
 
@@ -9,17 +17,25 @@ from .context import RunContext
 from .items import AttemptEntry, ItemResult, WorkItem
 from .outage import OutageRide
 from .outcomes import HttpOutcome
-from .quota.types import ProviderLimits
+from .quota.types import ProviderLimits, ProviderPaused
 from .retry import ErrorType, rate_limit_wait
 from .routing import ProviderConfig
 
-__all__ = ["BREAKER_FAILURES", "OutcomeRecorder", "attempt_entry", "breaker_gave_up"]
+__all__ = [
+    "BREAKER_FAILURES",
+    "OutcomeRecorder",
+    "attempt_entry",
+    "breaker_gave_up",
+    "pause_error_type",
+    "paused_at_admission",
+]
 
 BREAKER_FAILURES = (
     ErrorType.SERVER_ERROR,
     ErrorType.TIMEOUT,
     ErrorType.CONNECTION_ERROR,
     ErrorType.INVALID_RESPONSE,
+    ErrorType.OVERLOADED,  # load across all customers: the breaker moves items to the next provider
 )
 
 
@@ -45,7 +61,7 @@ class OutcomeRecorder:
             await self.ride("reconcile", self.admission.settle, admitted, usage)
         entry = attempt_entry(choice.name, outcome, started)
         result.attempt_log.append(entry)
-        self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id)  # fmt: skip
+        self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id, cached_tokens=(usage or {}).get("cached_tokens", 0), cache_write_tokens=(usage or {}).get("cache_write_tokens", 0))  # fmt: skip
         result.provider, result.latency_ms = choice.name, outcome.latency_ms
         return entry
 
@@ -55,12 +71,15 @@ class OutcomeRecorder:
         await self.ride("breaker", self.ctx.breaker.record, choice.name, ok=True)
         entry["used"] = True
         result.status, result.response = "succeeded", outcome.body
+        result.native_response = outcome.native
         result.error_type, result.error_status_code, result.error_message = "", None, ""
         usage = outcome.usage
         if usage is not None:
             result.prompt_tokens = usage["prompt_tokens"]
             result.completion_tokens = usage["completion_tokens"]
             result.total_tokens = usage["total_tokens"]
+            result.cached_tokens = usage.get("cached_tokens")
+            result.cache_write_tokens = usage.get("cache_write_tokens")
 
     async def failed(
         self,
@@ -71,16 +90,19 @@ class OutcomeRecorder:
         entry: AttemptEntry,
         outcome: HttpOutcome,
     ) -> float | None:
-        """Record a failed attempt on the result, tell the breaker and (a 429) the bucket. Returns the
-        wait the answer asked for (Retry-After / x-ratelimit-reset-*), if believable."""
+        """Record a failed attempt on the result, tell the breaker, (a 429) the bucket and (an answer
+        with a pause) the store's provider pause. Returns the wait the answer asked for (Retry-After /
+        x-ratelimit-reset-*), if believable: only a ``rate_limited`` answer's wait counts — an
+        overloaded provider gets full-jitter backoff, a paused one is not retried at all."""
         ctx = self.ctx
         result.retry_extra_tokens += entry["tokens"]
         result.error_type = outcome.error_type
         result.error_status_code = outcome.status_code
         result.error_message = outcome.message
+        rate_limited = outcome.error_type == ErrorType.RATE_LIMITED and outcome.pause is None
         retry_after = (
             rate_limit_wait(outcome.headers, ceiling=ctx.options.retry.max_rate_limit_wait_seconds)
-            if outcome.status_code
+            if outcome.status_code and rate_limited
             else None
         )
         if outcome.error_type in BREAKER_FAILURES:
@@ -89,9 +111,23 @@ class OutcomeRecorder:
             )
         elif probe:  # the provider answered (429 or a 4xx): it is alive
             await self.ride("breaker", ctx.breaker.record, choice.name, ok=True)
-        if outcome.status_code == 429 and retry_after:
+        if outcome.pause is not None:
+            await self.pause(choice, outcome)
+        elif outcome.status_code == 429 and rate_limited and retry_after:
             await self.ride("penalize", ctx.store.penalize, limits, retry_after)
         return retry_after
+
+    async def pause(self, choice: ProviderConfig, outcome: HttpOutcome) -> None:
+        """The answer says the provider refuses everyone for a while: pause it for every worker (through
+        the outage ride like every store call) and tell the observer. Items admitted before the pause is
+        visible may still send once each; nothing is granted after it (docs/engine.md)."""
+        pause = outcome.pause
+        assert pause is not None
+        message = pause.message or outcome.message
+        await self.ride(
+            "pause", self.ctx.store.pause_provider, choice.name, pause.reason, pause.until_epoch, message
+        )
+        self.ctx.observer.on_provider_paused(choice.name, pause.reason, pause.until_epoch, message)
 
 
 def attempt_entry(provider: str, outcome: HttpOutcome, started: str) -> AttemptEntry:
@@ -108,6 +144,8 @@ def attempt_entry(provider: str, outcome: HttpOutcome, started: str) -> AttemptE
         "used": False,
         "at": started,
     }
+    if usage and usage.get("cached_tokens") is not None:
+        entry["cached_tokens"] = usage["cached_tokens"]
     if outcome.detail:  # staff only (admin/dashboard); teams see the sanitised message
         entry["detail"] = outcome.detail
     return entry
@@ -126,3 +164,24 @@ def breaker_gave_up(result: ItemResult, open_for: list[ProviderConfig], waited: 
         result.error_message = f"never sent: {gave_up}" + (
             f"; {result.error_message}" if result.error_message else ""
         )
+
+
+# a pause's reason → the error type an item ends with when that pause leaves it no candidate
+_PAUSE_ERROR_TYPES = {"billing": ErrorType.PROVIDER_QUOTA_EXHAUSTED, "per_day_quota": ErrorType.RATE_LIMITED}
+
+
+def pause_error_type(reason: str, until_epoch: float | None) -> str:
+    """``provider_quota_exhausted`` for a billing pause, ``rate_limited`` for a per-day quota; a reason
+    the table does not know is read from its end: none (until cleared) is billing-like."""
+    known = _PAUSE_ERROR_TYPES.get(reason)
+    if known is not None:
+        return known
+    return ErrorType.PROVIDER_QUOTA_EXHAUSTED if until_epoch is None else ErrorType.RATE_LIMITED
+
+
+def paused_at_admission(result: ItemResult, exc: ProviderPaused) -> None:
+    """Admission found the provider paused (by another worker's answer, or before): nothing was sent and
+    no attempt is counted; if it was the item's last candidate the item ends with the pause's error."""
+    result.error_type = pause_error_type(exc.reason, exc.until_epoch)
+    result.error_status_code = None
+    result.error_message = f"not sent: {exc}"

@@ -35,8 +35,15 @@ def result_dict(
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
     total_tokens: int | None = None,
+    cached_tokens: int | None = None,
+    cache_write_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """One RESULT: {custom_id, ok, status, provider, attempts, latency_ms, response, error, usage}."""
+    """One RESULT: {custom_id, ok, status, provider, attempts, latency_ms, response, error, usage}.
+
+    ``usage`` carries the prompt-cache counts the OpenAI way, only when the provider reported them:
+    ``prompt_tokens_details.cached_tokens`` (OpenAI's own field) and, beside it,
+    ``prompt_tokens_details.x_gateway_cache_write_tokens`` (OpenAI has no cache-write count; Anthropic
+    bills it). Both are parts of ``prompt_tokens``, which is all input (docs/api.md "Results")."""
     ok = status == "succeeded"
     if ok:
         error = None
@@ -52,15 +59,6 @@ def result_dict(
             "status_code": None,
             "message": error_message or NOT_FINISHED_MESSAGES.get(status, status),
         }
-    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
-        usage = None
-    else:
-        prompt, completion = prompt_tokens or 0, completion_tokens or 0
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
-        }
     return {
         "custom_id": custom_id,
         "ok": ok,
@@ -70,5 +68,37 @@ def result_dict(
         "latency_ms": latency_ms or 0,
         "response": response,
         "error": error,
-        "usage": usage,
+        "usage": _usage(prompt_tokens, completion_tokens, total_tokens, cached_tokens, cache_write_tokens),
     }
+
+
+def _usage(
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    total_tokens: int | None,
+    cached_tokens: int | None,
+    cache_write_tokens: int | None,
+) -> dict[str, Any] | None:
+    """The RESULT's usage: None when the provider reported none."""
+    if prompt_tokens is None and completion_tokens is None and total_tokens is None:
+        return None
+    prompt, completion = prompt_tokens or 0, completion_tokens or 0
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total_tokens if total_tokens is not None else prompt + completion,
+    }
+    details = _prompt_details(cached_tokens, cache_write_tokens)
+    if details:
+        usage["prompt_tokens_details"] = details
+    return usage
+
+
+def _prompt_details(cached_tokens: int | None, cache_write_tokens: int | None) -> dict[str, int]:
+    """The reported prompt-cache counts (an unreported one is left out, never shown as 0)."""
+    details = {}
+    if cached_tokens is not None:
+        details["cached_tokens"] = cached_tokens
+    if cache_write_tokens is not None:
+        details["x_gateway_cache_write_tokens"] = cache_write_tokens
+    return details

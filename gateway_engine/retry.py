@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ CLASS_TIMEOUT = "timeout"
 CLASS_CONNECTION = "connection"
 CLASS_INVALID = "invalid_response"
 CLASS_OTHER = "other"
+CLASS_OVERLOADED = "overloaded"
+CLASS_QUOTA_EXHAUSTED = "quota_exhausted"
 
 DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS = 600.0
 # A plain number at least this large in an x-ratelimit-reset* header is a Unix time, not a duration.
@@ -59,6 +62,12 @@ class ErrorType:
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     BUDGET_EXCEEDED = "budget_exceeded"
+    # the provider is overloaded for every customer (Anthropic 529, Gemini 503 UNAVAILABLE): retried with
+    # backoff and counted by the breaker, never a quota signal (no bucket pause, never counted as a 429)
+    OVERLOADED = "overloaded"
+    # the provider account's billing or spend limit (OpenAI insufficient_quota, Anthropic spend limits):
+    # never retried there; the provider is paused until an operator clears it; the item falls back
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
 
 
 # ---- the error-class table -------------------------------------------------------------------------
@@ -92,7 +101,15 @@ class ErrorClassRule:
 
 # The single source of truth: the engine's stats, the dashboard's SQL (dashboard.selectors builds its
 # CASE/Q expressions from this tuple) and any Python caller classify with it.
+# The type rows come before the status rows: an OpenAI 429 ``insufficient_quota`` is billing, not rate,
+# and an Anthropic 529 is overload, not a 5xx of this account.
 ERROR_CLASS_TABLE: tuple[ErrorClassRule, ...] = (
+    ErrorClassRule(
+        CLASS_QUOTA_EXHAUSTED,
+        "provider quota exhausted (billing)",
+        frozenset({ErrorType.PROVIDER_QUOTA_EXHAUSTED}),
+    ),
+    ErrorClassRule(CLASS_OVERLOADED, "overloaded (provider-wide)", frozenset({ErrorType.OVERLOADED})),
     ErrorClassRule(CLASS_429, "429 (rate limited)", frozenset({ErrorType.RATE_LIMITED}), 429, 430),
     ErrorClassRule(CLASS_TIMEOUT, "timeout", frozenset({ErrorType.TIMEOUT})),
     ErrorClassRule(CLASS_CONNECTION, "connection", frozenset({ErrorType.CONNECTION_ERROR})),
@@ -140,6 +157,7 @@ RETRYABLE_ERROR_TYPES = frozenset(
         ErrorType.TIMEOUT,
         ErrorType.CONNECTION_ERROR,
         ErrorType.INVALID_RESPONSE,
+        ErrorType.OVERLOADED,
     }
 )
 
@@ -167,29 +185,43 @@ def header_seconds(
     value: str | None, *, now: float | None = None, epoch_allowed: bool = False
 ) -> float | None:
     """Seconds to wait from a rate-limit header value, in any format providers use: plain seconds
-    ('2', '1.5'), durations ('6m0s', '1m30.5s', '250ms', '1h2m'), an HTTP date, or (``epoch_allowed``)
-    a Unix time. Past times give 0. None if absent or unreadable. No ceiling here (``capped_wait``)."""
+    ('2', '1.5'), durations ('6m0s', '1m30.5s', '250ms', '1h2m'), an HTTP date, an RFC 3339 / ISO 8601
+    time with a zone ('2026-12-01T15:32:28Z', Anthropic's resets), or (``epoch_allowed``) a Unix time. Past times give 0. None if absent or unreadable. No ceiling here (``capped_wait``)."""
     if value is None:
         return None
     value = str(value).strip()
     if not value or len(value) > 64:
         return None
     try:
-        seconds = _seconds_from_number(float(value), now, epoch_allowed=epoch_allowed)
+        seconds: float | None = _seconds_from_number(float(value), now, epoch_allowed=epoch_allowed)
     except ValueError:
         if _DURATION.match(value):
             seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(value))
         else:
-            try:
-                when = parsedate_to_datetime(value)
-            except (TypeError, ValueError, IndexError, OverflowError):
-                return None
-            if when is None or when.tzinfo is None:
-                return None
-            seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
+            when = _timestamp(value)
+            seconds = None if when is None else when - (time.time() if now is None else now)
+    if seconds is None or not math.isfinite(seconds):
         return None
     return max(0.0, seconds)
+
+
+# RFC 3339 / ISO 8601 date-times with a zone (Anthropic's anthropic-ratelimit-*-reset:
+# "2026-12-01T15:32:28Z", fractions and "+01:00" offsets too); a time without a zone is unreadable.
+_ISO_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _timestamp(value: str) -> float | None:
+    """Unix seconds of an RFC 3339 / ISO 8601 time or an HTTP date that names its zone, else None."""
+    try:
+        if _ISO_DATETIME.match(value):
+            when = datetime.fromisoformat(value[:-1] + "+00:00" if value[-1:] in "Zz" else value)
+        else:
+            when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return when.timestamp()
 
 
 def capped_wait(seconds: float | None, ceiling: float, *, source: str = "") -> float | None:
@@ -218,8 +250,8 @@ def parse_retry_after(
 def parse_reset_duration(
     value: str | None, now: float | None = None, *, ceiling: float = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS
 ) -> float | None:
-    """x-ratelimit-reset-* values: '1s', '250ms', '6m0s', '1h2m3.5s', plain seconds, an HTTP date or a
-    Unix time; None if absent, invalid or beyond ``ceiling``."""
+    """x-ratelimit-reset-* values: '1s', '250ms', '6m0s', '1h2m3.5s', plain seconds, an HTTP date, an
+    RFC 3339 time or a Unix time; None if absent, invalid or beyond ``ceiling``."""
     return capped_wait(
         header_seconds(value, now=now, epoch_allowed=True), ceiling, source="x-ratelimit-reset"
     )

@@ -39,6 +39,13 @@ class ProviderConfig:
     api_key: str = field(default="", repr=False)  # never in reprs, logs or tracebacks
     max_retries: int = PROVIDER_FIELDS["max_retries"].default
     enabled: bool = PROVIDER_FIELDS["enabled"].default
+    # the provider's wire format (docs/contract.md §3, §5): gateway_engine.wire.for_kind(kind)
+    kind: str = PROVIDER_FIELDS["kind"].default
+    deployment: str = ""  # azure_openai: the deployment in the URL ("" = model)
+    api_version: str = ""  # azure_openai: the api-version query parameter (required there)
+    # max_tokens sent where a kind requires it and the item gives none (GATEWAY_DEFAULT_MAX_TOKENS);
+    # also what the output-token reservation uses
+    default_max_tokens: int = 1024
 
     @property
     def timeout_seconds(self) -> float:
@@ -60,6 +67,8 @@ class ProviderConfig:
             burst_seconds=v["burst_seconds"],
             max_concurrency=v["max_concurrency"],
             timeout_seconds=v["timeout_seconds"],
+            itpm=v["itpm"] or 0,
+            otpm=v["otpm"] or 0,
         )
         return cls(
             name=limits.name,
@@ -69,6 +78,9 @@ class ProviderConfig:
             api_key=v["api_key"],
             max_retries=v["max_retries"],
             enabled=v["enabled"],
+            kind=v["kind"],
+            deployment=v["deployment"],
+            api_version=v["api_version"],
         )
 
 

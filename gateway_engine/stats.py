@@ -4,8 +4,12 @@ Built from the per-item attempt logs, so the same code summarizes one in-memory 
 batcher) and a whole batch read back from the database after several workers shared it.
 
 Attempt log entry (one per HTTP attempt): {"provider", "status_code", "error_type", "latency_ms",
-"prompt_tokens", "completion_tokens", "tokens", "used", "at"}; ``used`` marks the attempt whose answer
+"prompt_tokens", "completion_tokens", "tokens", "used", "at"} (+ "cached_tokens" when reported, "detail"
+for staff); ``used`` marks the attempt whose answer
 became the item's result. ``tokens`` billed by attempts that were not used are the retry_extra_tokens.
+``errors_by_class`` follows the one table (gateway_engine.retry.ERROR_CLASS_TABLE): an ``overloaded``
+attempt is in its own class, never in ``429`` / ``rate_limited_count``; ``provider_quota_exhausted`` is
+``quota_exhausted`` whatever its status (an OpenAI 429 insufficient_quota is billing, not rate).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Gauges read at scrape time from the shared state (Redis, database), not from any one process.
 
-Quota buckets and leases come from the quota store's ``snapshot_all_sync()``, breakers from
-``breaker_snapshot_sync()``; batches by status and queued items from PostgreSQL. When a source cannot
+Quota buckets and leases come from the quota store's ``snapshot_all_sync()``, provider pauses from its
+``provider_pauses_sync()``, breakers from ``breaker_snapshot_sync()``; batches by status and queued items from PostgreSQL. When a source cannot
 answer, its gauges are left out and ``gateway_scrape_errors{source}`` is 1 (the scrape still answers).
 """
 
@@ -32,7 +32,7 @@ def quota_families(limits: list) -> list[Metric]:
 
     available = GaugeMetricFamily(
         "gateway_quota_tokens_available",
-        "Tokens in a provider's bucket now (rpm: requests, tpm: tokens), shared by every worker.",
+        "Tokens in a provider's bucket now (rpm: requests; tpm, itpm, otpm: tokens), shared by every worker.",
         labels=["provider", "bucket"],
     )
     capacity = GaugeMetricFamily(
@@ -59,6 +59,10 @@ def quota_families(limits: list) -> list[Metric]:
         available.add_metric([s.provider, "tpm"], s.tpm_tokens_available)
         capacity.add_metric([s.provider, "rpm"], s.rpm_capacity)
         capacity.add_metric([s.provider, "tpm"], s.tpm_capacity)
+        for bucket in ("itpm", "otpm"):  # only for providers that set them (the snapshot's 0 otherwise)
+            if getattr(s, f"{bucket}_capacity", 0):
+                available.add_metric([s.provider, bucket], getattr(s, f"{bucket}_tokens_available"))
+                capacity.add_metric([s.provider, bucket], getattr(s, f"{bucket}_capacity"))
         paused.add_metric([s.provider], s.wait_ms / 1000.0 if s.paused_until_ms else 0.0)
         in_flight.add_metric([s.provider], s.leases_in_flight)
         leases_max.add_metric([s.provider], s.max_concurrency)
@@ -74,6 +78,24 @@ def breaker_family(names: list[str]) -> Metric:
     )
     for name, state in (breaker_snapshot_sync(names) if names else {}).items():
         family.add_metric([name], BREAKER_VALUES.get(state.get("state"), -1))
+    return family
+
+
+def pause_family(names: list[str]) -> Metric:
+    """gateway_provider_paused{provider,reason}: 1 while the engine has paused the provider for every
+    worker (reason billing, per_day_quota, …; providers.pauses), else 0 with reason "none"."""
+    from providers.limits.factory import provider_pauses_sync
+
+    family = GaugeMetricFamily(
+        "gateway_provider_paused",
+        "1 while a provider is paused for every worker (quota exhausted, per-day quota) until an operator "
+        "clears it or its quota period ends; 0 (reason none) otherwise.",
+        labels=["provider", "reason"],
+    )
+    paused = provider_pauses_sync(names) if names else {}
+    for name in names:
+        state = paused.get(name)
+        family.add_metric([name, state.reason if state else "none"], 1 if state else 0)
     return family
 
 
@@ -117,6 +139,7 @@ class LiveStateCollector:
         for source, build in (
             ("quota", lambda: quota_families(limits)),
             ("breaker", lambda: [breaker_family([lim.name for lim in limits])]),
+            ("pauses", lambda: [pause_family([lim.name for lim in limits])]),
             ("database", database_families),
         ):
             try:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from urllib.parse import urlsplit
 
+from gateway_engine.observer import NullObserver
 from gateway_engine.retry import error_class
 from providers.pricing import UNKNOWN, Prices, token_cost
 
@@ -20,7 +22,31 @@ from . import metrics, tracing
 from .logs import current_request_id
 
 log = logging.getLogger("batches.items")
+pause_log = logging.getLogger("providers.pauses")
 _failed_hooks: set[str] = set()
+
+
+def _off_the_loop(write, *args) -> None:
+    """Run a database write from an observer hook: the hooks run on the engine's event loop, where
+    Django refuses the ORM, so it runs (and is waited for: a pause is rare) in a thread of its own,
+    with that thread's connection closed after. Errors reach the caller (_never_raises logs them)."""
+    from django.db import connection
+
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            write(*args)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target, name="observer-db-write")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
 
 
 def _never_raises(method):
@@ -112,6 +138,8 @@ class GatewayObserver:
         attempt: int = 0,
         team: str = "",
         batch_id: str = "",
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         team, batch_id = team or self.team, batch_id or self.batch_id
         outcome = outcome_label(error_type, status_code)
@@ -123,8 +151,19 @@ class GatewayObserver:
             metrics.provider_tokens.labels(provider, team, "completion").inc(completion_tokens)
         if not used and (prompt_tokens or completion_tokens):
             metrics.provider_tokens.labels(provider, team, "wasted").inc(prompt_tokens + completion_tokens)
+        # the prompt-cache parts of prompt_tokens (already counted in "prompt"), kinds of their own
+        if cached_tokens:
+            metrics.provider_tokens.labels(provider, team, "cached").inc(cached_tokens)
+        if cache_write_tokens:
+            metrics.provider_tokens.labels(provider, team, "cache_write").inc(cache_write_tokens)
         if prompt_tokens or completion_tokens:
-            cost = token_cost(self.prices.get(provider, UNKNOWN), prompt_tokens, completion_tokens)
+            cost = token_cost(
+                self.prices.get(provider, UNKNOWN),
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens=cached_tokens,
+                cache_write_tokens=cache_write_tokens,
+            )
             if cost is not None:
                 metrics.provider_cost.labels(provider, team).inc(float(cost))
         if self.tracer is not None:
@@ -197,6 +236,31 @@ class GatewayObserver:
     def on_retry(self, provider: str, reason: str) -> None:
         metrics.retries.labels(provider, reason or "unknown").inc()
 
+    # ---- provider pauses ---------------------------------------------------------------------------
+    @_never_raises
+    def on_provider_paused(self, provider: str, reason: str, until_epoch: float | None, message: str) -> None:
+        """The engine paused ``provider`` for every worker (billing exhausted, per-day quota): an error
+        log line an operator is alerted by, and an entry in the audit history."""
+        from gateway_engine.quota.types import PauseState
+        from providers import pauses
+
+        state = PauseState(provider=provider, reason=reason, until_epoch=until_epoch, message=message)
+        pause_log.error(
+            "provider %s paused for every worker: %s",
+            provider,
+            pauses.describe(state),
+            extra={
+                "event": "provider_paused",
+                "provider": provider,
+                "reason": reason,
+                "until_epoch": until_epoch,
+                "detail": message,
+                "batch_id": self.batch_id,
+                "request_id": self.request_id,
+            },
+        )
+        _off_the_loop(pauses.record_paused, provider, state)
+
     # ---- items -------------------------------------------------------------------------------------
     @_never_raises
     def on_item_done(self, result, *, team: str = "", batch_id: str = "") -> None:
@@ -218,15 +282,25 @@ class GatewayObserver:
             )
 
 
-def engine_observer(batch_id: str, table=None) -> GatewayObserver | None:
+class PauseOnlyObserver(NullObserver):
+    """With GATEWAY_METRICS_ENABLED off: no metrics, but a provider pause is still logged and audited
+    (an operator must learn that a provider stopped taking requests)."""
+
+    def __init__(self, batch_id: str):
+        self.batch_id, self.request_id = str(batch_id), current_request_id()
+
+    on_provider_paused = GatewayObserver.on_provider_paused
+
+
+def engine_observer(batch_id: str, table=None) -> GatewayObserver | PauseOnlyObserver:
     """The observer for one engine run of a batch (two small queries: the team's name, the prices);
-    None when GATEWAY_METRICS_ENABLED is off."""
+    only the provider-pause hook when GATEWAY_METRICS_ENABLED is off."""
     from django.conf import settings
 
     from batches.models import Batch
 
     if not settings.GATEWAY_METRICS_ENABLED:
-        return None
+        return PauseOnlyObserver(batch_id)
     from providers.pricing import prices_by_provider
 
     # a dispatcher run serves many batches (batch_id ""): the team then comes with each item

@@ -37,7 +37,8 @@ provider_request_duration = Histogram(
 provider_tokens = Counter(
     "gateway_provider_tokens",
     "Tokens the provider billed: prompt and completion of every attempt; wasted = the part of those "
-    "from attempts whose answer was not used (retried or failed).",
+    "from attempts whose answer was not used (retried or failed); cached / cache_write = the parts of "
+    "prompt read from / written to the provider's prompt cache.",
     ["provider", "team", "kind"],
 )
 provider_cost = Counter(

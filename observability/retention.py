@@ -4,7 +4,8 @@ usage.
 
 A batch is old when it finished (``completed_at``) before the cutoff. Its items keep their status,
 provider, attempts, latency, tokens, error type/code/message and attempt log (no bodies in there);
-``payload`` (the prompt) becomes ``{"purged_at": …}`` and ``response`` null. Batch.stats and
+``payload`` (the prompt) becomes ``{"purged_at": …}`` and ``response`` and ``native_response`` (the
+answer, as translated and as the provider gave it) null. Batch.stats and
 TeamUsageDaily are not touched. Work is done in short transactions of CHUNK items, and items already
 purged are skipped, so the command is safe to run repeatedly and concurrently (cron or Celery beat).
 
@@ -55,7 +56,9 @@ def purge_items(
             ids = list(pending.order_by("pk").values_list("pk", flat=True)[:CHUNK])
             if not ids:
                 return total
-            total += BatchItem.objects.filter(pk__in=ids).update(payload=marker, response=None)
+            total += BatchItem.objects.filter(pk__in=ids).update(
+                payload=marker, response=None, native_response=None
+            )
 
 
 PURGERS: dict[str, Purger] = {"items": purge_items, "files": purge_files}

@@ -2,8 +2,9 @@
 
 batches.execution.apply calls ``record_served_results`` (installed in observability.apps through
 batches.execution.observers) once per committed write, for the rows it wrote that the engine did not
-run: the items by final status (``gateway_items``), their prompt and completion tokens
-(``gateway_provider_tokens``) and their cost (``gateway_provider_cost``). Results the engine ran in
+run: the items by final status (``gateway_items``), their prompt and completion tokens and the
+prompt-cache parts of the prompt (``gateway_provider_tokens``, kinds ``cached`` / ``cache_write``) and
+their cost (``gateway_provider_cost``). Results the engine ran in
 real time are counted by the engine observer (observability.engine), never here.
 """
 
@@ -41,7 +42,18 @@ def _record(team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
             metrics.provider_tokens.labels(result.provider, team, "prompt").inc(prompt)
         if completion:
             metrics.provider_tokens.labels(result.provider, team, "completion").inc(completion)
+        cached, cache_write = int(result.cached_tokens or 0), int(result.cache_write_tokens or 0)
+        if cached:
+            metrics.provider_tokens.labels(result.provider, team, "cached").inc(cached)
+        if cache_write:
+            metrics.provider_tokens.labels(result.provider, team, "cache_write").inc(cache_write)
         if prompt or completion:
-            cost = token_cost(prices.get(result.provider, UNKNOWN), prompt, completion)
+            cost = token_cost(
+                prices.get(result.provider, UNKNOWN),
+                prompt,
+                completion,
+                cached_tokens=cached,
+                cache_write_tokens=cache_write,
+            )
             if cost is not None:
                 metrics.provider_cost.labels(result.provider, team).inc(float(cost))

@@ -29,12 +29,17 @@ UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows
 HINT_SEPARATOR = " — "  # batches.submission's: what follows it in a native error is a hint
 
 # RESULT error types whose answer came from the provider over HTTP: the error line keeps the status.
-HTTP_ERROR_TYPES = frozenset({"client_error", "server_error", "rate_limited"})
+# (#21: a provider's overload, e.g. Anthropic 529, and its billing refusal are provider answers too.)
+HTTP_ERROR_TYPES = frozenset(
+    {"client_error", "server_error", "rate_limited", "overloaded", "provider_quota_exhausted"}
+)
 # RESULT error type (or item status) → OpenAI error code for lines without an HTTP answer.
 ERROR_CODES = {
     "cancelled": "batch_cancelled",
     "expired": "batch_expired",
     "budget_exceeded": "budget_exceeded",
+    "overloaded": "overloaded",  # e.g. every reachable provider overloaded, no HTTP answer kept
+    "provider_quota_exhausted": "provider_quota_exhausted",  # e.g. the provider paused for billing
     "timeout": "timeout",
     "connection_error": "connection_error",
     "quota_impossible": "quota_impossible",

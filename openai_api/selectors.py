@@ -104,6 +104,7 @@ def batch_object(ob: OpenAIBatch) -> dict[str, Any]:
     ended_at = batch.completed_at if batch is not None else None
     token_usage = ((batch.stats or {}).get("token_usage") if batch is not None else None) or {}
     prompt = int(token_usage.get("prompt_tokens") or 0)
+    cached = int(token_usage.get("cached_tokens") or 0)  # of prompt: read from prompt caches (#21)
     completion = int(token_usage.get("completion_tokens") or 0)
     if batch is not None:
         counts = {
@@ -142,7 +143,7 @@ def batch_object(ob: OpenAIBatch) -> dict[str, Any]:
         "metadata": ob.metadata,
         "usage": {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": prompt + completion,

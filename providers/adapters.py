@@ -29,12 +29,16 @@ def provider_limits(provider, margin_seconds: float | None = None) -> ProviderLi
         max_concurrency=provider.max_concurrency,
         timeout_seconds=float(provider.timeout_seconds),
         margin_seconds=min(float(margin_seconds), burst / 2.0),
+        itpm=int(provider.itpm or 0),  # NULL: not configured (ProviderLimits' 0)
+        otpm=int(provider.otpm or 0),
     )
 
 
 def provider_config(provider) -> ProviderConfig:
     """Everything the engine needs to call one provider. A provider whose URL moved to an unconfirmed
-    origin is disabled and gets no key (its key stays home)."""
+    origin is disabled and gets no key (its key stays home). ``default_max_tokens`` is
+    settings.GATEWAY_DEFAULT_MAX_TOKENS: sent where a kind requires max_tokens and the item gives none,
+    and what the output-token reservation assumes."""
     return ProviderConfig(
         name=provider.name,
         base_url=provider.base_url,
@@ -43,6 +47,10 @@ def provider_config(provider) -> ProviderConfig:
         api_key=provider.resolved_api_key() if provider.origin_confirmed else "",
         max_retries=int(provider.max_retries),
         enabled=bool(provider.enabled) and provider.origin_confirmed,
+        kind=provider.kind,
+        deployment=provider.deployment,
+        api_version=provider.api_version,
+        default_max_tokens=int(settings.GATEWAY_DEFAULT_MAX_TOKENS),
     )
 
 

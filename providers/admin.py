@@ -26,12 +26,17 @@ class ProviderForm(forms.ModelForm):
         model = Provider
         fields = [
             "name",
+            "kind",
             "base_url",
             "model",
+            "deployment",
+            "api_version",
             "api_key",
             "clear_api_key",
             "rpm",
             "tpm",
+            "itpm",
+            "otpm",
             "max_concurrency",
             "burst_seconds",
             "timeout_seconds",
@@ -39,7 +44,17 @@ class ProviderForm(forms.ModelForm):
             "enabled",
             "price_prompt_per_million",
             "price_completion_per_million",
+            "price_cached_prompt_per_million",
+            "price_cache_write_per_million",
         ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # a post without the field (a script written before #21) keeps the provider's kind, not an error
+        self.fields["kind"].required = False
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data.get("kind") or self.instance.kind or Provider._meta.get_field("kind").default
 
     def clean_api_key(self) -> str:
         value = self.cleaned_data.get("api_key", "")
@@ -76,24 +91,41 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
         "key_configured",
         "origin_ok",
     ]
-    actions = ["confirm_origin", "clear_pause"]
+    actions = ["confirm_origin", "clear_pause", "clear_provider_pause"]
     list_editable = ["rpm", "tpm", "max_concurrency", "enabled"]
-    list_filter = ["enabled"]
+    list_filter = ["enabled", "kind"]
     search_fields = ["name", "model", "base_url"]
     inlines = [RoutingRuleInline]
     readonly_fields = ["key_source", "origin_status", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["name", "base_url", "origin_status", "model", "enabled"]}),
+        (None, {"fields": ["name", "kind", "base_url", "origin_status", "model", "enabled"]}),
+        ("Azure OpenAI (kind azure_openai only)", {"fields": ["deployment", "api_version"]}),
         ("Credentials", {"fields": ["api_key", "clear_api_key", "key_source"]}),
-        ("Quota", {"fields": ["rpm", "tpm", "max_concurrency", "burst_seconds"]}),
+        ("Quota", {"fields": ["rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"]}),
         ("Calls", {"fields": ["timeout_seconds", "max_retries"]}),
-        ("Prices", {"fields": ["price_prompt_per_million", "price_completion_per_million"]}),
+        (
+            "Prices",
+            {
+                "fields": [
+                    "price_prompt_per_million",
+                    "price_completion_per_million",
+                    "price_cached_prompt_per_million",
+                    "price_cache_write_per_million",
+                ]
+            },
+        ),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 
-    @admin.display(description="model / base URL", ordering="model")
+    @admin.display(description="kind · model / base URL", ordering="model")
     def model_and_url(self, obj: Provider):
-        return format_html('{}<br><span class="url">{}</span>', obj.model, obj.base_url)
+        # the kind shares this column: one more column would not fit the changelist at 1280 px
+        return format_html(
+            '{}<br><span class="url column-kind">{}</span> <span class="url">{}</span>',
+            obj.model,
+            obj.kind,
+            obj.base_url,
+        )
 
     @admin.display(boolean=True, description="key")
     def key_configured(self, obj: Provider) -> bool:
@@ -157,6 +189,35 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
             return
         names = ", ".join(p.name for p in queryset)
         self.message_user(request, f"rate-limit pause cleared for {names}", messages.SUCCESS)
+
+    def has_clear_provider_pause_permission(self, request) -> bool:
+        return request.user.has_perm("providers.change_provider")
+
+    @admin.action(
+        description="Clear the provider pause (quota exhausted / per-day)",
+        permissions=["clear_provider_pause"],
+    )
+    def clear_provider_pause(self, request, queryset) -> None:
+        """Lift the engine's pause of each selected provider (its account was out of quota), recorded in
+        the audit history; the 429 pause is the other action."""
+        from gateway_engine.quota.types import QuotaStoreUnavailable
+        from providers import pauses
+
+        cleared, idle = [], []
+        try:
+            for provider in queryset:
+                state = pauses.clear(provider.name)
+                if state is None:
+                    idle.append(provider.name)
+                else:
+                    cleared.append(f"{provider.name} ({pauses.describe(state)})")
+        except QuotaStoreUnavailable as exc:
+            self.message_user(request, f"quota store unavailable: {exc}", messages.ERROR)
+            return
+        if cleared:
+            self.message_user(request, "provider pause cleared: " + "; ".join(cleared), messages.SUCCESS)
+        if idle:
+            self.message_user(request, "no provider pause to clear: " + ", ".join(idle), messages.INFO)
 
     @admin.display(description="key source")
     def key_source(self, obj: Provider) -> str:

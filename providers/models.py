@@ -10,7 +10,14 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
-from gateway_engine.provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, FieldSpec
+from gateway_engine.provider_file import (
+    KIND_CHECKED_FIELDS,
+    PROVIDER_FIELDS,
+    PROVIDER_KINDS,
+    ROUTE_FIELDS,
+    FieldSpec,
+    kind_problems,
+)
 
 # Defaults and bounds come from the provider file's one table (gateway_engine.provider_file): sane upper
 # bounds, large enough for any real account tier, small enough to catch a typo.
@@ -24,6 +31,21 @@ def _bounds(spec: FieldSpec) -> list:
 
 
 http_url_validator = URLValidator(schemes=["http", "https"])
+
+KIND_CHOICES = [(kind, kind) for kind in PROVIDER_KINDS]
+# what the gateway calls under base_url, per kind (docs/contract.md §5; the admin shows it as help text)
+BASE_URL_HELP = (
+    "openai: OpenAI-compatible base URL, the gateway POSTs to {base_url}/chat/completions. "
+    "azure_openai: the resource URL (https://NAME.openai.azure.com); the gateway POSTs to "
+    "{base_url}/openai/deployments/{deployment}/chat/completions?api-version={api_version}. "
+    "anthropic: e.g. https://api.anthropic.com/v1; the gateway POSTs to {base_url}/messages. "
+    "gemini: ends with the API version, e.g. https://generativelanguage.googleapis.com/v1beta; the "
+    "gateway POSTs to {base_url}/models/{model}:generateContent."
+)
+
+
+def _price_field(what: str) -> models.DecimalField:
+    return models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True, help_text=what)
 
 
 def secret_env_name(provider_name: str) -> str:
@@ -50,9 +72,27 @@ class Provider(models.Model):
     base_url = models.CharField(
         max_length=500,
         validators=[http_url_validator],
-        help_text="OpenAI-compatible base URL; the gateway POSTs to {base_url}/chat/completions.",
+        help_text=BASE_URL_HELP,
     )
     model = models.CharField(max_length=200, help_text="Model name sent in every request.")
+    kind = models.CharField(
+        max_length=32,
+        choices=KIND_CHOICES,
+        default=_P["kind"].default,
+        help_text="The provider's API (wire format): what is sent, how answers, usage and errors are read.",
+    )
+    deployment = models.CharField(
+        max_length=200,
+        blank=True,
+        default=_P["deployment"].default,
+        help_text="azure_openai only: the deployment named in the URL (empty = the model name).",
+    )
+    api_version = models.CharField(
+        max_length=64,
+        blank=True,
+        default=_P["api_version"].default,
+        help_text="azure_openai only (required there): the api-version query parameter, e.g. 2024-10-21.",
+    )
     # Write-only: never rendered back (admin uses a password widget, the API never serializes it).
     api_key = models.CharField(max_length=1000, blank=True, default=_P["api_key"].default)
     rpm = models.PositiveIntegerField(
@@ -64,6 +104,20 @@ class Provider(models.Model):
         "TPM",
         validators=_bounds(_P["tpm"]),
         help_text="Tokens per minute.",
+    )
+    itpm = models.PositiveIntegerField(
+        "ITPM",
+        null=True,
+        blank=True,
+        validators=_bounds(_P["itpm"]),
+        help_text="Input tokens per minute, enforced beside RPM and TPM (empty = not limited apart).",
+    )
+    otpm = models.PositiveIntegerField(
+        "OTPM",
+        null=True,
+        blank=True,
+        validators=_bounds(_P["otpm"]),
+        help_text="Output tokens per minute, enforced beside RPM and TPM (empty = not limited apart).",
     )
     max_concurrency = models.PositiveIntegerField(
         validators=_bounds(_P["max_concurrency"]),
@@ -99,6 +153,12 @@ class Provider(models.Model):
         blank=True,
         help_text="Price per million completion tokens (empty = unknown).",
     )
+    price_cached_prompt_per_million = _price_field(
+        "Price per million cached (cache-read) prompt tokens (empty = the prompt price)."
+    )
+    price_cache_write_per_million = _price_field(
+        "Price per million prompt tokens written to the provider's cache (empty = the prompt price)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -113,6 +173,20 @@ class Provider(models.Model):
             models.CheckConstraint(condition=models.Q(burst_seconds__gte=1), name="provider_burst_min_1s"),
             models.CheckConstraint(
                 condition=models.Q(timeout_seconds__gt=0), name="provider_timeout_positive"
+            ),
+            models.CheckConstraint(condition=models.Q(kind__in=PROVIDER_KINDS), name="provider_kind_known"),
+            models.CheckConstraint(
+                condition=models.Q(itpm__isnull=True) | models.Q(itpm__gte=1), name="provider_itpm_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(otpm__isnull=True) | models.Q(otpm__gte=1), name="provider_otpm_positive"
+            ),
+            # Azure's windows are 1-10 s, and its URL needs an api-version (provider_file.kind_problems)
+            models.CheckConstraint(
+                condition=~models.Q(kind="azure_openai")
+                | (models.Q(burst_seconds__lte=1) & ~models.Q(api_version="")),
+                name="provider_azure_complete",
+                violation_error_message="kind azure_openai needs api_version and burst_seconds at most 1",
             ),
         ]
 
@@ -160,6 +234,7 @@ class Provider(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        self._clean_kind()
         if self.name:
             env = secret_env_name(self.name)
             twins = [
@@ -174,6 +249,18 @@ class Provider(models.Model):
                         "choose a name that differs in letters or digits"
                     }
                 )
+
+    def _clean_kind(self) -> None:
+        """The kind-specific checks of the provider file (gateway_engine.provider_file.kind_problems),
+        each on its field. An unknown kind is left to the field's choices (it would be said twice)."""
+        if self.kind not in PROVIDER_KINDS:
+            return
+        values = {name: getattr(self, name) for name in KIND_CHECKED_FIELDS}
+        problems: dict[str, list[str]] = {}
+        for name, message in kind_problems(values):
+            problems.setdefault(name, []).append(message)
+        if problems:
+            raise ValidationError(problems)
 
     @property
     def api_key_source(self) -> str:

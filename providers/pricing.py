@@ -4,6 +4,12 @@ batch stats and the ``gateway_provider_cost_total`` metric.
 Prices are per million tokens (``Provider.price_prompt_per_million`` / ``price_completion_per_million``);
 an unknown price (empty) makes the cost unknown (``None``), never zero.
 
+Prompt caching (issue #21): ``prompt_tokens`` counts ALL input, cached reads and cache writes included
+(gateway_engine.wire.USAGE_KEYS). ``token_cost(..., cached_tokens=, cache_write_tokens=)`` prices the
+cached reads at ``price_cached_prompt_per_million`` and the cache writes at
+``price_cache_write_per_million``, the rest of the prompt at the prompt price; an empty cached or
+cache-write price means "same as the prompt price" (the provider bills them like any input), not unknown.
+
 Wasted tokens (billed for attempts whose answer was not used, ``retry_extra_tokens``) are priced per
 prompt/completion split when the split is known (batch stats, from the attempt log). The daily usage
 table keeps only their sum; there they are priced at the prompt price, a lower bound (documented in
@@ -24,27 +30,66 @@ COST_PLACES = Decimal("0.000001")
 class Prices:
     prompt_per_million: Decimal | None
     completion_per_million: Decimal | None
+    # None: priced as prompt tokens (see the module docstring)
+    cached_per_million: Decimal | None = None
+    cache_write_per_million: Decimal | None = None
 
     @property
     def known(self) -> bool:
         return self.prompt_per_million is not None and self.completion_per_million is not None
 
+    @property
+    def cached_price(self) -> Decimal | None:
+        """Per million cache-read prompt tokens: the cached price, else the prompt price."""
+        return _first_set(self.cached_per_million, self.prompt_per_million)
+
+    @property
+    def cache_write_price(self) -> Decimal | None:
+        """Per million prompt tokens written to the cache: the cache-write price, else the prompt price."""
+        return _first_set(self.cache_write_per_million, self.prompt_per_million)
+
     @classmethod
     def of(cls, provider) -> Prices:
-        return cls(provider.price_prompt_per_million, provider.price_completion_per_million)
+        return cls(
+            provider.price_prompt_per_million,
+            provider.price_completion_per_million,
+            provider.price_cached_prompt_per_million,
+            provider.price_cache_write_per_million,
+        )
+
+
+def _first_set(*prices: Decimal | None) -> Decimal | None:
+    return next((price for price in prices if price is not None), None)
 
 
 UNKNOWN = Prices(None, None)
 
-# (provider name, prompt tokens, completion tokens, wasted tokens) of one usage row
-ProviderTokens = tuple[str, int, int, int]
+# (provider name, prompt tokens, completion tokens, wasted tokens[, cached tokens, cache-write tokens])
+# of one usage row
+ProviderTokens = tuple[str, int, int, int] | tuple[str, int, int, int, int, int]
 
 
-def token_cost(prices: Prices, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
-    """Cost of the given tokens, or None when a needed price is unknown (zero tokens need no price)."""
+def token_cost(
+    prices: Prices,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> Decimal | None:
+    """Cost of the given tokens, or None when a needed price is unknown (zero tokens need no price).
+
+    ``prompt_tokens`` is all input; ``cached_tokens`` (cache reads) and ``cache_write_tokens`` are the
+    parts of it billed at their own prices: cost = (prompt - cached - cache_write) x prompt price +
+    cached x cached price + cache_write x cache-write price + completion x completion price. Parts
+    larger than the prompt (a provider's inconsistent usage) leave no uncached part, never a negative one.
+    """
+    cached, written = max(0, int(cached_tokens or 0)), max(0, int(cache_write_tokens or 0))
+    uncached = max(0, int(prompt_tokens or 0) - cached - written)
     total = Decimal(0)
     for tokens, price in (
-        (prompt_tokens, prices.prompt_per_million),
+        (uncached, prices.prompt_per_million),
+        (cached, prices.cached_price),
+        (written, prices.cache_write_price),
         (completion_tokens, prices.completion_per_million),
     ):
         if not tokens:
@@ -71,13 +116,17 @@ def add_costs(*costs: Decimal | None) -> Decimal | None:
 
 
 def sum_usage_costs(parts) -> dict:
-    """{"cost", "wasted_cost"} of usage rows given as (Prices, prompt, completion, wasted) tuples; wasted
-    tokens are priced at the prompt price (the rows have no split). ``cost`` includes ``wasted_cost``."""
+    """{"cost", "wasted_cost"} of usage rows given as (Prices, prompt, completion, wasted) tuples, or
+    (Prices, prompt, completion, wasted, cached, cache_write) where the rows know the cached split;
+    wasted tokens are priced at the prompt price (the rows have no split). ``cost`` includes
+    ``wasted_cost``."""
     cost: Decimal | None = Decimal(0)
     wasted_cost: Decimal | None = Decimal(0)
-    for prices, prompt, completion, wasted in parts:
+    for prices, prompt, completion, wasted, *cache in parts:
+        cached, written = (list(cache) + [0, 0])[:2]
         waste = token_cost(Prices(prices.prompt_per_million, prices.prompt_per_million), wasted, 0)
-        cost = add_costs(cost, token_cost(prices, prompt, completion), waste)
+        used = token_cost(prices, prompt, completion, cached_tokens=cached, cache_write_tokens=written)
+        cost = add_costs(cost, used, waste)
         wasted_cost = add_costs(wasted_cost, waste)
     return {"cost": as_number(cost), "wasted_cost": as_number(wasted_cost)}
 
@@ -87,9 +136,13 @@ def prices_by_provider() -> dict[str, Prices]:
     from providers.models import Provider
 
     return {
-        name: Prices(pp, pc)
-        for name, pp, pc in Provider.objects.values_list(
-            "name", "price_prompt_per_million", "price_completion_per_million"
+        name: Prices(*prices)
+        for name, *prices in Provider.objects.values_list(
+            "name",
+            "price_prompt_per_million",
+            "price_completion_per_million",
+            "price_cached_prompt_per_million",
+            "price_cache_write_per_million",
         )
     }
 
@@ -98,13 +151,14 @@ def add_usage_costs(rows_with_usage: Iterable[tuple[dict, Iterable[ProviderToken
     """The one cost helper of the usage readers (the usage API and the dashboard's usage page): adds
     ``cost`` / ``wasted_cost`` to each usage row, priced from that row's per-provider tokens, and returns
     the totals over every row ({"cost", "wasted_cost"}; None = some price unknown). One query for the
-    prices. ``rows_with_usage``: (row, [(provider, prompt, completion, wasted), ...]) pairs."""
+    prices. ``rows_with_usage``: (row, [(provider, prompt, completion, wasted[, cached, cache_write]),
+    ...]) pairs."""
     prices = prices_by_provider()
     every = []
     for row, usage in rows_with_usage:
         parts = [
-            (prices.get(provider, UNKNOWN), prompt, completion, wasted)
-            for provider, prompt, completion, wasted in usage
+            (prices.get(provider, UNKNOWN), prompt, completion, wasted, *cache)
+            for provider, prompt, completion, wasted, *cache in usage
         ]
         row.update(sum_usage_costs(parts))
         every.extend(parts)
@@ -118,7 +172,13 @@ def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
     total_wasted: Decimal | None = Decimal(0)
     for name, p in stats.get("providers", {}).items():
         price = prices.get(name, UNKNOWN)
-        used = token_cost(price, p.get("prompt_tokens", 0), p.get("completion_tokens", 0))
+        used = token_cost(
+            price,
+            p.get("prompt_tokens", 0),
+            p.get("completion_tokens", 0),
+            cached_tokens=p.get("cached_tokens", 0),
+            cache_write_tokens=p.get("cache_write_tokens", 0),
+        )
         wasted = token_cost(
             Prices(price.prompt_per_million, price.prompt_per_million), p.get("retry_extra_tokens", 0), 0
         )

@@ -17,11 +17,14 @@ from gateway_engine.errors import ApplicationError
 from gateway_engine.provider_file import (
     CONTRACT_ONLY_PROVIDER_FIELDS,
     FILE_KEYS,
+    KIND_CHECKED_FIELDS,
     PROVIDER_FIELDS,
     ROUTE_FIELDS,
     SECRET_FIELDS,
     defaults,
     given_values,
+    kind_defaults,
+    kind_errors,
     type_errors,
     unknown_keys,
 )
@@ -146,7 +149,7 @@ def load_provider_config(
         instance = existing.get(label)
         created = instance is None
         if created:
-            instance = Provider(**values)
+            instance = Provider(**{**kind_defaults(values.get("kind")), **values})
             changes = ["created"]
         else:
             was_confirmed = instance.confirmed_origin or instance.origin
@@ -162,6 +165,11 @@ def load_provider_config(
                         f"origin changed to {instance.origin}: provider DISABLED until confirmed "
                         "(admin, or load_providers --allow-origin-change)"
                     )
+        # the kind's own fields first, on the values as they would be stored (the file's over the row's)
+        problems = kind_errors(where, {name: getattr(instance, name) for name in KIND_CHECKED_FIELDS})
+        if problems:
+            errors.extend(problems)
+            continue
         try:
             instance.full_clean()
         except ValidationError as exc:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the main job with zero services (contract §1).
 #   SQLite under var/, no REDIS_URL (eager Celery, in-process quota store), the bundled provider
-#   simulator (examples/sim.json: the seed's alpha/beta/local, 10x time-compressed), the web server,
+#   simulator (examples/sim-kinds.json: one provider of each kind — openai, anthropic, gemini,
+#   azure_openai — 10x time-compressed), the web server,
 #   and examples/batch.jsonl (50 user messages x intent/sentiment/summary) submitted over real HTTP.
 # Exits 0 only if the batch completed with success_count == items. Stops everything it started.
 #   DEMO_KEEP=1   keep the web server and simulator running after the report (Ctrl-C stops them)
@@ -64,8 +65,8 @@ WEB_PORT=$(free_port "${WEB_PORT:-8000}")
 SIM_URL="http://127.0.0.1:$SIM_PORT"
 WEB_URL="http://127.0.0.1:$WEB_PORT"
 
-echo "==> provider simulator (examples/sim.json) on $SIM_URL"
-"$PY" -m sim --config examples/sim.json --port "$SIM_PORT" >"$LOGS/sim.log" 2>&1 &
+echo "==> provider simulator (examples/sim-kinds.json: one provider of each kind) on $SIM_URL"
+"$PY" -m sim --config examples/sim-kinds.json --port "$SIM_PORT" >"$LOGS/sim.log" 2>&1 &
 PIDS+=($!)
 SIM_PID=$!
 
@@ -97,7 +98,7 @@ echo "==> submitting examples/batch.jsonl"
 status=0
 # the client also writes the key file (mode 0600, no trailing newline: read as is, e.g. into the openai SDK)
 "$PY" scripts/demo_client.py --web "$WEB_URL" --key "$KEY" --file examples/batch.jsonl --sim "$SIM_URL" \
-  --key-file "$LOGS/api_key" --timeout "${DEMO_TIMEOUT:-150}" || status=$?
+  --key-file "$LOGS/api_key" --providers "$LOGS/providers.json" --timeout "${DEMO_TIMEOUT:-150}" || status=$?
 
 cat <<EOF
 

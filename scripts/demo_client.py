@@ -64,6 +64,81 @@ def write_key_file(path: str, key: str) -> None:
     os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
 
 
+def kinds_of(path: str | None) -> dict[str, str]:
+    """{provider: kind} from the provider file (kind defaults to openai, docs/contract.md §3)."""
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {p["name"]: p.get("kind", "openai") for p in json.load(f)["providers"]}
+
+
+def openai_shaped(response: object) -> bool:
+    """Whether a RESULT response is an OpenAI chat.completion: what every app reads, whatever the kind."""
+    if not isinstance(response, dict) or response.get("object") != "chat.completion":
+        return False
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return False
+    message = choices[0].get("message") or {}
+    usage = response.get("usage") or {}
+    return (
+        isinstance(message.get("content"), str)
+        and isinstance(choices[0].get("finish_reason"), str)
+        and all(isinstance(usage.get(k), int) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    )
+
+
+def side_by_side(client: httpx.Client, results_url: str, stats: dict, kinds: dict[str, str]) -> bool:
+    """Per provider (and its kind): requests, latency, errors, tokens, and one answer as apps read it.
+    True if every successful RESULT's response has the same OpenAI chat.completion shape."""
+    rows: dict[str, dict] = {}
+    bad = 0
+    with client.stream("GET", results_url, params={"format": "jsonl"}) as r:
+        for line in r.iter_lines():
+            if not line.strip():
+                continue
+            res = json.loads(line)
+            row = rows.setdefault(
+                res.get("provider") or "-",
+                {"ok": 0, "failed": 0, "prompt": 0, "completion": 0, "cached": 0, "sample": None},
+            )
+            if not res.get("ok"):
+                row["failed"] += 1
+                continue
+            row["ok"] += 1
+            usage = res.get("usage") or {}
+            row["prompt"] += usage.get("prompt_tokens") or 0
+            row["completion"] += usage.get("completion_tokens") or 0
+            row["cached"] += ((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0
+            if not openai_shaped(res.get("response")):
+                bad += 1
+            elif row["sample"] is None:
+                choice = res["response"]["choices"][0]
+                row["sample"] = (choice["finish_reason"], choice["message"]["content"])
+    per = stats.get("providers") or {}
+    print("\nProviders side by side (one OpenAI answer shape for every kind):")
+    print(
+        f"  {'provider':<8} {'kind':<12} {'requests':>8} {'ok':>4} {'failed':>6} {'avg ms':>7} {'p95 ms':>7} "
+        f"{'429s':>4} {'prompt':>7} {'cached':>6} {'compl.':>6}  sample answer (finish_reason: content)"
+    )
+    for name in sorted(set(rows) | set(per)):
+        row, st = rows.get(name, {}), per.get(name, {})
+        finish, content = row.get("sample") or ("-", "")
+        content = " ".join(str(content).split())[:40]
+        print(
+            f"  {name:<8} {kinds.get(name, '?'):<12} {st.get('request_count', 0):>8} {row.get('ok', 0):>4} "
+            f"{row.get('failed', 0):>6} {st.get('avg_latency_ms', 0):>7} {st.get('p95_latency_ms', 0):>7} "
+            f"{st.get('rate_limited_count', 0):>4} {row.get('prompt', 0):>7} {row.get('cached', 0):>6} "
+            f"{row.get('completion', 0):>6}  {finish}: {content}"
+        )
+    total = sum(r["ok"] for r in rows.values())
+    print(
+        f"  {total - bad} of {total} successful responses are OpenAI chat.completion objects"
+        + ("" if not bad else f" — {bad} ARE NOT")
+    )
+    return bad == 0
+
+
 def bar(done: int, total: int, width: int = 30) -> str:
     filled = int(width * done / total) if total else width
     return "[" + "#" * filled + "." * (width - filled) + "]"
@@ -77,6 +152,9 @@ def main() -> int:
     ap.add_argument("--sim", default=None, help="simulator base URL, to print what the providers saw")
     ap.add_argument("--timeout", type=float, default=150.0)
     ap.add_argument("--key-file", default=None, help="write the API key to this file (no trailing newline)")
+    ap.add_argument(
+        "--providers", default=None, help="the provider file loaded: its kinds head the side-by-side table"
+    )
     args = ap.parse_args()
     if args.key_file:
         write_key_file(args.key_file, args.key)
@@ -168,15 +246,16 @@ def main() -> int:
             print("\nWhat the simulated providers saw (GET /_sim/counters):")
             for name, c in counters["providers"].items():
                 print(
-                    f"  {name:<6} requests={c['requests']:<4} ok={c['ok']:<4} 429s={c['rate_limited_429']:<3} "
+                    f"  {name:<7} requests={c['requests']:<4} ok={c['ok']:<4} 429s={c['rate_limited_429']:<3} "
                     f"5xx={c['status_5xx']:<3} max_in_flight={c['max_in_flight']:<3} "
                     f"max/minute={c['max_accepted_per_minute']:<4} billed={c['billed_tokens']} "
-                    f"delivered={c['delivered_tokens']}"
+                    f"delivered={c['delivered_tokens']} shape_rejections={c.get('shape_rejections', 0)}"
                 )
         except httpx.HTTPError:
             pass
     stats = batch.get("stats") or {}
-    ok = batch["status"] == "completed" and stats.get("success_count") == n_items
+    shape_ok = side_by_side(client, f"{api}/{batch_id}/results", stats, kinds_of(args.providers))
+    ok = batch["status"] == "completed" and stats.get("success_count") == n_items and shape_ok
     print(
         f"\nstatus={batch['status']} success_count={stats.get('success_count')} of {n_items} items "
         f"in {time.monotonic() - t0:.1f} s -> {'OK' if ok else 'NOT OK'}"

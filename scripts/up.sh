@@ -15,7 +15,7 @@
 #   GATEWAY_DISPATCHERS   WORKERS x children  dispatcher slices cluster-wide (web and workers agree)
 #   WEB_WORKERS    2      gunicorn worker processes
 #   WEB_PORT       8000   gunicorn port (127.0.0.1)
-#   SIM            1      start the simulator (examples/sim.json) and load examples/providers.json
+#   SIM            1      start the simulator (examples/sim-kinds.json) and load examples/providers.json
 #   SIM_PORT       8900
 #   UP_DIR         var/up pid files, logs, secret_key, metrics/ (another directory: a second stack)
 #   GATEWAY_SHUTDOWN_SECONDS 30  the workers' warm-shutdown bound; stop waits 15 s longer
@@ -197,8 +197,8 @@ EOF
     || { tail -n 20 "$RUN/migrate.log" >&2; fail "migrate failed; see $RUN/migrate.log"; }
 
   if [ "$SIM" = "1" ]; then
-    echo "==> simulator (examples/sim.json) on http://127.0.0.1:$SIM_PORT"
-    launch sim "$PY" -m sim --config examples/sim.json --port "$SIM_PORT"
+    echo "==> simulator (examples/sim-kinds.json) on http://127.0.0.1:$SIM_PORT"
+    launch sim "$PY" -m sim --config examples/sim-kinds.json --port "$SIM_PORT"
     sed "s#127.0.0.1:8900/#127.0.0.1:$SIM_PORT/#g" examples/providers.json >"$RUN/providers.json"
     "$PY" manage.py load_providers "$RUN/providers.json" || fail "load_providers $RUN/providers.json failed"
     wait_http "http://127.0.0.1:$SIM_PORT/_sim/health" 30 "$RUN/sim.pid" || fail "the simulator did not start"

@@ -4,29 +4,26 @@ All durations and rates in the file are in *simulated* units. ``time_scale`` com
 ``time_scale = 10`` a simulated minute lasts 6 real seconds, so an ``rpm`` of 60 admits 600 requests
 per real minute, a 2 s median latency takes 0.2 s, and a 60 s outage period repeats every 6 s.
 Bucket capacities (``rate x burst_seconds``) are the same in both units.
+
+A provider's ``kind`` (openai | azure_openai | anthropic | gemini) picks its routes, request validation,
+answers, headers, limits and fault forms; the kind-specific options are parsed in sim/kind_config.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sim.kind_config import ALL_KIND_KEYS, COMMON_KIND_KEYS, ConfigError, KindConfig, parse_kind, window
+from sim.kind_config import WindowConfig as OutageConfig
+from sim.kind_config import number as _num
+
+__all__ = ["ConfigError", "OutageConfig", "ProviderConfig", "SimConfig", "load_config", "parse_config"]
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-class ConfigError(ValueError):
-    """The simulator configuration is invalid; the message names the offending field."""
-
-
-@dataclass(frozen=True)
-class OutageConfig:
-    period_s: float
-    duration_s: float
-    offset_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -58,8 +55,13 @@ class ProviderConfig:
     status_script: tuple[int, ...] = ()  # statuses for the first N requests, then normal behaviour
     default_max_tokens: int = 64  # used when the request gives no max_tokens
     completion: CompletionConfig | None = None  # None: completion tokens = max_tokens
-    api_key: str | None = None  # when set, requests must carry "Authorization: Bearer <api_key>"
+    api_key: str | None = None  # when set, requests must carry the key the kind's way
     seed: int | None = None
+    native: KindConfig = field(default_factory=KindConfig)  # kind and kind-specific options
+
+    @property
+    def kind(self) -> str:
+        return self.native.kind
 
 
 @dataclass(frozen=True)
@@ -77,23 +79,6 @@ class SimConfig:
         return 60.0 / self.time_scale
 
 
-def _num(d: dict, key: str, where: str, default=None, *, minimum=None, maximum=None, integer=False):
-    if key not in d or d[key] is None:
-        return default
-    value = d[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}.{key}: expected a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigError(f"{where}.{key}: must be finite")
-    if integer and int(value) != value:
-        raise ConfigError(f"{where}.{key}: expected an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{where}.{key}: must be >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{where}.{key}: must be <= {maximum}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
 def _status(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
         raise ConfigError(f"{where}: expected an HTTP status code (100-599), got {value!r}")
@@ -104,7 +89,7 @@ _PROVIDER_KEYS = {
     "name", "model", "rpm", "tpm", "burst_seconds", "median_ms", "sigma", "min_ms", "max_ms",
     "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
     "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
-}  # fmt: skip
+} | COMMON_KIND_KEYS | ALL_KIND_KEYS  # fmt: skip
 
 
 def parse_provider(name: str, raw: dict) -> ProviderConfig:
@@ -116,18 +101,10 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
     unknown = set(raw) - _PROVIDER_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
-    outage = None
-    if raw.get("outage") is not None:
-        o = raw["outage"]
-        if not isinstance(o, dict):
-            raise ConfigError(f"{where}.outage: expected an object with period_s, duration_s")
-        period = _num(o, "period_s", f"{where}.outage", minimum=0.001)
-        duration = _num(o, "duration_s", f"{where}.outage", minimum=0.0)
-        if period is None or duration is None:
-            raise ConfigError(f"{where}.outage: period_s and duration_s are required")
-        if duration > period:
-            raise ConfigError(f"{where}.outage.duration_s: must be <= period_s")
-        outage = OutageConfig(period, duration, _num(o, "offset_s", f"{where}.outage", 0.0, minimum=0))
+    native = parse_kind(raw, where)
+    if native.kind == "azure_openai" and native.deployment is None:
+        native = replace(native, deployment=raw.get("model", f"{name}-chat"))
+    outage = window(raw.get("outage"), f"{where}.outage")
     completion = None
     ct = raw.get("completion_tokens")
     if ct is not None:
@@ -164,7 +141,8 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         model=model,
         rpm=rpm or None,
         tpm=tpm or None,
-        burst_seconds=_num(raw, "burst_seconds", where, 5.0, minimum=0.001),
+        # azure_openai limits over short windows: its buckets hold window_seconds of traffic
+        burst_seconds=native.window_seconds or _num(raw, "burst_seconds", where, 5.0, minimum=0.001),
         median_ms=_num(raw, "median_ms", where, 200.0, minimum=0),
         sigma=_num(raw, "sigma", where, 0.0, minimum=0, maximum=5),
         min_ms=_num(raw, "min_ms", where, 0.0, minimum=0),
@@ -180,6 +158,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         completion=completion,
         api_key=api_key or None,
         seed=_num(raw, "seed", where, None, integer=True),
+        native=native,
     )
 
 

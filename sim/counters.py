@@ -51,17 +51,32 @@ class ProviderCounters:
     delivered_completion_tokens: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    shape_rejections: int = 0  # requests the kind's API would refuse as malformed (wrong route included)
+    auth_rejections: int = 0  # requests refused for a missing / wrong key
+    overloaded: int = 0  # the kind's overloaded form (Anthropic 529, Gemini 503 UNAVAILABLE, ...)
+    spend_exhausted: int = 0  # spend forms sent after spend_exhausted_after
+    per_day_429: int = 0  # Gemini per-day quota answers
     by_status: Counter = field(default_factory=Counter)
+    by_form: Counter = field(default_factory=Counter)  # named forms answered (scripts, triggers, windows)
     # requests per X-Request-ID header ("" = no header), every answer included: GET /_sim/requests
     by_request_id: dict[str, int] = field(default_factory=dict)
     first_accepted_at: float | None = None
     last_finished_at: float | None = None
     _req_window: SlidingMax | None = None
     _tok_window: SlidingMax | None = None
+    _in_window: SlidingMax | None = None
+    _out_window: SlidingMax | None = None
 
     def __post_init__(self):
         self._req_window = SlidingMax(self.minute_s)
         self._tok_window = SlidingMax(self.minute_s)
+        self._in_window = SlidingMax(self.minute_s)
+        self._out_window = SlidingMax(self.minute_s)
+
+    def record_tokens(self, now: float, uncached_input: int, output: int) -> None:
+        """An answered request's actual tokens: the ITPM measure (input minus cache reads) and output."""
+        self._in_window.add(now, uncached_input)
+        self._out_window.add(now, output)
 
     def record_request(self, request_id: str) -> None:
         """A request reached the provider's chat route (counted before anything can answer it)."""
@@ -132,7 +147,15 @@ class ProviderCounters:
             "max_accepted_per_minute": int(self._req_window.maximum),
             "max_charged_tokens_per_minute": int(self._tok_window.maximum),
             "minute_s": self.minute_s,
+            "max_input_tokens_per_minute": int(self._in_window.maximum),
+            "max_output_tokens_per_minute": int(self._out_window.maximum),
+            "shape_rejections": self.shape_rejections,
+            "auth_rejections": self.auth_rejections,
+            "overloaded": self.overloaded,
+            "spend_exhausted": self.spend_exhausted,
+            "per_day_429": self.per_day_429,
             "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
+            "by_form": dict(sorted(self.by_form.items())),
             "active_seconds": (
                 round(self.last_finished_at - self.first_accepted_at, 3)
                 if self.first_accepted_at is not None and self.last_finished_at is not None

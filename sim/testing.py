@@ -43,6 +43,22 @@ class SimHandle:
         """The OpenAI base_url of a provider: "{base_url}/{name}/v1"."""
         return f"{self.base_url}/{name}/v1"
 
+    def kind_url(self, name: str, kind: str) -> str:
+        """The gateway's base_url for a provider of ``kind``: openai and anthropic "{base}/{name}/v1",
+        gemini "{base}/{name}/v1beta", azure_openai "{base}/{name}"."""
+        tails = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
+        return f"{self.base_url}/{name}{tails[kind]}"
+
+    def base_url_for(self, name: str) -> str:
+        """The base_url for provider ``name`` of whatever kind the running config gives it."""
+        kinds = httpx.get(f"{self.base_url}/_sim/health", timeout=10).json()["kinds"]
+        return self.kind_url(name, kinds[name])
+
+    def shape_rejections(self) -> dict[str, int]:
+        """{provider: requests its kind's API would have refused as malformed} (0 everywhere = the
+        gateway spoke every provider's API correctly)."""
+        return {name: c["shape_rejections"] for name, c in self.counters()["providers"].items()}
+
     def counters(self) -> dict:
         """GET /_sim/counters: {"providers": {name: {...}}, "totals": {...}, "time_scale", "minute_s"}."""
         return httpx.get(f"{self.base_url}/_sim/counters", timeout=10).json()

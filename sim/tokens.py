@@ -21,3 +21,8 @@ def message_chars(messages: list[dict]) -> int:
 def estimate_prompt_tokens(messages: list[dict]) -> int:
     """ceil(characters of all message contents / 4), at least 1."""
     return max(1, math.ceil(message_chars(messages) / 4))
+
+
+def estimate_text_tokens(texts: list[str]) -> int:
+    """The same estimate over plain texts (every kind's prompt: system and messages): ceil(chars / 4)."""
+    return max(1, math.ceil(sum(len(t) for t in texts) / 4))

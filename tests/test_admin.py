@@ -59,6 +59,9 @@ def _change_form_data(p: Provider, **overrides) -> dict:
         "name": p.name,
         "base_url": p.base_url,
         "model": p.model,
+        "kind": p.kind,
+        "deployment": p.deployment,
+        "api_version": p.api_version,
         "api_key": "",
         "rpm": p.rpm,
         "tpm": p.tpm,
@@ -151,3 +154,39 @@ def test_batch_admin_is_read_only(staff_client, team):
     assert page.status_code == 200
     assert f"?batch__id__exact={batch.pk}" in page.content.decode()
     assert staff_client.get(reverse("admin:batches_batch_add")).status_code == 403
+
+
+def test_kind_is_listed_and_azure_fields_are_checked_on_their_field(staff_client, make_provider):
+    p = make_provider("alpha")
+    make_provider("claude", kind="anthropic")
+    changelist = staff_client.get(reverse("admin:providers_provider_changelist")).content.decode()
+    assert "column-kind" in changelist and ">anthropic<" in changelist
+    change_url = reverse("admin:providers_provider_change", args=[p.pk])
+    response = staff_client.post(change_url, _change_form_data(p, kind="azure_openai"))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert errors["api_version"] == ["required for kind azure_openai"]
+    assert errors["burst_seconds"][0].startswith("must be at most 1 for kind azure_openai")
+    p.refresh_from_db()
+    assert p.kind == "openai"
+    response = staff_client.post(
+        change_url,
+        _change_form_data(p, kind="azure_openai", api_version="2024-10-21", burst_seconds=1, itpm=5000),
+    )
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    p.refresh_from_db()
+    assert (p.kind, p.api_version, p.burst_seconds, p.itpm) == ("azure_openai", "2024-10-21", 1.0, 5000)
+    response = staff_client.post(change_url, _change_form_data(p, kind="gemini", deployment="x"))
+    assert response.context["adminform"].form.errors["deployment"] == [
+        "only for kind azure_openai, not for kind gemini"
+    ]
+
+
+def test_a_post_without_kind_keeps_the_providers_kind(staff_client, make_provider):
+    p = make_provider("claude", kind="anthropic")
+    data = _change_form_data(p, rpm=61)
+    del data["kind"]
+    response = staff_client.post(reverse("admin:providers_provider_change", args=[p.pk]), data)
+    assert response.status_code == 302
+    p.refresh_from_db()
+    assert (p.kind, p.rpm) == ("anthropic", 61)

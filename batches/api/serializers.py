@@ -4,7 +4,8 @@ Input: the submission body is validated by batches.submission (hand-written: a D
 ~3x slower per item, see docs/benchmarks.md); ItemSerializer/BatchCreateSerializer describe it in
 the OpenAPI schema. Query parameters are validated by the *QuerySerializer classes below.
 Output: BatchSerializer renders the batch object; RESULTs are built by batches.selectors
-(result_from_row, fast enough to stream 100k rows) and described by ResultSerializer.
+(result_from_row, fast enough to stream 100k rows) and described by ResultSerializer (the results
+endpoint's serializers: batches.api.result_serializers).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from batches.models import ERROR_TYPE_VALUES, Batch, BatchPriority, BatchStatus, ItemStatus
+from batches.models import Batch, BatchPriority, BatchStatus, ItemStatus
 from batches.submission import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, ROLES
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
@@ -149,6 +150,12 @@ class ProviderStatsSerializer(serializers.Serializer):
     error_count = serializers.IntegerField()
     retry_count = serializers.IntegerField()
     rate_limited_count = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: written to the provider's prompt cache."
+    )
     cost = serializers.FloatField(
         allow_null=True,
         required=False,
@@ -162,6 +169,12 @@ class ProviderStatsSerializer(serializers.Serializer):
 class TokenUsageSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = serializers.IntegerField(
+        required=False, help_text="Of prompt_tokens: written to the provider's prompt cache."
+    )
     retry_extra_tokens = serializers.IntegerField(
         help_text="Tokens billed for attempts whose answer was not used."
     )
@@ -193,7 +206,13 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
         "failed_count": batch.failed_count,
         "total_elapsed_ms": 0,
         "providers": {},
-        "token_usage": {"prompt_tokens": 0, "completion_tokens": 0, "retry_extra_tokens": 0},
+        "token_usage": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "retry_extra_tokens": 0,
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
+        },
     }
 
 
@@ -246,48 +265,6 @@ class BatchPageSerializer(serializers.Serializer):
     results = BatchSerializer(many=True)
 
 
-# --- results --------------------------------------------------------------------------------------
-
-
-class ResultErrorSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(
-        choices=[*ERROR_TYPE_VALUES, ItemStatus.PENDING, ItemStatus.RUNNING, ItemStatus.CANCELLED],
-        help_text="An error class for failed items; 'pending', 'running' or 'cancelled' for items without an answer.",
-    )
-    status_code = serializers.IntegerField(allow_null=True, help_text="The provider's HTTP status, if any.")
-    message = serializers.CharField()
-
-
-class ResultUsageSerializer(serializers.Serializer):
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-
-
-class ResultSerializer(serializers.Serializer):
-    """One RESULT of docs/contract.md §4 (plus `status`, the item's state). Rows come pre-shaped from
-    gateway_engine.result.result_dict (via batches.selectors.result_from_row), so to_representation
-    passes them through."""
-
-    custom_id = serializers.CharField()
-    ok = serializers.BooleanField(help_text="True only for items that succeeded.")
-    status = serializers.ChoiceField(choices=ItemStatus.choices)
-    provider = serializers.CharField(help_text="Provider that answered last; empty if none was tried.")
-    attempts = serializers.IntegerField(help_text="HTTP attempts made for this item.")
-    latency_ms = serializers.IntegerField(help_text="Latency of the last attempt; 0 if none was made.")
-    response = serializers.JSONField(allow_null=True, help_text="The provider's JSON answer, or null.")
-    error = ResultErrorSerializer(allow_null=True)
-    usage = ResultUsageSerializer(allow_null=True)
-
-    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
-        return instance
-
-
-class ResultPageSerializer(serializers.Serializer):
-    results = ResultSerializer(many=True)
-    next = serializers.URLField(allow_null=True, help_text="URL of the next page, or null on the last page.")
-
-
 # --- usage ----------------------------------------------------------------------------------------
 
 
@@ -301,6 +278,12 @@ class UsageNumbersSerializer(serializers.Serializer):
         help_text="Tokens billed for attempts whose answer was not used."
     )
     total_tokens = serializers.IntegerField(help_text="prompt_tokens + completion_tokens.")
+    cached_tokens = serializers.IntegerField(
+        help_text="Of prompt_tokens: read from the provider's prompt cache."
+    )
+    cache_write_tokens = serializers.IntegerField(
+        help_text="Of prompt_tokens: written to the provider's prompt cache."
+    )
     cost = serializers.FloatField(
         allow_null=True,
         help_text="Cost of the billed tokens, wasted ones included (null: a price is unknown).",
@@ -350,23 +333,6 @@ class BatchListQuerySerializer(serializers.Serializer):
     cursor = serializers.CharField(required=False, help_text="Opaque cursor taken from `next`/`previous`.")
     limit = serializers.IntegerField(
         required=False, min_value=1, max_value=100, help_text="Page size (default 20)."
-    )
-
-
-class ResultsQuerySerializer(serializers.Serializer):
-    format = serializers.ChoiceField(choices=["json", "jsonl"], required=False, default="json")
-    after = serializers.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=2**31 - 1,
-        help_text="Return items after this seq (from `next`).",
-    )
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=100)
-    status = ItemStatusListField(
-        required=False,
-        help_text="Only items in these states: one of "
-        + ", ".join(ItemStatus.values)
-        + ", or a comma-separated list (e.g. `failed,expired`).",
     )
 
 

@@ -30,6 +30,7 @@ from gateway_engine.errors import ApplicationError
 
 from .auth import ApiKeyAuthentication
 from .exceptions import InvalidQuery
+from .result_serializers import ResultPageSerializer, ResultsQuerySerializer
 from .serializers import (
     BatchCreateSerializer,
     BatchListQuerySerializer,
@@ -38,8 +39,6 @@ from .serializers import (
     BudgetErrorsSerializer,
     DetailSerializer,
     ErrorsSerializer,
-    ResultPageSerializer,
-    ResultsQuerySerializer,
     RetryConflictSerializer,
     UsageQuerySerializer,
     UsageSerializer,
@@ -250,7 +249,9 @@ class BatchResultsView(TeamAPIView):
             "Paginated JSON (`next` is null on the last page), or with `?format=jsonl` every RESULT "
             "streamed as one JSON object per line. Items without an answer yet have ok=false and an "
             "error whose type is 'pending', 'running', 'cancelled' or 'expired'. `?status=failed` (or a "
-            "comma-separated list such as `failed,cancelled`) returns only items in those states."
+            "comma-separated list such as `failed,cancelled`) returns only items in those states. "
+            "`response` is an OpenAI chat.completion object for every provider kind; "
+            "`?include=native` adds `native_response`, the provider's own answer (null for kind openai)."
         ),
         parameters=[BATCH_ID, ResultsQuerySerializer],
         responses={
@@ -269,15 +270,20 @@ class BatchResultsView(TeamAPIView):
             raise InvalidQuery(query.errors)
         batch = self.get_batch(batch_id)
         params = query.validated_data
+        native = "native" in (params.get("include") or ())
         if params["format"] == "jsonl" or request.accepted_renderer.format == "jsonl":
-            lines = _jsonl_lines(batch, params.get("status"))
+            lines = _jsonl_lines(batch, params.get("status"), native)
             response = StreamingHttpResponse(lines, content_type="application/jsonl")
             response["Content-Disposition"] = f'inline; filename="batch-{batch.id}-results.jsonl"'
             return response
         request.accepted_renderer = JSONRenderer()
         request.accepted_media_type = JSONRenderer.media_type
         results, next_after = selectors.result_page(
-            batch, after=params.get("after"), limit=params["limit"], statuses=params.get("status")
+            batch,
+            after=params.get("after"),
+            limit=params["limit"],
+            statuses=params.get("status"),
+            native=native,
         )
         next_url = None
         if next_after is not None:
@@ -286,9 +292,9 @@ class BatchResultsView(TeamAPIView):
         return Response({"results": results, "next": next_url})
 
 
-def _jsonl_lines(batch: Batch, statuses: list[str] | None = None) -> Iterator[bytes]:
+def _jsonl_lines(batch: Batch, statuses: list[str] | None = None, native: bool = False) -> Iterator[bytes]:
     lines: list[str] = []
-    for result in selectors.iter_results(batch, statuses=statuses):
+    for result in selectors.iter_results(batch, statuses=statuses, native=native):
         lines.append(json.dumps(result, ensure_ascii=False, separators=(",", ":")))
         if len(lines) >= STREAM_CHUNK_LINES:
             yield ("\n".join(lines) + "\n").encode("utf-8", "backslashreplace")

@@ -28,23 +28,46 @@ PROGRESS_SNAPSHOT_MAX_ITEMS = 20_000
 FINISHED_STATUSES = (BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED)
 
 
+# The prompt-cache counts of the stats (parts of prompt_tokens), per provider and in token_usage.
+CACHE_KEYS = ("cached_tokens", "cache_write_tokens")
+
+
 def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
     builder = StatsBuilder()
     rows = (
         BatchItem.objects.filter(batch_id=batch.id)
-        .values_list("status", "provider", "attempt_log", "prompt_tokens", "completion_tokens")
+        .values_list("status", "provider", "attempt_log", "prompt_tokens", "completion_tokens", *CACHE_KEYS)
         .iterator(chunk_size=2000)
     )
     total = 0
-    for status, provider, attempt_log, prompt, completion in rows:
+    cache: dict[str, list[int]] = {}  # provider → [cached, cache_write] of the answers it gave
+    for status, provider, attempt_log, prompt, completion, cached, cache_write in rows:
         total += 1
         builder.add_item(
             status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
         )
-    stats = add_stats_costs(
-        builder.build(str(batch.id), batch.total_count or total, elapsed_ms), prices_by_provider()
-    )
-    return stats, builder
+        if cached or cache_write:
+            counts = cache.setdefault(provider, [0, 0])
+            counts[0] += cached or 0
+            counts[1] += cache_write or 0
+    stats = with_cache_tokens(builder.build(str(batch.id), batch.total_count or total, elapsed_ms), cache)
+    return add_stats_costs(stats, prices_by_provider()), builder
+
+
+def with_cache_tokens(stats: dict, cache: dict[str, list[int]]) -> dict:
+    """Adds ``cached_tokens`` / ``cache_write_tokens`` (0 when none) beside the prompt tokens of every
+    provider and of ``token_usage``, counted from the items' stored answers like their prompt tokens
+    (the answer that became the item's result: its provider is the item's). In place; returns stats."""
+    usage = stats.setdefault("token_usage", {})
+    for key in CACHE_KEYS:
+        usage[key] = 0
+    for name, p in stats.get("providers", {}).items():
+        cached, cache_write = cache.get(name, (0, 0))
+        p["cached_tokens"], p["cache_write_tokens"] = cached, cache_write
+    for cached, cache_write in cache.values():
+        usage["cached_tokens"] += cached
+        usage["cache_write_tokens"] += cache_write
+    return stats
 
 
 def _upsert_usage(batch: Batch, stats: dict, day) -> None:
@@ -63,20 +86,25 @@ def _upsert_usage(batch: Batch, stats: dict, day) -> None:
                 p["prompt_tokens"],
                 p["completion_tokens"],
                 p["retry_extra_tokens"],
+                p.get("cached_tokens", 0),
+                p.get("cache_write_tokens", 0),
             )
         )
     if not rows:
         return
     sql = (
         f"INSERT INTO {table} (team_id, provider, day, requests, items_succeeded, items_failed, "
-        "prompt_tokens, completion_tokens, wasted_tokens) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (team_id, provider, day) DO UPDATE SET "
         f"requests = {table}.requests + excluded.requests, "
         f"items_succeeded = {table}.items_succeeded + excluded.items_succeeded, "
         f"items_failed = {table}.items_failed + excluded.items_failed, "
         f"prompt_tokens = {table}.prompt_tokens + excluded.prompt_tokens, "
         f"completion_tokens = {table}.completion_tokens + excluded.completion_tokens, "
-        f"wasted_tokens = {table}.wasted_tokens + excluded.wasted_tokens"
+        f"wasted_tokens = {table}.wasted_tokens + excluded.wasted_tokens, "
+        f"cached_tokens = {table}.cached_tokens + excluded.cached_tokens, "
+        f"cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens"
     )
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)

@@ -14,9 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from batches import budget
-from batches.execution.engine_wiring import load_routing_table
-from providers.models import Provider
-from providers.selectors import known_route_names
+from gateway_engine.routing import RoutingTable
+from providers.adapters import routing_table_from_models
+from providers.models import Provider, RoutingRule
 from teams.models import ApiKey, Team
 
 from .. import queue_limits
@@ -28,17 +28,26 @@ from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
 from .parsing import parse_body
+from .reach import Reach
 from .storage import insert_items
 from .targets import KnownTargets
 from .validation import ValidItem, check_items
 
 
+def load_targets() -> tuple[KnownTargets, RoutingTable]:
+    """What an item may name now, as stored, with the providers each name reaches (their kinds check
+    the params), and the routing table storage queues the items by: two queries per submission,
+    whatever its size (nothing is read per item)."""
+    providers = list(Provider.objects.all())
+    table = routing_table_from_models(providers, RoutingRule.objects.select_related("provider"))
+    enabled = {p.name: bool(p.enabled) for p in providers}
+    reach = Reach.of(table, enabled)
+    return KnownTargets(routes=frozenset(reach.routes), providers=enabled, reach=reach), table
+
+
 def known_targets() -> KnownTargets:
-    """The routes and providers an item may name now, as stored (two queries)."""
-    return KnownTargets(
-        routes=frozenset(known_route_names()),
-        providers=dict(Provider.objects.values_list("name", "enabled")),
-    )
+    """The routes and providers an item may name now (``load_targets`` without the table)."""
+    return load_targets()[0]
 
 
 def validate_items(
@@ -46,10 +55,12 @@ def validate_items(
     item_sizes: Sequence[int] | None = None,
     limits: Limits | None = None,
     item_lines: Sequence[int] | None = None,
+    targets: KnownTargets | None = None,
 ) -> list[ValidItem]:
-    """Validate every item against the routes and providers stored now (``validation.check_items``);
-    raise SubmissionError(400) listing the first 100 problems, or return all."""
-    return check_items(items, known_targets(), limits or Limits.from_settings(), item_sizes, item_lines)
+    """Validate every item against the routes and providers stored now (``validation.check_items``),
+    or ``targets``; raise SubmissionError(400) listing the first 100 problems, or return all."""
+    targets = targets or known_targets()
+    return check_items(items, targets, limits or Limits.from_settings(), item_sizes, item_lines)
 
 
 def submit_batch(
@@ -74,7 +85,8 @@ def submit_batch(
     if problems:
         raise SubmissionError(400, problems)
     options = options or BatchOptions()
-    valid = validate_items(items, item_sizes, item_lines=item_lines)
+    targets, table = load_targets()
+    valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets)
     check_budget(team, valid)
     with transaction.atomic():
         queue_limits.check(team, len(valid))  # locks the team's row until this commits
@@ -91,7 +103,7 @@ def submit_batch(
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
-        insert_items(batch, valid, load_routing_table())
+        insert_items(batch, valid, table)
         batch_id = str(batch.id)
         transaction.on_commit(lambda: enqueue.enqueue_start(batch_id))
     return batch

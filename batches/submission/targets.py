@@ -8,6 +8,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .reach import Reach
+
 # Between an error and its hint ("did you mean …", "… is a provider"); /v1 rewrites hints after it.
 HINT_SEPARATOR = " — "
 
@@ -17,10 +19,13 @@ class KnownTargets:
     """The routing table as submission reads it: ``routes`` that have an enabled rule to an enabled
     provider, and every provider's name → its ``enabled`` flag as stored. (Not the engine's
     RoutingTable: there a provider whose URL moved to an unconfirmed origin is disabled too, and
-    submission accepts items for it.) Built from the database by ``service.known_targets``."""
+    submission accepts items for it.) ``reach``: the providers each route and provider name reaches,
+    whose kinds check the item's params (``reach.Reach``; empty: nothing is checked per provider).
+    Built from the database by ``service.known_targets``."""
 
     routes: frozenset[str] = frozenset()
     providers: Mapping[str, bool] = field(default_factory=dict)
+    reach: Reach = field(default_factory=Reach)
 
 
 def close_name(name: str, names: Iterable[str]) -> str | None:

@@ -88,6 +88,9 @@ class ItemValidator:
         route, provider = self._target(i, item, shape)
         messages = self._messages(i, item, shape)
         params = self._params(i, item, shape)
+        if self.error_count == before:  # a well-formed item: what its reachable providers refuse
+            for field_name, message in self.targets.reach.refusals(route, provider, messages, params):
+                self.err(i, field_name, message)
         if self.error_count != before:
             return None
         return self._stored(i, custom_id, route, provider, {"messages": messages, "params": params}, raw_size)

@@ -78,6 +78,11 @@ class ProviderConfigView:
     enabled: bool
     key_source: str  # Provider.api_key_source: "environment", "database" or "none" — never the key itself
     routes: tuple[str, ...]
+    kind: str = "openai"
+    deployment: str = ""  # azure_openai
+    api_version: str = ""  # azure_openai
+    itpm: int | None = None
+    otpm: int | None = None
 
 
 def provider_configs() -> list[tuple[ProviderConfigView, object]]:
@@ -103,6 +108,11 @@ def provider_configs() -> list[tuple[ProviderConfigView, object]]:
             enabled=p.enabled,
             key_source=p.api_key_source,
             routes=routes,
+            kind=p.kind,
+            deployment=p.deployment,
+            api_version=p.api_version,
+            itpm=p.itpm,
+            otpm=p.otpm,
         )
         out.append((view, p))
     return out

@@ -8,7 +8,7 @@ import datetime as dt
 from django.db.models import QuerySet, Sum
 
 from batches.models import TeamUsageDaily
-from batches.selectors import USAGE_SUMS
+from batches.selectors import CACHE_SUMS, USAGE_SUMS
 from providers.pricing import add_usage_costs
 from teams.models import Team
 
@@ -19,6 +19,8 @@ _USAGE_SUMS = {
     "prompt": Sum("prompt_tokens"),
     "completion": Sum("completion_tokens"),
     "wasted": Sum("wasted_tokens"),
+    "cached": Sum("cached_tokens"),
+    "cache_write": Sum("cache_write_tokens"),
 }
 
 
@@ -51,7 +53,19 @@ def team_provider_costs(by_team_provider: list[dict]) -> dict:
     """Adds ``cost`` / ``wasted_cost`` to each per-team-per-provider row (in place) with the one cost
     helper and returns the totals ({"cost", "wasted_cost"}; None = some price unknown)."""
     return add_usage_costs(
-        (row, [(row["provider"], row["prompt"], row["completion"], row["wasted"])])
+        (
+            row,
+            [
+                (
+                    row["provider"],
+                    row["prompt"],
+                    row["completion"],
+                    row["wasted"],
+                    row["cached"],
+                    row["cache_write"],
+                )
+            ],
+        )
         for row in by_team_provider
     )
 
@@ -71,6 +85,6 @@ def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
     return (
         qs.select_related("team")
         .order_by("day", "team__name", "provider")
-        .values_list("day", "team__name", "provider", *USAGE_SUMS)
+        .values_list("day", "team__name", "provider", *USAGE_SUMS, *CACHE_SUMS)
         .iterator(chunk_size=2000)
     )

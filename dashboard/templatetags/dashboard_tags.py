@@ -75,6 +75,12 @@ def num(value) -> str:
 
 
 @register.filter
+def spaced(value) -> str:
+    """'quota_exhausted' as 'quota exhausted': a column header that may wrap."""
+    return str(value).replace("_", " ")
+
+
+@register.filter
 def get(mapping, key):
     if mapping is None:
         return None

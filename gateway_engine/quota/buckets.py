@@ -1,21 +1,27 @@
-"""RPM/TPM token buckets (with the per-(provider, team) share bucket): the abstract base and its waiting.
+"""RPM/TPM (and ITPM/OTPM) token buckets with the per-(provider, team) share bucket and the provider
+pause: the abstract base and its waiting.
 
 A backend implements the atomic primitives (``try_acquire``, ``reconcile_delta``, ``give_back``,
-``penalize``, ``clear_pause``, ``snapshot``): the Redis Lua scripts (redis_buckets.py) and the
-in-process store (local_buckets.py). Everything that waits for a grant lives here, so both backends
-behave identically by construction.
+``penalize``, ``clear_pause``, ``set_pause``, ``drop_pause``, ``provider_pause``, ``snapshot``): the
+Redis Lua scripts (redis_buckets.py) and the in-process store (local_buckets.py). Everything that
+waits for a grant lives here, so both backends behave identically by construction; what a grant asks
+of each bucket, and what a settle moves, is token_ask.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
-from .types import Decision, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .token_ask import TokenAsk, settle_deltas
+from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -35,36 +41,37 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
-def check_tokens(limits: ProviderLimits, tokens: int) -> int:
-    """``tokens`` as an int; ValueError if negative, QuotaImpossible if the TPM bucket can never hold it."""
-    tokens = int(tokens)
-    if tokens < 0:
-        raise ValueError(f"tokens must be >= 0, got {tokens}")
-    if tokens > limits.tpm_capacity:
-        raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
-    return tokens
-
-
 class TokenBuckets(ABC):
-    """A provider's RPM and TPM buckets shared by every caller of the backend (and the team share)."""
+    """A provider's RPM, TPM (and ITPM / OTPM, where set) buckets shared by every caller of the backend
+    (and the team share)."""
 
     def __init__(self) -> None:
         self.queues = AcquireQueues()
+        # the head waiter of each provider sleeps here, so a pause set or lifted in this process wakes it
+        self._sleepers = Wakeups()
 
     # ---- atomic primitives (the backends) ------------------------------------------------------------
     @abstractmethod
-    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        """One atomic attempt: take 1 RPM token and `tokens` TPM tokens (and 1 team-share token when
-        the limits carry a share cap), or nothing. Never waits."""
+    async def try_acquire(
+        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Decision:
+        """One atomic attempt: take 1 RPM token, `tokens` TPM tokens, `input_tokens` / `output_tokens`
+        of the ITPM / OTPM buckets where the limits set them (and 1 team-share token when the limits
+        carry a share cap), or nothing. Never waits. ProviderPaused (nothing taken) while paused."""
 
     @abstractmethod
-    async def reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
-        """Take ``delta_tokens`` more from the TPM bucket (negative: refund, clamped to capacity)."""
+    async def reconcile_delta(
+        self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
+    ) -> None:
+        """Take the deltas more from the TPM, ITPM and OTPM buckets (negative: refund, clamped to
+        capacity), atomically."""
 
     @abstractmethod
-    async def give_back(self, limits: ProviderLimits, tokens: int) -> None:
-        """Atomically give back 1 RPM token and `tokens` TPM tokens (and the team-share token), each
-        clamped to its capacity."""
+    async def give_back(
+        self, limits: ProviderLimits, tokens: int, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
+        """Atomically give back 1 RPM token, the TPM / ITPM / OTPM tokens (and the team-share token),
+        each clamped to its capacity."""
 
     @abstractmethod
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
@@ -80,8 +87,56 @@ class TokenBuckets(ABC):
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         """The provider's bucket levels, pause, observed rates and leases in flight, now."""
 
+    @abstractmethod
+    async def set_pause(self, pause: PauseState) -> bool:
+        """Hold ``pause`` for every worker unless the pause already held lasts longer; True if set.
+        (The backend stamps ``since`` with its own clock.)"""
+
+    @abstractmethod
+    async def drop_pause(self, provider: str) -> bool:
+        """Lift the provider's pause; True if one held."""
+
+    @abstractmethod
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        """The provider's pause, or None (an expired one is gone)."""
+
     async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
         return [await self.snapshot(limits) for limits in limits_list]
+
+    # ---- the provider pause -------------------------------------------------------------------------
+    async def pause_provider(
+        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
+    ) -> None:
+        """Pause the provider for every worker: every grant and lease raises ProviderPaused until
+        ``until_epoch`` (wall-clock seconds; None: until lift_provider_pause). Never shortens a pause that
+        lasts longer. A waiter of this process is woken to see it now (others: on their next try)."""
+        if not reason:
+            raise ValueError(f"pause_provider({provider!r}): reason must be a non-empty string")
+        if until_epoch is not None and not math.isfinite(until_epoch):
+            raise ValueError(f"pause_provider({provider!r}): until_epoch must be finite, got {until_epoch}")
+        pause = PauseState(provider, reason, until_epoch, message, since_epoch=time.time())
+        if await self.set_pause(pause):
+            log.warning(
+                "provider %s paused (%s) %s",
+                provider,
+                reason,
+                "until cleared" if until_epoch is None else f"until epoch {until_epoch:.0f}",
+                extra={"event": "provider_pause_set", "provider": provider, "reason": reason},
+            )
+        self._sleepers.notify_all(provider)
+
+    async def lift_provider_pause(self, provider: str) -> bool:
+        """Lift the provider's pause (an operator's action); True if one held. Wakes this process's
+        waiters so they ask again now."""
+        lifted = await self.drop_pause(provider)
+        if lifted:
+            log.info(
+                "provider %s pause lifted",
+                provider,
+                extra={"event": "provider_pause_lifted", "provider": provider},
+            )
+        self._sleepers.notify_all(provider)
+        return lifted
 
     # ---- waiting for a grant -------------------------------------------------------------------------
     async def acquire(
@@ -91,16 +146,22 @@ class TokenBuckets(ABC):
         *,
         max_wait_seconds: float | None = None,
         current: Callable[[], ProviderLimits] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
     ) -> Reservation:
-        """Wait until BOTH buckets grant (1 request, `tokens` tokens), then return the reservation.
+        """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
+        of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
 
-        Sleeps exactly the wait the store computed (plus a little jitter); never busy-polls.
-        Raises QuotaImpossible at once if `tokens` can never fit, QuotaStoreUnavailable if the shared
-        store is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
+        Sleeps exactly the wait the store computed (the longest over the buckets, plus a little
+        jitter); never busy-polls. Raises QuotaImpossible at once if a bucket can never hold its
+        amount, ProviderPaused while the provider is paused (a waiter of this process is woken when a
+        pause is set here, others see it on their next try), QuotaStoreUnavailable if the shared store
+        is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
         ``current()``, if given, returns the live limits: a waiter asks with them on every retry, so a
         limit changed while it waits applies to it at once (not the rates it started waiting with).
         """
-        tokens = check_tokens(limits, tokens)
+        ask = TokenAsk(tokens, input_tokens, output_tokens)
+        ask.amounts(limits)  # QuotaImpossible before any wait
         loop = asyncio.get_running_loop()
         deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
         # While nobody waits, callers go straight to the store (concurrently, pipelined). Once a caller
@@ -108,7 +169,7 @@ class TokenBuckets(ABC):
         # (in this process; across processes the shared buckets decide).
         decision: Decision | None = None
         if not self.queues.waiting(loop, limits.name):
-            asked = await self._ask(limits, tokens)
+            asked = await self._ask(limits, ask)
             if isinstance(asked, Reservation):
                 return asked
             decision = asked
@@ -119,17 +180,18 @@ class TokenBuckets(ABC):
             if queue[0] is not me:
                 await self._wait_turn(me, deadline, limits.name, max_wait_seconds)
                 decision = None  # our turn: ask at once
-            return await self._head_acquire(limits, tokens, decision, deadline, current)
+            return await self._head_acquire(limits, ask, decision, deadline, current)
         finally:
             self.queues.leave(loop, limits.name, queue, me)
 
-    async def _ask(self, limits: ProviderLimits, tokens: int) -> Reservation | Decision:
+    async def _ask(self, limits: ProviderLimits, ask: TokenAsk) -> Reservation | Decision:
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
-        decision = await self.try_acquire(limits, tokens)
+        n, ni, no = ask.amounts(limits)
+        decision = await self.try_acquire(limits, n, ni, no)
         if decision.granted:
-            return Reservation(limits.name, tokens)
-        if decision.impossible:
-            raise QuotaImpossible(limits.name, tokens, limits.tpm_capacity)
+            return Reservation(limits.name, n, ni, no)
+        if decision.impossible:  # amounts() checked these limits: only if the backend disagrees
+            raise QuotaImpossible(limits.name, n, limits.tpm_capacity)
         return decision
 
     @staticmethod
@@ -150,7 +212,7 @@ class TokenBuckets(ABC):
     async def _head_acquire(
         self,
         limits: ProviderLimits,
-        tokens: int,
+        ask: TokenAsk,
         decision: Decision | None,
         deadline: float | None,
         current: Callable[[], ProviderLimits] | None,
@@ -162,8 +224,7 @@ class TokenBuckets(ABC):
             if decision is None:
                 if current is not None:
                     limits = current()
-                    tokens = check_tokens(limits, tokens)
-                asked = await self._ask(limits, tokens)
+                asked = await self._ask(limits, ask)
                 if isinstance(asked, Reservation):
                     return asked
                 decision = asked
@@ -172,20 +233,29 @@ class TokenBuckets(ABC):
                 raise TimeoutError(
                     f"provider {limits.name}: quota wait of {decision.wait_ms} ms exceeds max_wait_seconds"
                 )
-            await asyncio.sleep(delay)
+            await self._sleepers.wait(limits.name, delay)  # a pause set meanwhile wakes us (ProviderPaused)
             decision = None
 
     # ---- settling a grant ----------------------------------------------------------------------------
-    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
-        """Settle a reservation's tokens with the provider's reported usage: refund the unused part, or
-        take the overage as debt (the TPM bucket may go negative, delaying the next callers). The debt
-        is clamped to one bucket's capacity: an absurd ``usage`` (10^12 tokens) delays the provider by
-        at most one bucket refill, never for good. (The team budget: the store settles it after.)"""
+    async def reconcile(
+        self,
+        limits: ProviderLimits,
+        reservation: Reservation,
+        actual_tokens: int,
+        *,
+        actual_input: int | None = None,
+        actual_output: int | None = None,
+    ) -> None:
+        """Settle a reservation with the provider's reported usage, each bucket to its part (TPM to
+        ``actual_tokens``, ITPM to ``actual_input``, OTPM to ``actual_output``; a part not reported
+        stays as reserved): refund the unused part, or take the overage as debt (a bucket may go
+        negative, delaying the next callers), each debt clamped to one bucket (settle_deltas). The
+        live limits are used (Reservation.current). (The team budget: the store settles it after.)"""
         if reservation.current is not None:
             limits = reservation.current()
-        delta = min(int(actual_tokens) - int(reservation.tokens), int(limits.tpm_capacity))
-        if delta:
-            await self.reconcile_delta(limits, delta)
+        deltas = settle_deltas(limits, reservation, actual_tokens, actual_input, actual_output)
+        if any(deltas):
+            await self.reconcile_delta(limits, *deltas)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.
@@ -195,4 +265,5 @@ class TokenBuckets(ABC):
         all at once and the provider sees more than the bucket allows in a window."""
         if reservation.current is not None:
             limits = reservation.current()
-        await self.give_back(limits, int(reservation.tokens))
+        res = reservation
+        await self.give_back(limits, int(res.tokens), int(res.input_tokens), int(res.output_tokens))

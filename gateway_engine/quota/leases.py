@@ -62,7 +62,8 @@ class ConcurrencyLeases(ABC):
     # ---- atomic primitives (the backends) ------------------------------------------------------------
     @abstractmethod
     async def try_take(self, limits: ProviderLimits, lease_id: str) -> int:
-        """0 = lease taken; otherwise a hint in ms until the earliest held lease expires."""
+        """0 = lease taken; otherwise a hint in ms until the earliest held lease expires. Raises
+        ProviderPaused (nothing taken) while the provider is paused, checked in the same atomic step."""
 
     @abstractmethod
     async def peek(self, limits: ProviderLimits) -> int:
@@ -80,6 +81,7 @@ class ConcurrencyLeases(ABC):
     # ---- taking, waiting and giving back -------------------------------------------------------------
     async def try_lease(self, limits: ProviderLimits) -> Lease | None:
         """Take a per-provider concurrency slot if one is free right now, else None. Never waits.
+        ProviderPaused while the provider is paused.
 
         A lease returned here heartbeats until ``release_lease(limits, lease)`` (always call it)."""
         lease = Lease(limits.name, uuid.uuid4().hex)

@@ -7,8 +7,8 @@ import math
 import time
 
 from .buckets import TokenBuckets, log_pause
-from .local_state import EPS, LocalState, refill, wait_ms_for
-from .types import Decision, ProviderLimits, ProviderQuotaState
+from .local_state import EPS, LocalState, put, refill, wait_ms_for
+from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState
 
 
 class LocalTokenBuckets(TokenBuckets):
@@ -19,28 +19,43 @@ class LocalTokenBuckets(TokenBuckets):
         self._state = state
         self._team_buckets: dict[tuple[str, str], tuple[float, float]] = {}  # (provider, team) -> (r, ts)
 
-    def try_acquire_sync(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        n = int(tokens)
+    def try_acquire_sync(
+        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Decision:
+        need = (
+            int(tokens),
+            int(input_tokens) if limits.itpm else 0,
+            int(output_tokens) if limits.otpm else 0,
+        )
         with self._state.lock:
             now = self._state.now_ms()
-            if n > limits.tpm_capacity:
+            pause = self._state.pause(limits.name, now)
+            if pause is not None:
+                raise pause.refusal()
+            if (
+                need[0] > limits.tpm_capacity
+                or need[1] > limits.itpm_capacity
+                or need[2] > limits.otpm_capacity
+            ):
                 return Decision(False, 0, now, impossible=True)
             b = self._state.cell(limits.name)
-            rpm, tpm = refill(b, limits, now)
-            wait = wait_ms_for(limits, rpm, tpm, b.paused_until, now, n)
+            rpm, tpm, itpm, otpm = refill(b, limits, now)
+            wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, need)
             team = self._team_level(limits, now)
             if team is not None and team < 1 - EPS:
                 wait = max(wait, (1 - team) / limits.team_rpm_per_ms)
             if wait > 0:
                 return Decision(False, max(1, math.ceil(wait)), now)
-            b.rpm, b.tpm, b.ts = rpm - 1, tpm - n, now
+            put(b, limits, (rpm - 1, tpm - need[0], itpm - need[1], otpm - need[2]), now)
             if team is not None:
                 self._team_buckets[(limits.name, limits.team)] = (team - 1, now)
-            b.observe(now, 1, n)
+            b.observe(now, 1, need[0])
             return Decision(True, 0, now)
 
-    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        return self.try_acquire_sync(limits, tokens)
+    async def try_acquire(
+        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Decision:
+        return self.try_acquire_sync(limits, tokens, input_tokens, output_tokens)
 
     def _team_level(self, limits: ProviderLimits, now: float) -> float | None:
         """The team share bucket's tokens now (None: no share cap). Caller holds the lock."""
@@ -53,30 +68,41 @@ class LocalTokenBuckets(TokenBuckets):
         level, ts = held
         return min(cap, level + max(0.0, now - ts) * limits.team_rpm_per_ms)
 
-    async def reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
+    async def reconcile_delta(
+        self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
+    ) -> None:
         with self._state.lock:
             now = self._state.now_ms()
             b = self._state.cell(limits.name)
-            rpm, tpm = refill(b, limits, now)
-            b.rpm, b.tpm, b.ts = rpm, min(limits.tpm_capacity, tpm - delta_tokens), now
+            rpm, tpm, itpm, otpm = refill(b, limits, now)
+            put(b, limits, (
+                rpm,
+                min(limits.tpm_capacity, tpm - delta_tokens),
+                min(limits.itpm_capacity, itpm - delta_input),
+                min(limits.otpm_capacity, otpm - delta_output),
+            ), now)  # fmt: skip
             b.observe(now, 0, delta_tokens)
 
-    async def give_back(self, limits: ProviderLimits, tokens: int) -> None:
-        n = int(tokens)
+    async def give_back(
+        self, limits: ProviderLimits, tokens: int, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
         with self._state.lock:
             now = self._state.now_ms()
             b = self._state.cell(limits.name)
-            rpm, tpm = refill(b, limits, now)
-            b.rpm = min(limits.rpm_capacity, rpm + 1)
-            b.tpm = min(limits.tpm_capacity, tpm + n)
-            b.ts = now
+            rpm, tpm, itpm, otpm = refill(b, limits, now)
+            put(b, limits, (
+                min(limits.rpm_capacity, rpm + 1),
+                min(limits.tpm_capacity, tpm + int(tokens)),
+                min(limits.itpm_capacity, itpm + int(input_tokens)),
+                min(limits.otpm_capacity, otpm + int(output_tokens)),
+            ), now)  # fmt: skip
             team = self._team_level(limits, now)
             if team is not None:
                 self._team_buckets[(limits.name, limits.team)] = (
                     min(limits.team_rpm_capacity, team + 1),
                     now,
                 )
-            b.observe(now, -1, -n)
+            b.observe(now, -1, -int(tokens))
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         log_pause(limits.name, retry_after_seconds)
@@ -90,12 +116,24 @@ class LocalTokenBuckets(TokenBuckets):
         with self._state.lock:
             self._state.cell(limits.name).paused_until = 0.0
 
+    async def set_pause(self, pause: PauseState) -> bool:
+        with self._state.lock:
+            return self._state.set_pause(pause, self._state.now_ms())
+
+    async def drop_pause(self, provider: str) -> bool:
+        with self._state.lock:
+            return self._state.lift_pause(provider, self._state.now_ms())
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        with self._state.lock:
+            return self._state.pause(provider, self._state.now_ms())
+
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         with self._state.lock:
             now = self._state.now_ms()
             b = self._state.cell(limits.name)
-            rpm, tpm = refill(b, limits, now)
-            wait = wait_ms_for(limits, rpm, tpm, b.paused_until, now, 1)
+            rpm, tpm, itpm, otpm = refill(b, limits, now)
+            wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, (1, 1, 1))
             observed_rpm, observed_tpm = b.observed(now)
             in_flight = sum(1 for exp in b.leases.values() if exp > now)
             return ProviderQuotaState(
@@ -113,4 +151,11 @@ class LocalTokenBuckets(TokenBuckets):
                 configured_tpm=limits.tpm,
                 observed_rpm=observed_rpm,
                 observed_tpm=observed_tpm,
+                itpm_tokens_available=itpm,
+                itpm_capacity=limits.itpm_capacity,
+                otpm_tokens_available=otpm,
+                otpm_capacity=limits.otpm_capacity,
+                configured_itpm=limits.itpm,
+                configured_otpm=limits.otpm,
+                pause=self._state.pause(limits.name, now),
             )

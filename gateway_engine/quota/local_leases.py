@@ -20,6 +20,9 @@ class LocalLeases(ConcurrencyLeases):
     async def try_take(self, limits: ProviderLimits, lease_id: str) -> int:
         with self._state.lock:
             now = self._state.now_ms()
+            pause = self._state.pause(limits.name, now)
+            if pause is not None:
+                raise pause.refusal()
             leases = self._state.cell(limits.name).leases
             for lid in [lid for lid, exp in leases.items() if exp <= now]:
                 del leases[lid]

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..protocols import Clock
-from .types import ProviderLimits
+from .types import PauseState, ProviderLimits
 
 OBS_SLOTS = 60
 EPS = 1e-9
@@ -22,6 +22,8 @@ class ProviderCell:
 
     rpm: float | None = None  # None = never used: full
     tpm: float = 0.0
+    itpm: float | None = None  # None = full (never used, or itpm not set when last written)
+    otpm: float | None = None
     ts: float = 0.0  # ms
     paused_until: float = 0.0  # ms
     leases: dict[str, float] = field(default_factory=dict)  # lease id -> expiry ms
@@ -50,23 +52,48 @@ class ProviderCell:
         return observed_rpm, observed_tpm
 
 
-def refill(b: ProviderCell, limits: ProviderLimits, now: float) -> tuple[float, float]:
-    """Current (rpm, tpm) tokens: continuously refilled, clamped to the (possibly lowered) capacity."""
-    rc, tc = limits.rpm_capacity, limits.tpm_capacity
+# a provider's bucket levels: RPM, TPM, ITPM, OTPM tokens (ITPM / OTPM 0.0 when the limits do not set them)
+Levels = tuple[float, float, float, float]
+
+
+def refill(b: ProviderCell, limits: ProviderLimits, now: float) -> Levels:
+    """Current levels: continuously refilled, clamped to the (possibly lowered) capacity."""
+    rc, tc, ic, oc = limits.rpm_capacity, limits.tpm_capacity, limits.itpm_capacity, limits.otpm_capacity
     if b.rpm is None:
-        return rc, tc
+        return rc, tc, ic, oc
     elapsed = max(0.0, now - b.ts)
-    return min(rc, b.rpm + elapsed * limits.rpm_per_ms), min(tc, b.tpm + elapsed * limits.tpm_per_ms)
+    return (
+        min(rc, b.rpm + elapsed * limits.rpm_per_ms),
+        min(tc, b.tpm + elapsed * limits.tpm_per_ms),
+        ic if b.itpm is None else min(ic, b.itpm + elapsed * limits.itpm_per_ms),
+        oc if b.otpm is None else min(oc, b.otpm + elapsed * limits.otpm_per_ms),
+    )
+
+
+def put(b: ProviderCell, limits: ProviderLimits, levels: Levels, now: float) -> None:
+    """Store the levels at ``now`` (an ITPM / OTPM bucket the limits do not set is kept as full, so
+    setting itpm later starts from a full bucket, not from a stale level)."""
+    b.rpm, b.tpm, b.ts = levels[0], levels[1], now
+    b.itpm = levels[2] if limits.itpm else None
+    b.otpm = levels[3] if limits.otpm else None
 
 
 def wait_ms_for(
-    limits: ProviderLimits, rpm: float, tpm: float, paused_until: float, now: float, n: int
+    limits: ProviderLimits, levels: Levels, paused_until: float, now: float, need: tuple[int, int, int]
 ) -> float:
+    """ms until every bucket holds what ``need`` (TPM, ITPM, OTPM tokens; and 1 request) asks, and any
+    429 pause is over: the longest of the waits."""
+    rpm, tpm, itpm, otpm = levels
+    n, ni, no = need
     wait = max(0.0, paused_until - now)
     if rpm < 1 - EPS:
         wait = max(wait, (1 - rpm) / limits.rpm_per_ms)
     if tpm < n - EPS:
         wait = max(wait, (n - tpm) / limits.tpm_per_ms)
+    if limits.itpm and itpm < ni - EPS:
+        wait = max(wait, (ni - itpm) / limits.itpm_per_ms)
+    if limits.otpm and otpm < no - EPS:
+        wait = max(wait, (no - otpm) / limits.otpm_per_ms)
     return wait
 
 
@@ -77,6 +104,9 @@ class LocalState:
         self.clock = clock
         self.lock = threading.Lock()
         self._cells: dict[str, ProviderCell] = {}
+        # provider -> (its pause, the store-clock ms it ends at, None: until lifted). Kept apart from the
+        # cells' limits so a pause outlives any change of the provider's limits.
+        self._pauses: dict[str, tuple[PauseState, float | None]] = {}
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -87,3 +117,29 @@ class LocalState:
         if b is None:
             b = self._cells[name] = ProviderCell()
         return b
+
+    def pause(self, name: str, now: float) -> PauseState | None:
+        """The provider's pause, if one holds at ``now`` (an expired one is dropped). Caller holds the lock."""
+        held = self._pauses.get(name)
+        if held is None:
+            return None
+        if held[1] is not None and held[1] <= now:
+            del self._pauses[name]
+            return None
+        return held[0]
+
+    def set_pause(self, pause: PauseState, now: float) -> bool:
+        """Hold ``pause`` (its wall-clock end turned into this store's clock) unless the pause already
+        held lasts longer; True if set. Caller holds the lock."""
+        held = self.pause(pause.provider, now)
+        if held is not None and held.outlasts(pause.until_epoch):
+            return False
+        until = None if pause.until_epoch is None else now + (pause.until_epoch - time.time()) * 1000.0
+        self._pauses[pause.provider] = (pause, until)
+        return True
+
+    def lift_pause(self, name: str, now: float) -> bool:
+        """Drop the provider's pause; True if one held. Caller holds the lock."""
+        held = self.pause(name, now)
+        self._pauses.pop(name, None)
+        return held is not None

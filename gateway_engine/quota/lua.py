@@ -2,16 +2,21 @@
 local_leases.py, local_ledger.py over local_state.py).
 
 Keys per provider (hash-tagged so they share a cluster slot):
-  {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), ts (ms of the last update), p (paused until, ms)
+  {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), i / o (ITPM / OTPM tokens, only while the
+                          limits set itpm / otpm), ts (ms of the last update), p (429 paused until, ms)
   {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
   {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
+  {prefix}q:{<name>}:pause  hash: reason, until (epoch ms, '' = until lifted), message, since (epoch ms) —
+                          the provider pause; PEXPIREAT until when it has one. Apart from the bucket
+                          hash, so no limit change, bucket expiry or 429 clear_pause touches it.
 
   {prefix}q:{<name>}:tm:<team>   hash: r, ts — a team's share of the provider's RPM (share cap)
   {prefix}budget:{<team>}:d:<YYYY-MM-DD> / :m:<YYYY-MM>   string: tokens used in that UTC day / month
 
-Bucket ARGV on every call: rpm rate per ms, rpm capacity, tpm rate per ms, tpm capacity — so a changed
-limit applies (and a lowered capacity clamps) on the very next call. Times come from Redis TIME.
-A missing bucket key means "full"; the key expires once it would have refilled completely.
+Bucket ARGV[1..8] on every call: rate per ms and capacity of RPM, TPM, ITPM, OTPM (an ITPM / OTPM rate
+of 0: the provider does not set it, no such bucket) — so a changed limit applies (and a lowered
+capacity clamps) on the very next call. Times come from Redis TIME. A missing bucket key or field means
+"full"; the key expires once every bucket would have refilled completely.
 """
 
 _PRELUDE = """
@@ -22,32 +27,57 @@ end
 local function fmt(x) return string.format('%.17g', x) end
 local EPS = 1e-9
 
--- returns rpm tokens, tpm tokens, paused_until (refilled to now, clamped to capacity)
-local function load(key, now, rr, rc, tr, tc)
-  local h = redis.call('HMGET', key, 'r', 't', 'ts', 'p')
-  local p = tonumber(h[4]) or 0
-  local r = tonumber(h[1])
-  if r == nil then return rc, tc, p end
-  local tk = tonumber(h[2]) or tc
-  local el = now - (tonumber(h[3]) or now)
-  if el < 0 then el = 0 end
-  r = math.min(rc, r + el * rr)
-  tk = math.min(tc, tk + el * tr)
-  return r, tk, p
+-- ARGV[1..8]: rate per ms and capacity of RPM, TPM, ITPM, OTPM (ITPM / OTPM rate 0: not configured).
+-- Plain locals, no tables: ACQUIRE runs on every grant of every worker, and Redis runs one script at a time.
+local rr, rc, tr, tc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ir, ic, orr, oc = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+
+-- one bucket's level refilled over el ms, clamped to its capacity (a missing field: full; unset: 0)
+local function level(v, el, rate, cap)
+  v = tonumber(v)
+  if v == nil or rate == 0 then return cap end
+  return math.min(cap, v + el * rate)
 end
 
-local function wait_for(now, r, tk, p, n, rr, tr)
-  local w = 0
-  if p > now then w = p - now end
-  if r < 1 - EPS then w = math.max(w, (1 - r) / rr) end
-  if tk < n - EPS then w = math.max(w, (n - tk) / tr) end
+-- -> r, t, i, o tokens now, the 429 pause end, and whether i / o are stored (store HDELs them once unset)
+local function load(key, now)
+  local h = redis.call('HMGET', key, 'r', 't', 'i', 'o', 'ts', 'p')
+  local el = now - (tonumber(h[5]) or now)
+  if el < 0 then el = 0 end
+  return level(h[1], el, rr, rc), level(h[2], el, tr, tc), level(h[3], el, ir, ic),
+    level(h[4], el, orr, oc), tonumber(h[6]) or 0, h[3] ~= false, h[4] ~= false
+end
+
+local function short(w, have, need, rate)
+  if rate > 0 and have < need - EPS then return math.max(w, (need - have) / rate) end
   return w
 end
 
-local function store(key, now, r, tk, p, rr, rc, tr, tc)
-  redis.call('HSET', key, 'r', fmt(r), 't', fmt(tk), 'ts', fmt(now), 'p', fmt(p))
-  -- expire once both buckets are full again (and any pause is over): a missing key means full
-  local ttl = math.max((rc - r) / rr, (tc - tk) / tr, p - now, 0)
+-- ms until 1 request, n / ni / no tokens fit (ITPM / OTPM where set) and the 429 pause p is over:
+-- the longest of the waits
+local function wait_for(now, r, t, i, o, p, n, ni, no)
+  local w = 0
+  if p > now then w = p - now end
+  w = short(short(w, r, 1, rr), t, n, tr)
+  return short(short(w, i, ni, ir), o, no, orr)
+end
+
+local function store(key, now, r, t, i, o, p, hi, ho)
+  local fr, ft, fts, fp = fmt(r), fmt(t), fmt(now), fmt(p)
+  if ir > 0 and orr > 0 then
+    redis.call('HSET', key, 'r', fr, 't', ft, 'i', fmt(i), 'o', fmt(o), 'ts', fts, 'p', fp)
+  elseif ir > 0 then
+    redis.call('HSET', key, 'r', fr, 't', ft, 'i', fmt(i), 'ts', fts, 'p', fp)
+  elseif orr > 0 then
+    redis.call('HSET', key, 'r', fr, 't', ft, 'o', fmt(o), 'ts', fts, 'p', fp)
+  else
+    redis.call('HSET', key, 'r', fr, 't', ft, 'ts', fts, 'p', fp)
+  end
+  -- expire once every bucket is full again (and any 429 pause is over): a missing key means full
+  local ttl = math.max((rc - r) / rr, (tc - t) / tr, p - now, 0)
+  -- an unset itpm / otpm drops its field: set again later, that bucket starts full, not stale
+  if ir > 0 then ttl = math.max(ttl, (ic - i) / ir) elseif hi then redis.call('HDEL', key, 'i') end
+  if orr > 0 then ttl = math.max(ttl, (oc - o) / orr) elseif ho then redis.call('HDEL', key, 'o') end
   redis.call('PEXPIRE', key, math.ceil(ttl) + 1000)
 end
 
@@ -66,6 +96,13 @@ local function team_store(key, now, r, rr, rc)
   redis.call('PEXPIRE', key, math.ceil(math.max((rc - r) / rr, 0)) + 1000)
 end
 
+-- the provider pause, as ACQUIRE / LEASE_ACQUIRE answer it: {3, reason, until, message, since}, or nil
+local function paused(key)
+  local z = redis.call('HMGET', key, 'reason', 'until', 'message', 'since')
+  if not z[1] then return nil end
+  return {3, z[1], z[2] or '', z[3] or '', z[4] or '0'}
+end
+
 local function observe(key, now, dr, dt)
   local sec = math.floor(now / 1000)
   local slot = sec % 60
@@ -80,74 +117,96 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc].
-# -> {status, wait_ms, now}: status 0 granted, 1 wait, 2 impossible (n > tpm capacity)
-# With a team bucket, all three buckets grant or none does.
+# KEYS: bucket, obs, pause [, team bucket]. ARGV: bucket args (1..8), n, ni, no [, team rr, team rc].
+# -> {status, wait_ms, now}: status 0 granted, 1 wait (the longest over the buckets), 2 impossible (an
+#    amount above its bucket's capacity); or {3, reason, until, message, since}: the provider is paused.
+# Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's share 1) grants, or none does.
 ACQUIRE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local pz = paused(KEYS[3])
+if pz then return pz end
+local n, ni, no = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
-if n > tc then return {2, 0, fmt(now)} end
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-local w = wait_for(now, r, tk, p, n, rr, tr)
-local team = #KEYS >= 3
+if n > tc or ni > ic or no > oc then return {2, 0, fmt(now)} end  -- unset ITPM / OTPM: 0 > 0 never
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+local w = wait_for(now, r, t, i, o, p, n, ni, no)
+local team = #KEYS >= 4
 local mr, mrr, mrc
 if team then
-  mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
-  mr = team_load(KEYS[3], now, mrr, mrc)
+  mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
+  mr = team_load(KEYS[4], now, mrr, mrc)
   if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
-store(KEYS[1], now, r - 1, tk - n, p, rr, rc, tr, tc)
-if team then team_store(KEYS[3], now, mr - 1, mrr, mrc) end
+store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)
+if team then team_store(KEYS[4], now, mr - 1, mrr, mrc) end
 observe(KEYS[2], now, 1, n)
 return {0, 0, fmt(now)}
 """
 )
 
-# KEYS: bucket, obs. ARGV: rr, rc, tr, tc, delta (actual - reserved; negative = refund)
+# KEYS: bucket, obs. ARGV: bucket args (1..8), d, di, do (actual - reserved per TPM, ITPM, OTPM;
+# negative = refund, clamped to capacity)
 RECONCILE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, d = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local d = tonumber(ARGV[9])
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-store(KEYS[1], now, r, math.min(tc, tk - d), p, rr, rc, tr, tc)
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+store(KEYS[1], now, r, math.min(tc, t - d), math.min(ic, i - tonumber(ARGV[10])),
+  math.min(oc, o - tonumber(ARGV[11])), p, hi, ho)
 observe(KEYS[2], now, 0, d)
 return 1
 """
 )
 
-# KEYS: bucket, obs [, team bucket]. ARGV: rr, rc, tr, tc, n [, team rr, team rc]. Gives back an unused
-# grant (1 request, n tokens; 1 team token), each clamped to its capacity; the observed counters are
-# decremented too.
+# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: bucket args (1..8), n, ni, no [, team rr,
+# team rc]. Gives back an unused grant (1 request, the tokens; 1 team token), each clamped to its
+# capacity; the observed counters are decremented too.
 RELEASE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = tonumber(ARGV[9])
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, tk + n), p, rr, rc, tr, tc)
-if #KEYS >= 3 then
-  local mrr, mrc = tonumber(ARGV[6]), tonumber(ARGV[7])
-  team_store(KEYS[3], now, math.min(mrc, team_load(KEYS[3], now, mrr, mrc) + 1), mrr, mrc)
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, t + n), math.min(ic, i + tonumber(ARGV[10])),
+  math.min(oc, o + tonumber(ARGV[11])), p, hi, ho)
+if #KEYS >= 4 then
+  local mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
+  team_store(KEYS[4], now, math.min(mrc, team_load(KEYS[4], now, mrr, mrc) + 1), mrr, mrc)
 end
 observe(KEYS[2], now, -1, -n)
 return 1
 """
 )
 
-# KEYS: bucket. ARGV: rr, rc, tr, tc, pause_ms. Never shortens an existing pause. -> paused_until (ms)
+# KEYS: bucket. ARGV: bucket args (1..8), pause_ms. Never shortens an existing pause. -> paused_until (ms)
 PENALIZE = (
     _PRELUDE
     + """
-local rr, rc, tr, tc, ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-p = math.max(p, now + ms)
-store(KEYS[1], now, r, tk, p, rr, rc, tr, tc)
+local r, t, i, o, p, hi, ho = load(KEYS[1], now)
+p = math.max(p, now + tonumber(ARGV[9]))
+store(KEYS[1], now, r, t, i, o, p, hi, ho)
 return fmt(p)
+"""
+)
+
+# KEYS: pause. ARGV: reason, until (epoch ms, '' = until lifted), message. Sets the provider pause unless
+# the one held lasts longer ('' outlasts everything); expires at until (PEXPIREAT, server clock). -> 1 set, 0 kept
+PAUSE_SET = (
+    _PRELUDE
+    + """
+local held = redis.call('HMGET', KEYS[1], 'reason', 'until')
+if held[1] then
+  local hu = held[2] or ''
+  if hu == '' or (ARGV[2] ~= '' and tonumber(hu) >= tonumber(ARGV[2])) then return 0 end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'reason', ARGV[1], 'until', ARGV[2], 'message', ARGV[3], 'since', fmt(now_ms()))
+if ARGV[2] ~= '' then redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2]))) end
+return 1
 """
 )
 
@@ -157,15 +216,15 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'p', 0) e
 return 1
 """
 
-# KEYS: bucket, obs, leases. ARGV: rr, rc, tr, tc.
-# -> {r, tk, p, now, wait_ms (1 request of 1 token), leases in flight, observed requests, observed tokens}
+# KEYS: bucket, obs, leases, pause. ARGV: bucket args (1..8). Read-only.
+# -> {r, t, i, o, p, now, wait_ms (1 request of 1 token each), leases in flight, observed requests,
+#     observed tokens, pause reason, until, message, since (false: not paused)}
 SNAPSHOT = (
     _PRELUDE
     + """
-local rr, rc, tr, tc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local r, tk, p = load(KEYS[1], now, rr, rc, tr, tc)
-local w = wait_for(now, r, tk, p, 1, rr, tr)
+local r, t, i, o, p = load(KEYS[1], now)
+local w = wait_for(now, r, t, i, o, p, 1, 1, 1)
 local leases = redis.call('ZCOUNT', KEYS[3], '(' .. fmt(now), '+inf')
 local sec = math.floor(now / 1000)
 local obs = redis.call('HGETALL', KEYS[2])
@@ -176,18 +235,23 @@ for i = 1, #obs, 2 do
   if kind == 's' then stamps[slot] = v elseif kind == 'r' then req[slot] = v else tok[slot] = v end
 end
 local orq, otk = 0, 0
-for slot, s in pairs(stamps) do
-  if s > sec - 60 and s <= sec then
+for slot, st in pairs(stamps) do
+  if st > sec - 60 and st <= sec then
     orq = orq + (req[slot] or 0)
     otk = otk + (tok[slot] or 0)
   end
 end
-return {fmt(r), fmt(tk), fmt(p), fmt(now), math.ceil(w), leases, orq, otk}
+local z = redis.call('HMGET', KEYS[4], 'reason', 'until', 'message', 'since')
+return {fmt(r), fmt(t), fmt(i), fmt(o), fmt(p), fmt(now), math.ceil(w), leases, orq, otk,
+        z[1], z[2], z[3], z[4]}
 """
 )
 
-# KEYS: leases. ARGV: lease id, max concurrency, ttl ms. -> 0 taken, else ms until the earliest expiry
+# KEYS: leases, pause. ARGV: lease id, max concurrency, ttl ms. -> 0 taken, else ms until the earliest
+# expiry; or {3, reason, until, message, since}: the provider is paused (nothing taken)
 LEASE_ACQUIRE = """
+local z = redis.call('HMGET', KEYS[2], 'reason', 'until', 'message', 'since')
+if z[1] then return {3, z[1], z[2] or '', z[3] or '', z[4] or '0'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])

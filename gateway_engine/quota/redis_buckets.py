@@ -4,19 +4,28 @@ lua.py, shared by every worker process."""
 from __future__ import annotations
 
 from .buckets import TokenBuckets, log_pause
-from .redis_conn import RedisConnection
+from .redis_conn import RedisConnection, pause_state
 from .resp import Arg
-from .types import Decision, ProviderLimits, ProviderQuotaState
+from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState
+
+PAUSED = 3  # ACQUIRE's status when the provider is paused
 
 
 def rates(limits: ProviderLimits) -> list[Arg]:
-    """The bucket ARGV every script takes first: rpm rate per ms, rpm capacity, tpm rate, tpm capacity."""
-    return [
+    """The bucket ARGV every script takes first (lua.py): rate per ms and capacity of RPM, TPM, ITPM and
+    OTPM (ITPM / OTPM "0": the limits do not set them)."""
+    args: list[Arg] = [
         repr(limits.rpm_per_ms),
         repr(float(limits.rpm_capacity)),
         repr(limits.tpm_per_ms),
         repr(float(limits.tpm_capacity)),
     ]
+    args += [repr(limits.itpm_per_ms), repr(float(limits.itpm_capacity))] if limits.itpm else UNSET
+    args += [repr(limits.otpm_per_ms), repr(float(limits.otpm_capacity))] if limits.otpm else UNSET
+    return args
+
+
+UNSET: list[Arg] = ["0", "0"]
 
 
 class RedisTokenBuckets(TokenBuckets):
@@ -26,26 +35,41 @@ class RedisTokenBuckets(TokenBuckets):
         super().__init__()
         self._conn = conn
 
-    def _bucket_call(self, limits: ProviderLimits, tokens: int) -> tuple[list[str], list[Arg]]:
+    def _bucket_call(
+        self, limits: ProviderLimits, tokens: int, input_tokens: int, output_tokens: int
+    ) -> tuple[list[str], list[Arg]]:
         """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, plus the team share bucket."""
         bucket, obs, _ = self._conn.provider_keys(limits.name)
-        keys, args = [bucket, obs], [*rates(limits), int(tokens)]
+        keys = [bucket, obs, self._conn.pause_key(limits.name)]
+        # amounts for an ITPM / OTPM bucket the limits do not set are 0 (as in the in-process store)
+        split = [int(input_tokens) if limits.itpm else 0, int(output_tokens) if limits.otpm else 0]
+        args = [*rates(limits), int(tokens), *split]
         if limits.team_capped:
             keys.append(f"{self._conn.prefix}q:{{{limits.name}}}:tm:{limits.team}")
             args += [repr(limits.team_rpm_per_ms), repr(float(limits.team_rpm_capacity))]
         return keys, args
 
-    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        status, wait_ms, now = await self._conn.run("ACQUIRE", *self._bucket_call(limits, tokens))
-        status = int(status)
-        return Decision(status == 0, int(wait_ms), float(now), impossible=status == 2)
+    async def try_acquire(
+        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Decision:
+        call = self._bucket_call(limits, tokens, input_tokens, output_tokens)
+        reply = await self._conn.run("ACQUIRE", *call)
+        status = int(reply[0])
+        if status == PAUSED:
+            raise pause_state(limits.name, reply[1:]).refusal()
+        return Decision(status == 0, int(reply[1]), float(reply[2]), impossible=status == 2)
 
-    async def reconcile_delta(self, limits: ProviderLimits, delta_tokens: int) -> None:
+    async def reconcile_delta(
+        self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
+    ) -> None:
         bucket, obs, _ = self._conn.provider_keys(limits.name)
-        await self._conn.run("RECONCILE", [bucket, obs], [*rates(limits), int(delta_tokens)])
+        deltas = [int(delta_tokens), int(delta_input), int(delta_output)]
+        await self._conn.run("RECONCILE", [bucket, obs], [*rates(limits), *deltas])
 
-    async def give_back(self, limits: ProviderLimits, tokens: int) -> None:
-        await self._conn.run("RELEASE", *self._bucket_call(limits, tokens))
+    async def give_back(
+        self, limits: ProviderLimits, tokens: int, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
+        await self._conn.run("RELEASE", *self._bucket_call(limits, tokens, input_tokens, output_tokens))
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         bucket, _, _ = self._conn.provider_keys(limits.name)
@@ -57,24 +81,45 @@ class RedisTokenBuckets(TokenBuckets):
         bucket, _, _ = self._conn.provider_keys(limits.name)
         await self._conn.run("UNPAUSE", [bucket], [])
 
+    async def set_pause(self, pause: PauseState) -> bool:
+        until = "" if pause.until_epoch is None else repr(pause.until_epoch * 1000.0)
+        reply = await self._conn.run("PAUSE_SET", [self._conn.pause_key(pause.provider)],
+                                     [pause.reason, until, pause.message])  # fmt: skip
+        return int(reply) == 1
+
+    async def drop_pause(self, provider: str) -> bool:
+        return int(await self._conn.command("DEL", self._conn.pause_key(provider))) == 1
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        key = self._conn.pause_key(provider)
+        fields = await self._conn.command("HMGET", key, "reason", "until", "message", "since")
+        return None if fields[0] is None else pause_state(provider, fields)
+
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         bucket, obs, leases = self._conn.provider_keys(limits.name)
-        r, tk, p, now, wait_ms, in_flight, obs_req, obs_tok = await self._conn.run(
-            "SNAPSHOT", [bucket, obs, leases], rates(limits)
-        )
-        paused_until = float(p)
+        keys = [bucket, obs, leases, self._conn.pause_key(limits.name)]
+        reply = await self._conn.run("SNAPSHOT", keys, rates(limits))
+        r, tk, itk, otk, p, now = (float(v) for v in reply[:6])
+        wait_ms, in_flight, obs_req, obs_tok = (int(v) for v in reply[6:10])
         return ProviderQuotaState(
             provider=limits.name,
-            rpm_tokens_available=float(r),
+            rpm_tokens_available=r,
             rpm_capacity=limits.rpm_capacity,
-            tpm_tokens_available=float(tk),
+            tpm_tokens_available=tk,
             tpm_capacity=limits.tpm_capacity,
-            wait_ms=int(wait_ms),
-            paused_until_ms=int(paused_until) if paused_until > float(now) else 0,
-            leases_in_flight=int(in_flight),
+            wait_ms=wait_ms,
+            paused_until_ms=int(p) if p > now else 0,
+            leases_in_flight=in_flight,
             max_concurrency=limits.max_concurrency,
             configured_rpm=limits.rpm,
             configured_tpm=limits.tpm,
-            observed_rpm=int(obs_req),
-            observed_tpm=int(obs_tok),
+            observed_rpm=obs_req,
+            observed_tpm=obs_tok,
+            itpm_tokens_available=itk,
+            itpm_capacity=limits.itpm_capacity,
+            otpm_tokens_available=otk,
+            otpm_capacity=limits.otpm_capacity,
+            configured_itpm=limits.itpm,
+            configured_otpm=limits.otpm,
+            pause=None if reply[10] is None else pause_state(limits.name, reply[10:14]),
         )

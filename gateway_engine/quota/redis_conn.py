@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..redis_errors import REDIS_ERRORS
 from . import lua
 from .resp import Arg, Reply, RespClient, Script
-from .types import QuotaStoreUnavailable
+from .types import PauseState, QuotaStoreUnavailable
 
 # the raw RESP client's socket errors beside redis-py's
 _UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
@@ -23,6 +23,7 @@ SCRIPT_NAMES = (
     "RECONCILE",
     "RELEASE",
     "PENALIZE",
+    "PAUSE_SET",
     "UNPAUSE",
     "SNAPSHOT",
     "LEASE_ACQUIRE",
@@ -31,6 +32,18 @@ SCRIPT_NAMES = (
     "BUDGET_RESERVE",
     "BUDGET_ADJUST",
 )
+
+
+def pause_state(provider: str, fields: list[Reply]) -> PauseState:
+    """A PauseState from the pause hash's reason, until (epoch ms, empty: until lifted), message, since."""
+    reason, until, message, since = (b"" if f is None else f for f in fields)
+    return PauseState(
+        provider,
+        reason.decode(),
+        float(until) / 1000.0 if until else None,
+        message.decode(),
+        float(since or 0) / 1000.0,
+    )
 
 
 def redact_url(url: str) -> str:
@@ -109,3 +122,7 @@ class RedisConnection:
         """The provider's bucket hash, observed-rates hash and lease sorted set (lua.py)."""
         base = f"{self.prefix}q:{{{name}}}:"
         return base + "b", base + "o", base + "l"
+
+    def pause_key(self, name: str) -> str:
+        """The provider pause hash (lua.py): apart from the bucket hash, so limit changes never touch it."""
+        return f"{self.prefix}q:{{{name}}}:pause"

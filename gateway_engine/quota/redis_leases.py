@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from .leases import ConcurrencyLeases
-from .redis_conn import RedisConnection
+from .redis_conn import RedisConnection, pause_state
 from .types import ProviderLimits
 
 
@@ -20,9 +20,11 @@ class RedisLeases(ConcurrencyLeases):
     async def try_take(self, limits: ProviderLimits, lease_id: str) -> int:
         _, _, leases = self._conn.provider_keys(limits.name)
         ttl_ms = int(limits.lease_ttl_seconds * 1000)
-        return int(
-            await self._conn.run("LEASE_ACQUIRE", [leases], [lease_id, limits.max_concurrency, ttl_ms])
-        )
+        keys = [leases, self._conn.pause_key(limits.name)]
+        reply = await self._conn.run("LEASE_ACQUIRE", keys, [lease_id, limits.max_concurrency, ttl_ms])
+        if isinstance(reply, list):  # the provider is paused: nothing taken
+            raise pause_state(limits.name, reply[1:]).refusal()
+        return int(reply)
 
     async def peek(self, limits: ProviderLimits) -> int:
         _, _, leases = self._conn.provider_keys(limits.name)

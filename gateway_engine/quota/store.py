@@ -20,7 +20,15 @@ from .config_version import ConfigVersion
 from .leases import ConcurrencyLeases, Lease
 from .ledger import BudgetLedger, BudgetSeed
 from .slots import GlobalSlot, InFlightSlots
-from .types import BudgetReservation, Decision, ProviderLimits, ProviderQuotaState, Reservation, TeamLimits
+from .types import (
+    BudgetReservation,
+    Decision,
+    PauseState,
+    ProviderLimits,
+    ProviderQuotaState,
+    Reservation,
+    TeamLimits,
+)
 
 
 class ComposedQuotaStore:
@@ -54,21 +62,46 @@ class ComposedQuotaStore:
         *,
         max_wait_seconds: float | None = None,
         current: Callable[[], ProviderLimits] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
     ) -> Reservation:
-        """Wait until the provider's buckets grant 1 request and `tokens` tokens (TokenBuckets.acquire)."""
-        return await self.buckets.acquire(limits, tokens, max_wait_seconds=max_wait_seconds, current=current)
+        """Wait until the provider's buckets grant 1 request and `tokens` tokens, and the ITPM / OTPM
+        buckets (where set) `input_tokens` / `output_tokens`, in one atomic grant (TokenBuckets.acquire)."""
+        return await self.buckets.acquire(
+            limits,
+            tokens,
+            max_wait_seconds=max_wait_seconds,
+            current=current,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
 
-    async def try_acquire(self, limits: ProviderLimits, tokens: int = 0) -> Decision:
-        """One atomic attempt at the buckets; never waits."""
-        return await self.buckets.try_acquire(limits, tokens)
+    async def try_acquire(
+        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Decision:
+        """One atomic attempt at the buckets (ITPM / OTPM amounts only where the limits set them); never
+        waits. ProviderPaused while the provider is paused."""
+        return await self.buckets.try_acquire(limits, tokens, input_tokens, output_tokens)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back (1 request and the reserved tokens)."""
         await self.buckets.release(limits, reservation)
 
-    async def reconcile(self, limits: ProviderLimits, reservation: Reservation, actual_tokens: int) -> None:
-        """Settle a grant with the provider's reported usage, and the team budget reserved with it."""
-        await self.buckets.reconcile(limits, reservation, actual_tokens)
+    async def reconcile(
+        self,
+        limits: ProviderLimits,
+        reservation: Reservation,
+        actual_tokens: int,
+        *,
+        actual_input: int | None = None,
+        actual_output: int | None = None,
+    ) -> None:
+        """Settle a grant with the provider's reported usage (TPM: all tokens; ITPM: the input tokens
+        that count there, cache reads excluded; OTPM: the output tokens; None: leave as reserved), and
+        the team budget reserved with it (all tokens)."""
+        await self.buckets.reconcile(
+            limits, reservation, actual_tokens, actual_input=actual_input, actual_output=actual_output
+        )
         if reservation.budget is not None:
             await self.ledger.settle_budget(reservation.budget, actual_tokens)
 
@@ -79,6 +112,21 @@ class ComposedQuotaStore:
     async def clear_pause(self, limits: ProviderLimits) -> None:
         """End a 429 pause now (admin action "Clear rate-limit pause")."""
         await self.buckets.clear_pause(limits)
+
+    async def pause_provider(
+        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
+    ) -> None:
+        """Pause the provider for every worker: acquire, try_acquire and try_lease raise ProviderPaused
+        until ``until_epoch`` (None: until lift_provider_pause). Never shortens a longer pause."""
+        await self.buckets.pause_provider(provider, reason, until_epoch, message)
+
+    async def lift_provider_pause(self, provider: str) -> bool:
+        """Lift the provider pause (admin action, ``manage.py clear_provider_pause``); True if one held."""
+        return await self.buckets.lift_provider_pause(provider)
+
+    async def provider_pause(self, provider: str) -> PauseState | None:
+        """The provider's pause, or None."""
+        return await self.buckets.provider_pause(provider)
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         return await self.buckets.snapshot(limits)

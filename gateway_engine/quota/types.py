@@ -39,18 +39,65 @@ class QuotaError(ApplicationError):
     code = "quota_refused"
 
 
+# what each token bucket a request can overflow holds, and what to change (QuotaImpossible's message)
+_BUCKET_WORDS = {
+    "TPM": ("tokens", "tpm", "lower max_tokens or raise the provider's tpm/burst"),
+    "ITPM": ("input tokens", "itpm", "shorten the prompt or raise the provider's itpm/burst"),
+    "OTPM": ("output tokens", "otpm", "lower max_tokens or raise the provider's otpm/burst"),
+}
+
+
 class QuotaImpossible(QuotaError):
-    """The request needs more tokens than the provider's TPM bucket can ever hold."""
+    """The request needs more tokens than one of the provider's token buckets (TPM, ITPM or OTPM) can
+    ever hold: waiting would never help. ``bucket`` names it."""
 
     status = 400
     code = "quota_impossible"
 
-    def __init__(self, provider: str, tokens: int, capacity: float):
-        self.provider, self.tokens, self.capacity = provider, tokens, capacity
+    def __init__(self, provider: str, tokens: int, capacity: float, bucket: str = "TPM"):
+        self.provider, self.tokens, self.capacity, self.bucket = provider, tokens, capacity, bucket
+        what, rate, advice = _BUCKET_WORDS[bucket]
         super().__init__(
-            f"provider {provider}: request needs ~{tokens} tokens but the TPM bucket holds at most "
-            f"{int(capacity)} (tpm × burst_seconds / 60); lower max_tokens or raise the provider's tpm/burst"
+            f"provider {provider}: request needs ~{tokens} {what} but the {bucket} bucket holds at most "
+            f"{int(capacity)} ({rate} × burst_seconds / 60); {advice}"
         )
+
+
+class ProviderPaused(QuotaError):
+    """The provider is paused for every worker (its billing is exhausted, a per-day quota is used up):
+    nothing is granted until ``until_epoch`` (None: until an operator clears it). The item falls back."""
+
+    status = 503
+    code = "provider_paused"
+
+    def __init__(self, provider: str, reason: str, until_epoch: float | None, message: str = ""):
+        self.provider, self.reason, self.until_epoch, self.detail = provider, reason, until_epoch, message
+        until = "until an operator clears it" if until_epoch is None else f"until {until_epoch:.0f} (epoch)"
+        super().__init__(
+            f"provider {provider} is paused ({reason}) {until}" + (f": {message}" if message else "")
+        )
+
+
+@dataclass(frozen=True)
+class PauseState:
+    """A provider pause as the store holds it (shared by every worker): see ProviderPaused."""
+
+    provider: str
+    reason: str
+    until_epoch: float | None  # None: until cleared
+    message: str = ""
+    since_epoch: float = 0.0
+
+    def refusal(self) -> ProviderPaused:
+        """The error a grant raises while this pause holds."""
+        return ProviderPaused(self.provider, self.reason, self.until_epoch, self.message)
+
+    def outlasts(self, until_epoch: float | None) -> bool:
+        """Does this pause last at least as long as one until ``until_epoch``? (None: for ever.) A new
+        pause never shortens an existing one: a billing pause (no end) is not replaced by a per-day one."""
+        if self.until_epoch is None:
+            return True
+        return until_epoch is not None and self.until_epoch >= until_epoch
 
 
 class QuotaStoreUnavailable(QuotaError, Unavailable):
@@ -80,11 +127,20 @@ class ProviderLimits:
     # with the provider's buckets.
     team: str = ""
     team_share: float = 1.0
+    # input / output tokens per minute (0: not configured), enforced beside rpm and tpm in the same
+    # atomic acquire (Anthropic counts them apart; docs/contract.md §3)
+    itpm: int = 0
+    otpm: int = 0
 
     def __post_init__(self) -> None:
         for field_name in ("rpm", "tpm", "max_concurrency"):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be >= 1")
+        for field_name in ("itpm", "otpm"):
+            if getattr(self, field_name) < 0:
+                raise ValueError(
+                    f"ProviderLimits({self.name!r}).{field_name} must be >= 0 (0: not configured)"
+                )
         for field_name in ("burst_seconds", "timeout_seconds"):
             if not getattr(self, field_name) > 0:
                 raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be > 0")
@@ -114,6 +170,24 @@ class ProviderLimits:
         return self._capacity(self.tpm)
 
     @property
+    def itpm_per_ms(self) -> float:
+        return self.itpm / 60_000.0
+
+    @property
+    def otpm_per_ms(self) -> float:
+        return self.otpm / 60_000.0
+
+    @property
+    def itpm_capacity(self) -> float:
+        """The ITPM bucket's capacity (0.0 when itpm is not configured: no such bucket)."""
+        return self._capacity(self.itpm) if self.itpm else 0.0
+
+    @property
+    def otpm_capacity(self) -> float:
+        """The OTPM bucket's capacity (0.0 when otpm is not configured: no such bucket)."""
+        return self._capacity(self.otpm) if self.otpm else 0.0
+
+    @property
     def team_capped(self) -> bool:
         return bool(self.team) and self.team_share < 1.0
 
@@ -141,6 +215,9 @@ class ProviderLimits:
 class Reservation:
     provider: str
     tokens: int
+    # the input / output share of ``tokens`` charged to the ITPM / OTPM buckets (0 when not configured)
+    input_tokens: int = 0
+    output_tokens: int = 0
     # the team's budget reservation for the same tokens (None: no team); reconcile settles it
     budget: BudgetReservation | None = field(default=None, compare=False)
     # the live limits (a LimitsSource lookup): reconcile and release use them rather than the limits the
@@ -173,6 +250,15 @@ class ProviderQuotaState:
     configured_tpm: int
     observed_rpm: int  # grants in the last 60 s
     observed_tpm: int  # tokens granted in the last 60 s
+    # the ITPM / OTPM buckets (all 0 when the provider does not configure itpm / otpm)
+    itpm_tokens_available: float = 0.0
+    itpm_capacity: float = 0.0
+    otpm_tokens_available: float = 0.0
+    otpm_capacity: float = 0.0
+    configured_itpm: int = 0
+    configured_otpm: int = 0
+    # the provider pause (billing exhausted, per-day quota), if one holds: nothing is granted meanwhile
+    pause: PauseState | None = None
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,18 @@ class Wakeups:
             except RuntimeError:  # that loop is closed: wake the next waiter
                 continue
 
+    def notify_all(self, key: str) -> None:
+        """Wake every waiter of ``key`` (in any thread or event loop of the process)."""
+        with self._lock:
+            waiters = self._waiters.pop(key, {})
+        for fut in waiters:
+            if fut.done():
+                continue
+            try:
+                fut.get_loop().call_soon_threadsafe(_resolve, fut)
+            except RuntimeError:  # that loop is closed: nobody to wake there
+                continue
+
 
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():

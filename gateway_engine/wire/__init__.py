@@ -1,17 +1,32 @@
 """Provider wire formats by kind: ``for_kind(kind)`` is the one place a provider's API is chosen.
 
-Each kind is one module implementing ``wire.base.WireFormat`` (today ``wire.openai``; the contract's
-``azure_openai``, ``anthropic`` and ``gemini`` are added as modules here, docs/contract.md §5). An
-unknown kind is refused loudly (``UnknownWireKind``), never silently spoken as OpenAI.
+Each kind is one module implementing ``wire.base.WireFormat`` (docs/contract.md §5): ``wire.openai``,
+``wire.azure_openai``, ``wire.anthropic`` and ``wire.gemini``. An unknown kind is refused loudly
+(``UnknownWireKind``), never silently spoken as OpenAI.
+
+``check_request`` is what submission asks before storing an item for a provider: its params
+(``WireFormat.check_params``) and its message content (``check_messages``, which every kind here has:
+content parts a kind cannot carry, e.g. an audio part for Anthropic) — each problem names the field
+and the provider.
 """
 
 from __future__ import annotations
 
-from .base import Endpoint, ErrorVerdict, Usage, WireFormat
+from collections.abc import Mapping
+from typing import Any
+
+from ..routing import ProviderConfig
+from .anthropic import AnthropicWire
+from .azure_openai import AzureOpenAIWire
+from .base import USAGE_KEYS, Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage, WireFormat
+from .gemini import GeminiWire
 from .openai import OpenAIWire
+from .params import RequestProblems
 
 DEFAULT_KIND = "openai"
-_FORMATS: dict[str, WireFormat] = {OpenAIWire.kind: OpenAIWire()}
+_FORMATS: dict[str, WireFormat] = {
+    w.kind: w for w in (OpenAIWire(), AzureOpenAIWire(), AnthropicWire(), GeminiWire())
+}
 KNOWN_KINDS: tuple[str, ...] = tuple(sorted(_FORMATS))
 
 
@@ -28,14 +43,35 @@ def for_kind(kind: str) -> WireFormat:
         raise UnknownWireKind(f"unknown provider kind {kind!r}: known kinds are {known}") from None
 
 
+def check_request(
+    config: ProviderConfig, messages: list[Any], params: Mapping[str, Any]
+) -> list[ParamProblem]:
+    """Every param and message field of one item that ``config``'s kind cannot take ([]: sendable)."""
+    wire = for_kind(config.kind)
+    problems = list(wire.check_params(config, params))
+    check_messages = getattr(wire, "check_messages", None)  # not part of the seam's protocol
+    if check_messages is not None:
+        problems += check_messages(config, messages)
+    return problems
+
+
 __all__ = [
     "DEFAULT_KIND",
     "KNOWN_KINDS",
+    "USAGE_KEYS",
+    "Answer",
     "Endpoint",
     "ErrorVerdict",
+    "ParamProblem",
+    "Pause",
+    "AnthropicWire",
+    "AzureOpenAIWire",
+    "GeminiWire",
     "OpenAIWire",
+    "RequestProblems",
     "UnknownWireKind",
     "Usage",
     "WireFormat",
+    "check_request",
     "for_kind",
 ]

@@ -12,9 +12,17 @@ a ``WireFormat``:
 * rate-limit headers: the ones the provider sends, in the engine's vocabulary (``rate_limit_headers``:
   ``retry-after`` and ``x-ratelimit-*``, read by ``gateway_engine.retry.rate_limit_wait``);
 * an error answer: status and body → one of the contract's error types and the message a team sees
-  (``classify_error``); whether it is retried follows from the type (``ErrorVerdict.retryable``).
+  (``classify_error``); whether it is retried follows from the type (``ErrorVerdict.retryable``); an
+  answer that says the provider will refuse everyone for a while (billing exhausted, a per-day quota)
+  carries a ``Pause`` the engine applies to every worker (the quota store's provider pause);
+* a successful (2xx) answer → ``Answer``: the OpenAI ``chat.completion`` object every app reads, the
+  native answer when it differs, the normalized usage, or a refusal (a 2xx that is an error, e.g. a
+  Gemini blocked prompt) (``read_answer``);
+* params: which item params the kind takes and in which ranges (``check_params``, at submission, naming
+  the field and the provider).
 
-One module per provider kind implements it (``wire.openai``); ``gateway_engine.wire.for_kind`` picks it.
+One module per provider kind implements it (``wire.openai``, ``wire.azure_openai``, ``wire.anthropic``,
+``wire.gemini``); ``gateway_engine.wire.for_kind`` picks it.
 """
 
 from __future__ import annotations
@@ -26,8 +34,30 @@ from typing import Any, Protocol, TypeAlias
 from ..retry import is_retryable_error
 from ..routing import ProviderConfig
 
-# prompt_tokens, completion_tokens, total_tokens (each clamped, gateway_engine.answers.clamp_count)
+# prompt_tokens, completion_tokens, total_tokens (each clamped, gateway_engine.answers.clamp_count);
+# optional cached_tokens (input read from the provider's prompt cache, included in prompt_tokens) and
+# cache_write_tokens (input written to the cache, included in prompt_tokens). prompt_tokens is ALL input.
 Usage: TypeAlias = dict[str, int]
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cache_write_tokens")
+
+
+@dataclass(frozen=True)
+class Pause:
+    """The provider refuses everyone until ``until_epoch`` (Unix seconds; None: until an operator clears
+    it). ``reason`` is a short machine word (``billing``, ``per_day_quota``) shown with the pause."""
+
+    reason: str
+    until_epoch: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ParamProblem:
+    """One param a provider kind cannot take: ``field`` as submission names it (``params.temperature``)
+    and the sentence after it (``1.5 is above 1 for provider 'claude' (kind anthropic)``)."""
+
+    field: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -45,11 +75,25 @@ class ErrorVerdict:
 
     error_type: str
     message: str
+    pause: Pause | None = None  # the provider refuses everyone for a while: pause it for every worker
 
     @property
     def retryable(self) -> bool:
         """Whether the engine tries again (the retry rule of the error type, gateway_engine.retry)."""
         return is_retryable_error(self.error_type)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A 2xx answer read by its wire format: ``response`` is the OpenAI ``chat.completion`` object apps
+    read (the answer itself for kind openai), ``native`` the provider's own answer when it differs
+    (None for openai), ``usage`` normalized (USAGE_KEYS) or None. ``refusal`` set: the 2xx is an error
+    (e.g. a Gemini prompt blocked with no candidates) and the attempt failed with that verdict."""
+
+    response: dict[str, Any] | None
+    native: dict[str, Any] | None = None
+    usage: Usage | None = None
+    refusal: ErrorVerdict | None = None
 
 
 class WireFormat(Protocol):
@@ -73,15 +117,30 @@ class WireFormat(Protocol):
         """The JSON body of one request."""
         ...
 
-    def usage(self, body: Any) -> Usage | None:
-        """Prompt, completion and total tokens reported in an answer (clamped), or None."""
+    def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
+        """Every param of an item this provider cannot take (unknown to the kind, a wrong type, out of
+        range), each naming the field and the provider; [] if the item can be sent as it is."""
         ...
 
-    def rate_limit_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
-        """The rate-limit headers of a response, named as the engine reads them (raw values; the
-        caller cleans and caps them)."""
+    def read_answer(self, body: dict[str, Any]) -> Answer:
+        """A 2xx JSON-object answer → the OpenAI-shaped response, the native answer, the normalized
+        usage, or a refusal."""
+        ...
+
+    def usage(self, body: Any) -> Usage | None:
+        """The normalized usage (USAGE_KEYS, clamped) reported in an answer — also error answers,
+        which can be billed — or None."""
+        ...
+
+    def rate_limit_headers(self, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
+        """The rate-limit signals of a response, named as the engine reads them (raw values; the
+        caller cleans and caps them): ``retry-after`` (seconds or an HTTP date),
+        ``x-ratelimit-reset-requests`` / ``-tokens`` and ``x-ratelimit-remaining-requests`` / ``-tokens``
+        (durations, seconds, RFC 3339 or HTTP dates). A kind whose wait is in the body (Gemini's
+        ``RetryInfo.retryDelay``) or in another header (Azure's ``retry-after-ms``) translates it here."""
         ...
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
-        """An error answer (a non-2xx status, its parsed body or None) → type and team message."""
+        """An error answer (a non-2xx status, its parsed body or None) → type, team message, and the
+        provider-wide pause it asks for (billing exhausted, a per-day quota), if any."""
         ...

@@ -3,8 +3,11 @@
 ``POST {base_url}/chat/completions`` with ``{"model": provider.model, "messages": …, **params}`` and
 ``Authorization: Bearer <provider key>`` when one is configured; ``usage`` read from the answer;
 ``Retry-After`` and ``x-ratelimit-*`` headers kept as they come (they are the engine's vocabulary);
-429 → ``rate_limited``, 5xx → ``server_error``, any other status → ``client_error``, with the
-provider's JSON error message (sanitised) or ``HTTP n`` as the message.
+a 429 whose ``error.code`` or ``error.type`` is ``insufficient_quota`` is the account's billing, not
+its rate (https://platform.openai.com/docs/guides/error-codes): ``provider_quota_exhausted`` with a
+billing pause, never retried; any other 429 → ``rate_limited``, 5xx → ``server_error``, any other
+status → ``client_error``, with the provider's JSON error message (sanitised) or ``HTTP n`` as the
+message.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from ..answers import MAX_USAGE_TOKENS, clamp_count, sanitize_message
 from ..retry import ErrorType
 from ..routing import ProviderConfig
-from .base import Endpoint, ErrorVerdict, Usage
+from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 
 KIND = "openai"
 # The gateway sets these itself ({"model": provider.model, "messages": …, **params}): a caller's value
@@ -38,17 +41,23 @@ def chat_url(base_url: str) -> str:
 
 
 def parse_usage(body: Any) -> Usage | None:
-    """The OpenAI-style ``usage`` object with each count clamped to [0, MAX_USAGE_TOKENS], or None."""
+    """The OpenAI-style ``usage`` object with each count clamped to [0, MAX_USAGE_TOKENS], or None;
+    ``cached_tokens`` (``prompt_tokens_details.cached_tokens``, part of prompt_tokens) when some."""
     if not isinstance(body, dict) or not isinstance(body.get("usage"), dict):
         return None
     raw = body["usage"]
     prompt, completion = clamp_count(raw.get("prompt_tokens")), clamp_count(raw.get("completion_tokens"))
     total = clamp_count(raw.get("total_tokens")) or prompt + completion
-    return {
+    usage = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": min(total, MAX_USAGE_TOKENS),
     }
+    details = raw.get("prompt_tokens_details")
+    cached = clamp_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    if cached:
+        usage["cached_tokens"] = min(cached, prompt)
+    return usage
 
 
 def error_type_for_status(status_code: int) -> str:
@@ -58,6 +67,22 @@ def error_type_for_status(status_code: int) -> str:
     if status_code >= 500:
         return ErrorType.SERVER_ERROR
     return ErrorType.CLIENT_ERROR
+
+
+def is_insufficient_quota(status: int, body: Any) -> bool:
+    """A 429 that is the account's billing (``insufficient_quota`` as error.code or error.type)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    return (
+        status == 429 and isinstance(err, dict) and "insufficient_quota" in (err.get("code"), err.get("type"))
+    )
+
+
+def classify_error(status: int, body: Any) -> ErrorVerdict:
+    """An OpenAI error answer → its type and message (and a billing pause for insufficient_quota)."""
+    message = provider_message(status, body)
+    if is_insufficient_quota(status, body):
+        return ErrorVerdict(ErrorType.PROVIDER_QUOTA_EXHAUSTED, message, Pause("billing", None, message))
+    return ErrorVerdict(error_type_for_status(status), message)
 
 
 def provider_message(status: int, body: Any) -> str:
@@ -92,11 +117,21 @@ class OpenAIWire:
         payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
         return payload
 
+    def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
+        # an OpenAI-compatible server takes what it takes: submission refuses only the reserved params
+        return []
+
+    def read_answer(self, body: dict[str, Any]) -> Answer:
+        return Answer(body, None, parse_usage(body))
+
     def usage(self, body: Any) -> Usage | None:
         return parse_usage(body)
 
-    def rate_limit_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+    def rate_limit_headers(self, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
         return {h: headers[h] for h in KEEP_HEADERS if h in headers}
 
+    def check_messages(self, config: ProviderConfig, messages: list[Any]) -> list[ParamProblem]:
+        return []
+
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
-        return ErrorVerdict(error_type_for_status(status), provider_message(status, body))
+        return classify_error(status, body)

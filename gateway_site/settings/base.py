@@ -129,7 +129,9 @@ GATEWAY_CHUNK_SIZE = env_int("GATEWAY_CHUNK_SIZE", 250, minimum=1, maximum=10_00
 GATEWAY_GLOBAL_MAX_IN_FLIGHT = env_int("GATEWAY_GLOBAL_MAX_IN_FLIGHT", 64, minimum=1, maximum=10_000)
 # Optional cluster-wide cap on provider calls in flight across all workers (Redis mode); 0 = off.
 GATEWAY_CLUSTER_MAX_IN_FLIGHT = env_int("GATEWAY_CLUSTER_MAX_IN_FLIGHT", 0, minimum=0, maximum=1_000_000)
-GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 256, minimum=1)
+# max_tokens assumed (TPM/OTPM reservation) and sent where a provider kind requires it (anthropic) when
+# an item sets none (issue #21: 1024, so a required max_tokens does not cut ordinary answers short)
+GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 1024, minimum=1)
 # Execution engine: a worker owns claimed items for this long (renewed while alive); a dead worker's
 # items are claimed again after it. Retry backoff: full jitter, base × 2^n capped.
 GATEWAY_CLAIM_LEASE_SECONDS = env_float("GATEWAY_CLAIM_LEASE_SECONDS", 60.0, minimum=2.0, maximum=3600.0)

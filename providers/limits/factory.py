@@ -8,7 +8,7 @@ import threading
 from django.conf import settings
 
 from gateway_engine.quota.store import ComposedQuotaStore
-from gateway_engine.quota.types import ProviderLimits, ProviderQuotaState
+from gateway_engine.quota.types import PauseState, ProviderLimits, ProviderQuotaState
 
 _store: ComposedQuotaStore | None = None
 _store_lock = threading.Lock()
@@ -106,3 +106,48 @@ def clear_pause_sync(limits: ProviderLimits) -> None:
             await store.aclose()
 
     asyncio.run(run())
+
+
+def _run_with_store(work):
+    """Run ``await work(store)`` on a short event loop of its own (for sync callers: the admin,
+    commands, the metrics scrape), closing that loop's store connections after."""
+
+    async def run():
+        store = get_quota_store()
+        try:
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(run())
+
+
+def provider_pauses_sync(names: list[str]) -> dict[str, PauseState]:
+    """For Django views and the metrics scrape (sync): the provider pause (quota exhausted, per-day
+    quota; gateway_engine.quota.types.PauseState) of each named provider that has one. Raises
+    QuotaStoreUnavailable if Redis is down in shared mode."""
+
+    async def work(store) -> dict[str, PauseState]:
+        found = {}
+        for name in names:
+            state = await store.provider_pause(name)
+            if state is not None:
+                found[name] = state
+        return found
+
+    return _run_with_store(work) if names else {}
+
+
+def lift_provider_pause_sync(name: str) -> PauseState | None:
+    """For the admin and ``manage.py clear_provider_pause`` (sync): lift the provider's pause for every
+    worker; returns the pause that was lifted (None: there was none). Not the 429 pause
+    (clear_pause_sync). Raises QuotaStoreUnavailable if Redis is down in shared mode."""
+
+    async def work(store) -> PauseState | None:
+        state = await store.provider_pause(name)
+        if not await store.lift_provider_pause(name):
+            return None
+        # lifted, but gone from the read a moment before (it expired between the two calls)
+        return state or PauseState(provider=name, reason="expired", until_epoch=None)
+
+    return _run_with_store(work)

@@ -117,7 +117,13 @@ def test_detail_before_execution_has_zeroed_stats(client, make_batch):
         "failed_count": 0,
         "total_elapsed_ms": 0,
         "providers": {},
-        "token_usage": {"prompt_tokens": 0, "completion_tokens": 0, "retry_extra_tokens": 0},
+        "token_usage": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "retry_extra_tokens": 0,
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
+        },
     }
 
 

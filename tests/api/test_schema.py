@@ -51,6 +51,10 @@ def test_schema_documents_error_shapes(document):
     assert set(post["requestBody"]["content"]) == {"application/json", "application/jsonl"}
     for path in ("/api/v1/batches/{batch_id}", "/api/v1/batches/{batch_id}/results"):
         assert "404" in document["paths"][path]["get"]["responses"]
+    results_params = {
+        p["name"]: p for p in document["paths"]["/api/v1/batches/{batch_id}/results"]["get"]["parameters"]
+    }
+    assert "native" in results_params["include"]["description"]  # the native switch is documented
 
 
 def test_schema_fields_match_what_the_api_returns(document, client, routes):
@@ -60,11 +64,16 @@ def test_schema_fields_match_what_the_api_returns(document, client, routes):
     assert set(schemas["Stats"]["properties"]) == set(batch["stats"])
     assert set(schemas["RequestCounts"]["properties"]) == set(batch["request_counts"])
     result = client.get(f"/api/v1/batches/{batch['id']}/results").json()["results"][0]
-    assert set(schemas["Result"]["properties"]) == set(result)
-    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3)
-    assert set(schemas["Result"]["properties"]) == set(result_from_row(row))
-    assert set(schemas["ResultError"]["properties"]) == set(result_from_row(row)["error"])
-    assert set(schemas["ResultUsage"]["properties"]) == set(result_from_row(row)["usage"])
+    # native_response is there only with ?include=native
+    assert set(schemas["Result"]["properties"]) == set(result) | {"native_response"}
+    native = client.get(f"/api/v1/batches/{batch['id']}/results?include=native").json()["results"][0]
+    assert set(schemas["Result"]["properties"]) == set(native)
+    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, {"id": "msg"})
+    assert set(schemas["Result"]["properties"]) == set(result_from_row(row, native=True))
+    assert set(schemas["ResultError"]["properties"]) == set(result_from_row(row, native=True)["error"])
+    usage = result_from_row(row, native=True)["usage"]
+    assert set(schemas["ResultUsage"]["properties"]) == set(usage)
+    assert set(schemas["PromptTokensDetails"]["properties"]) == set(usage["prompt_tokens_details"])
     item_props = set(schemas["Item"]["properties"])
     assert item_props == {"custom_id", "route", "provider", "messages", "query", "params"}
     usage = client.get("/api/v1/usage").json()

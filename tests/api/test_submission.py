@@ -63,6 +63,8 @@ def test_json_submission_stores_batch_and_normalized_items(client, routes, api_k
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "retry_extra_tokens": 0,
+        "cached_tokens": 0,
+        "cache_write_tokens": 0,
     }
 
     batch = Batch.objects.get(pk=data["id"])

@@ -5,6 +5,8 @@ helper, ``team_limits``, the item-shape rule and the preferred-provider draw."""
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -14,14 +16,21 @@ SKIP_DIRS = {".venv", ".git", "tests", "migrations", "node_modules", "__pycache_
 LANES = {"high", "normal", "low"}
 
 
-def modules() -> list[tuple[str, ast.Module]]:
+@functools.cache
+def _project_modules() -> tuple[tuple[str, ast.Module], ...]:
+    """Every project module, parsed once per run (the skipped directories are never walked: .venv
+    alone holds tens of thousands of files)."""
     out = []
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT)
-        if SKIP_DIRS & set(rel.parts):
-            continue
-        out.append((rel.as_posix(), ast.parse(path.read_text(), filename=str(rel))))
-    return out
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            rel = (Path(top) / name).relative_to(ROOT)
+            out.append((rel.as_posix(), ast.parse((ROOT / rel).read_text(), filename=str(rel))))
+    return tuple(sorted(out, key=lambda pair: pair[0]))
+
+
+def modules() -> list[tuple[str, ast.Module]]:
+    return list(_project_modules())
 
 
 def definitions(predicate, trees=None) -> list[str]:

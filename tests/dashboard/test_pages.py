@@ -98,6 +98,8 @@ def test_failure_groups_by_provider_and_class(staff_client, seeded):
     # completed batch: 7 listed failures; running batch: the first two (alpha 503, alpha 502)
     assert by["alpha"]["5xx"] == 4 and by["alpha"]["other"] == 1
     assert by["beta"] == {
+        "quota_exhausted": 0,  # the two classes #21 put first in the table
+        "overloaded": 0,
         "4xx": 1,
         "429": 1,
         "5xx": 0,
@@ -192,7 +194,9 @@ def test_batch_log_prefers_the_engines_attempt_level_stats(staff_client, seeded)
     response = staff_client.get(reverse("dashboard:batch_detail", args=[batch.pk]))
     alpha = {r.provider: r for r in response.context["providers"]}["alpha"]
     assert alpha.errors_are_attempt_level
+    # stats stored before the table gained quota_exhausted / overloaded show those classes at 0
     assert alpha.shown_errors == {
+        "quota_exhausted": 0, "overloaded": 0,
         "4xx": 0, "429": 2, "5xx": 5, "timeout": 1, "connection": 0, "invalid_response": 3, "other": 0
     }  # fmt: skip
     assert (alpha.prompt_tokens, alpha.completion_tokens, alpha.retry_extra_tokens) == (111, 222, 333)

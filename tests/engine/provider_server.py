@@ -1,6 +1,8 @@
 """A real local HTTP provider server for engine tests (aiohttp in a background thread).
 
-Every provider is served at /{name}/v1/chat/completions. A behaviour decides each answer:
+Every provider is served at /{name}/v1/chat/completions, and at any other POST path under /{name}/
+(the other kinds' endpoints: /{name}/messages, /{name}/models/{model}:generateContent — a behaviour
+shapes those kinds' error answers; its 200s are OpenAI-shaped). A behaviour decides each answer:
 ``behaviour(name, request_id, attempt_no, body) -> Reply``; the server counts every request as its
 request line arrives (``hits``; per provider and X-Request-ID, "" when missing: ``request_counts()``,
 also ``GET /_sim/requests`` → ``{"providers": {name: {request_id: count}}}`` as the simulator answers).
@@ -143,6 +145,7 @@ class ProviderServer:
             app = web.Application()
             app.router.add_post("/{name}/v1/chat/completions", self._handle)
             app.router.add_get("/_sim/requests", self._requests)
+            app.router.add_post("/{name}/{tail:.*}", self._handle)  # the other kinds' endpoints
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)  # port 0: the kernel picks a free one

@@ -27,7 +27,7 @@ def test_the_request_carries_rpm_and_tpm_in_the_batch_lane():
 
 def test_an_unknown_dimension_is_refused():
     with pytest.raises(ValueError, match="unknown quota dimension"):
-        Dimension("itpm", 5)
+        Dimension("gpu_seconds", 5)
 
 
 def test_admit_takes_token_lease_and_slot_and_release_gives_them_back():

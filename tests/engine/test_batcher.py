@@ -48,14 +48,14 @@ class CountingBuckets(RedisTokenBuckets):
         super().__init__(conn)
         self.grants = grants
 
-    async def try_acquire(self, limits, tokens=0):
-        decision = await super().try_acquire(limits, tokens)
+    async def try_acquire(self, limits, tokens=0, *split):  # split: the ITPM / OTPM amounts
+        decision = await super().try_acquire(limits, tokens, *split)
         if decision.granted:
             self.grants[limits.name] += 1
         return decision
 
-    async def give_back(self, limits, tokens):
-        await super().give_back(limits, tokens)
+    async def give_back(self, limits, tokens, *split):
+        await super().give_back(limits, tokens, *split)
         self.grants[limits.name] -= 1
 
 

@@ -93,6 +93,8 @@ def test_eager_batch_end_to_end(
     assert served["ex-a"] + served["ex-b"] == 60 and min(served["ex-a"], served["ex-b"]) > 10
     assert (stats["task_total"], stats["success_count"], stats["failed_count"]) == (62, 60, 2)
     assert stats["providers"]["ex-bad"]["errors_by_class"] == {
+        "quota_exhausted": 0,
+        "overloaded": 0,
         "4xx": 1,
         "5xx": 3,
         "429": 0,

@@ -18,7 +18,7 @@ def test_engine_error_types_match_the_model_choices():
     engine = {k: v for k, v in vars(ErrorType).items() if k.isupper()}
     choices = BatchItem._meta.get_field("error_type").choices
     assert choices == [(value, name.replace("_", " ").title()) for name, value in engine.items()]
-    # the values and labels the migrations recorded (batches 0004)
+    # the values and labels the migrations recorded (batches 0004, 0010)
     assert choices == [
         ("client_error", "Client Error"),
         ("rate_limited", "Rate Limited"),
@@ -32,6 +32,8 @@ def test_engine_error_types_match_the_model_choices():
         ("cancelled", "Cancelled"),
         ("expired", "Expired"),
         ("budget_exceeded", "Budget Exceeded"),
+        ("overloaded", "Overloaded"),
+        ("provider_quota_exhausted", "Provider Quota Exhausted"),
     ]
 
 

@@ -42,19 +42,19 @@ def config(**overrides: object) -> ProviderConfig:
 
 def test_for_kind_openai_is_the_openai_wire_and_the_default():
     assert DEFAULT_KIND == "openai"
-    assert KNOWN_KINDS == ("openai",)
+    assert KNOWN_KINDS == ("anthropic", "azure_openai", "gemini", "openai")
     wire: WireFormat = for_kind("openai")
     assert isinstance(wire, OpenAIWire)
     assert wire.kind == "openai"
     assert isinstance(wire_for(config()), OpenAIWire)  # no kind on ProviderConfig yet: openai
 
 
-@pytest.mark.parametrize("kind", ["anthropic", "OpenAI", "", "gemini "])
+@pytest.mark.parametrize("kind", ["claude", "OpenAI", "", "gemini "])
 def test_an_unknown_kind_is_refused_naming_it_and_the_known_ones(kind):
     with pytest.raises(UnknownWireKind) as caught:
         for_kind(kind)
     assert repr(kind) in str(caught.value)
-    assert "known kinds are openai" in str(caught.value)
+    assert "known kinds are anthropic, azure_openai, gemini, openai" in str(caught.value)
     assert isinstance(caught.value, ValueError)
 
 

@@ -65,10 +65,11 @@ def test_usage_page_and_csv_show_cost(team, usage, client):
     assert "Cost per team per provider" in page and "5.5000" in page and "unknown" in page
     csv_text = b"".join(client.get(reverse("dashboard:usage_csv"), query).streaming_content).decode()
     lines = [line.split(",") for line in csv_text.strip().splitlines()]
-    assert lines[0][-2:] == ["cost", "wasted_cost"]
+    # the prompt-cache columns come last (#21): every earlier column keeps its place
+    assert lines[0][-4:] == ["cost", "wasted_cost", "cached_tokens", "cache_write_tokens"]
     by_provider = {line[2]: line for line in lines[1:]}
-    assert by_provider["alpha"][-2:] == ["5.500000", "1.000000"]
-    assert by_provider["beta"][-2:] == ["", "0.000000"]
+    assert by_provider["alpha"][-4:] == ["5.500000", "1.000000", "0", "0"]
+    assert by_provider["beta"][-4:] == ["", "0.000000", "0", "0"]
 
 
 def test_batch_stats_cost_from_prices():

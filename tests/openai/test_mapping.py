@@ -222,6 +222,12 @@ def test_result_lines_per_error_type():
     assert line("rate_limited", 429)[1]["response"]["body"] == {
         "error": {"message": "m", "type": "rate_limited"}
     }
+    # #21: an Anthropic 529 and a billing refusal keep the provider's status; without one, a code
+    assert line("overloaded", 529)[1]["response"]["status_code"] == 529
+    assert line("provider_quota_exhausted", 402)[1]["response"]["body"]["error"]["type"] == (
+        "provider_quota_exhausted"
+    )
+    assert line("provider_quota_exhausted")[1]["error"]["code"] == "provider_quota_exhausted"
     for kind, code in [
         ("timeout", "timeout"),
         ("cancelled", "batch_cancelled"),

@@ -26,6 +26,8 @@ def make_limits(
     timeout_seconds: float = 1.0,
     lease_grace_seconds: float = 1.0,
     name: str | None = None,
+    itpm: int = 0,
+    otpm: int = 0,
 ) -> ProviderLimits:
     return ProviderLimits(
         name=name or f"p{next(_names)}-{uuid.uuid4().hex[:6]}",
@@ -35,6 +37,8 @@ def make_limits(
         max_concurrency=max_concurrency,
         timeout_seconds=timeout_seconds,
         lease_grace_seconds=lease_grace_seconds,
+        itpm=itpm,
+        otpm=otpm,
     )
 
 

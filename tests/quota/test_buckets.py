@@ -377,7 +377,14 @@ def test_margin_comes_from_settings_and_is_at_most_half_the_burst(settings):
     from types import SimpleNamespace
 
     row = SimpleNamespace(
-        name="p", rpm=600, tpm=6000, burst_seconds=2.0, max_concurrency=1, timeout_seconds=5
+        name="p",
+        rpm=600,
+        tpm=6000,
+        burst_seconds=2.0,
+        max_concurrency=1,
+        timeout_seconds=5,
+        itpm=None,
+        otpm=None,
     )
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.25
     limits = provider_limits(row)

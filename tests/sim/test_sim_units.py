@@ -103,18 +103,39 @@ def test_config_errors_name_the_field(raw, field):
 
 
 def test_examples_sim_json_is_valid_and_matches_gateway_providers():
+    """examples/providers.json is served by one of the bundled simulator configs (examples/sim.json: the
+    seed's three OpenAI providers; examples/sim-kinds.json: one of each kind): same kind, model, route and
+    deployment on both sides, and the gateway's limits within the simulator's."""
     import json
     from pathlib import Path
+    from urllib.parse import urlparse
 
     root = Path(__file__).resolve().parents[2]
-    sim_cfg = load_config(str(root / "examples" / "sim.json"))
     gateway = json.loads((root / "examples" / "providers.json").read_text())
+    names = {p["name"] for p in gateway["providers"]}
+    configs = [load_config(str(root / "examples" / f)) for f in ("sim.json", "sim-kinds.json")]
+    served = [c for c in configs if names <= set(c.providers)]
+    assert served, f"no examples/sim*.json serves {sorted(names)}"
+    sim_cfg = served[0]
+    tails = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
     for p in gateway["providers"]:
         s = sim_cfg.providers[p["name"]]
+        kind = p.get("kind", "openai")
+        assert kind == s.kind and p["model"] == s.model, p["name"]
+        assert urlparse(p["base_url"]).path == f"/{p['name']}{tails[kind]}", p["name"]
+        if kind == "azure_openai":
+            assert p.get("deployment", p["model"]) == s.native.deployment
+            assert p["api_version"] in s.native.api_versions
         real_rpm = s.rpm * sim_cfg.time_scale
         # the gateway may undercut the simulator, never exceed it
         assert 0.9 * real_rpm <= p["rpm"] <= real_rpm, p["name"]
-        assert p["tpm"] <= s.tpm * sim_cfg.time_scale, p["name"]
+        if s.tpm:
+            assert p["tpm"] <= s.tpm * sim_cfg.time_scale, p["name"]
+        for key in ("itpm", "otpm"):
+            limit = getattr(s.native, key)
+            if limit:
+                assert p[key] <= limit * sim_cfg.time_scale, (p["name"], key)
+                assert p[key] / 60 * p["burst_seconds"] <= limit / 60 * s.burst_seconds, (p["name"], key)
         assert p["max_concurrency"] <= s.max_concurrency, p["name"]
         # the gateway's burst capacity must not exceed the simulator's
         assert p["rpm"] / 60 * p["burst_seconds"] <= s.rpm / 60 * s.burst_seconds + 1e-9, p["name"]

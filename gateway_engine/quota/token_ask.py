@@ -1,0 +1,65 @@
+"""What one grant asks of a provider's token buckets (TPM, and ITPM / OTPM where the provider sets them),
+and what settling it to the reported usage moves in each: the arithmetic both backends share.
+
+Providers like Anthropic limit input and output tokens per minute separately, beside RPM (and we keep
+TPM for the providers that count the total). A caller reserves ``tokens`` (the prompt estimate plus
+max_tokens) from TPM, the input part from ITPM and the output part from OTPM, in one atomic grant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import ProviderLimits, QuotaImpossible, Reservation
+
+
+@dataclass(frozen=True)
+class TokenAsk:
+    """The amounts a caller asks for, as it gave them. ``input_tokens`` / ``output_tokens`` None: the
+    caller did not split its estimate, so the whole of ``tokens`` is reserved from each configured
+    ITPM / OTPM bucket — an upper bound, so the provider's limit still holds (reconcile refunds it)."""
+
+    tokens: int
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tokens", "input_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if value is not None and int(value) < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+
+    def amounts(self, limits: ProviderLimits) -> tuple[int, int, int]:
+        """(TPM, ITPM, OTPM) tokens to take under ``limits`` (0 for a bucket the limits do not set).
+        QuotaImpossible naming the bucket if one can never hold its amount."""
+        n = int(self.tokens)
+        ni = int(n if self.input_tokens is None else self.input_tokens) if limits.itpm else 0
+        no = int(n if self.output_tokens is None else self.output_tokens) if limits.otpm else 0
+        for amount, capacity, bucket in (
+            (n, limits.tpm_capacity, "TPM"),
+            (ni, limits.itpm_capacity, "ITPM"),
+            (no, limits.otpm_capacity, "OTPM"),
+        ):
+            if amount > capacity:  # an unset bucket: amount 0, capacity 0
+                raise QuotaImpossible(limits.name, amount, capacity, bucket)
+        return n, ni, no
+
+
+def settle_deltas(
+    limits: ProviderLimits,
+    reservation: Reservation,
+    actual_tokens: int,
+    actual_input: int | None,
+    actual_output: int | None,
+) -> tuple[int, int, int]:
+    """(TPM, ITPM, OTPM) tokens to take more (negative: refund) so each bucket is charged what the
+    provider reported. An unreported part (None) or a bucket the limits do not set stays as reserved.
+    Each debt is clamped to its bucket's capacity: an absurd ``usage`` (10^12 tokens) delays the
+    provider by at most one bucket refill, never for good."""
+    dt = min(int(actual_tokens) - int(reservation.tokens), int(limits.tpm_capacity))
+    di = do = 0
+    if actual_input is not None and limits.itpm:
+        di = min(int(actual_input) - int(reservation.input_tokens), int(limits.itpm_capacity))
+    if actual_output is not None and limits.otpm:
+        do = min(int(actual_output) - int(reservation.output_tokens), int(limits.otpm_capacity))
+    return dt, di, do

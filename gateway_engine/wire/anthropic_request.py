@@ -1,0 +1,250 @@
+"""The Anthropic Messages request built from the one internal ITEM shape (OpenAI-style ``messages`` +
+``params``), and the params the kind takes.
+
+Shapes from the Messages API reference (https://docs.anthropic.com/en/api/messages): ``system`` is a
+top-level field, ``messages`` alternate user / assistant with content blocks (text, image, tool_use,
+tool_result), ``max_tokens`` is required, ``temperature`` and ``top_p`` are 0–1, ``stop_sequences``,
+``metadata.user_id``, ``tools[{name, description, input_schema}]``, ``tool_choice{type: auto|any|tool|none}``.
+
+One function, ``translate``, both builds the body and lists what cannot be mapped (``check`` uses the
+list, ``body`` refuses to send a request with any), so the check at submission and the request sent
+can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..routing import ProviderConfig
+from .base import ParamProblem
+from .chat_shape import content_text, data_url, image_url, parsed_arguments
+from .params import (
+    Spec,
+    boolean,
+    check,
+    integer,
+    max_output_tokens,
+    number,
+    problem,
+    stop_list,
+    stops,
+    text,
+    tool_choice,
+    tools,
+)
+
+PARAMS: Mapping[str, Spec] = {
+    "max_tokens": integer(1),
+    "max_completion_tokens": integer(1),
+    "temperature": number(0, 1),
+    "top_p": number(0, 1),
+    "stop": stop_list(),
+    "user": text,
+    "tools": tools,
+    "tool_choice": tool_choice,
+    "parallel_tool_calls": boolean,
+}
+_CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+Blocks = list[dict[str, Any]]
+
+
+class _Walk:
+    """One pass over an item's messages: the system prompt, the turns, the problems."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self.config = config
+        self.system: list[str] = []
+        self.turns: list[dict[str, Any]] = []
+        self.problems: list[ParamProblem] = []
+
+    def refuse(self, field: str, what: str) -> None:
+        self.problems.append(problem(self.config, field, what))
+
+    def add(self, role: str, blocks: Blocks | str) -> None:
+        """Consecutive turns of one role become one (tool results after tool results, a user turn
+        after them): the API wants user / assistant alternating. A plain string stays a string
+        (the common, smallest form) until another turn is merged into it."""
+        if self.turns and self.turns[-1]["role"] == role:
+            last = self.turns[-1]
+            if isinstance(last["content"], str):
+                last["content"] = [{"type": "text", "text": last["content"]}]
+            last["content"].extend([{"type": "text", "text": blocks}] if isinstance(blocks, str) else blocks)
+        else:
+            self.turns.append({"role": role, "content": blocks})
+
+    def message(self, i: int, msg: Any) -> None:
+        field = f"messages[{i}]"
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if role in ("system", "developer", "user", "assistant") and "name" in msg:
+            self.refuse(f"{field}.name", "participant names do not map")
+        if role in ("system", "developer"):
+            prompt = content_text(msg.get("content"))
+            if prompt is None:
+                self.refuse(f"{field}.content", "only text maps to the system prompt")
+            else:
+                self.system.append(prompt)
+        elif role == "user":
+            content = msg.get("content")
+            self.add("user", content if isinstance(content, str) else self.user_blocks(field, content))
+        elif role == "assistant":
+            self.add("assistant", self.assistant_blocks(field, msg))
+        elif role == "tool":
+            self.add("user", [self.tool_result(field, msg)])
+        else:
+            self.refuse(f"{field}.role", f"{role!r} does not map (system, user, assistant, tool)")
+
+    def user_blocks(self, field: str, content: Any) -> Blocks:
+        if isinstance(content, str):
+            return [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            self.refuse(f"{field}.content", "is neither a string nor a list of content parts")
+            return []
+        return [b for j, part in enumerate(content) if (b := self.part(f"{field}.content[{j}]", part))]
+
+    def part(self, field: str, part: Any) -> dict[str, Any] | None:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            return {"type": "text", "text": part["text"]}
+        url = image_url(part) if kind == "image_url" else None
+        if url is not None:
+            inline = data_url(url)
+            if inline is not None:
+                return {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": inline[0], "data": inline[1]},
+                }
+            return {"type": "image", "source": {"type": "url", "url": url}}
+        self.refuse(field, f"content part type {kind!r} does not map (text and image_url do)")
+        return None
+
+    def assistant_blocks(self, field: str, msg: dict[str, Any]) -> Blocks:
+        content = msg.get("content")
+        blocks: Blocks = []
+        if content not in (None, ""):
+            said = content_text(content)
+            if said is None:
+                self.refuse(f"{field}.content", "only text maps in an assistant message")
+            elif said:
+                blocks.append({"type": "text", "text": said})
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
+            calls = []
+        for j, call in enumerate(calls):
+            args = parsed_arguments(call)
+            if args is None or not isinstance(call.get("id"), str):
+                self.refuse(
+                    f"{field}.tool_calls[{j}]", "needs an id, a function name and JSON object arguments"
+                )
+                continue
+            blocks.append(
+                {"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": args}
+            )
+        return blocks
+
+    def tool_result(self, field: str, msg: dict[str, Any]) -> dict[str, Any]:
+        said = content_text(msg.get("content"))
+        if not isinstance(msg.get("tool_call_id"), str) or said is None:
+            self.refuse(field, "a tool message needs a tool_call_id and text content")
+        return {"type": "tool_result", "tool_use_id": msg.get("tool_call_id"), "content": said or ""}
+
+
+def _plain(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A turn that is one text block is sent as a plain string (the common, smallest form)."""
+    for turn in turns:
+        blocks = turn["content"]
+        if isinstance(blocks, list) and len(blocks) == 1 and blocks[0]["type"] == "text":
+            turn["content"] = blocks[0]["text"]
+    return turns
+
+
+def _tools(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for tool in value:
+        fn = tool["function"]
+        entry = {
+            "name": fn["name"],
+            "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+        }
+        if fn.get("description"):
+            entry["description"] = fn["description"]
+        out.append(entry)
+    return out
+
+
+def _tool_choice(params: Mapping[str, Any]) -> dict[str, Any] | None:
+    value = params.get("tool_choice")
+    if isinstance(value, dict):
+        choice: dict[str, Any] = {"type": "tool", "name": value["function"]["name"]}
+    elif value is not None:
+        choice = dict(_CHOICES[value])
+    elif params.get("parallel_tool_calls") is False:
+        choice = {"type": "auto"}
+    else:
+        return None
+    if params.get("parallel_tool_calls") is False and choice["type"] != "none":
+        choice["disable_parallel_tool_use"] = True
+    return choice
+
+
+def _apply_params(body: dict[str, Any], params: Mapping[str, Any]) -> None:
+    """The checked params onto the body (one pass over the item's params: this runs per request)."""
+    for name, value in params.items():
+        if name == "temperature" or name == "top_p":
+            body[name] = value
+        elif name == "stop":
+            body["stop_sequences"] = stops(value)
+        elif name == "user":
+            body["metadata"] = {"user_id": value}
+        elif name == "tools" and value:
+            body["tools"] = _tools(value)
+    if "tool_choice" in params or "parallel_tool_calls" in params:
+        choice = _tool_choice(params)
+        if choice is not None:
+            body["tool_choice"] = choice
+
+
+def _plain_turns(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """The common item — string contents, system first, user / assistant alternating — translated
+    directly (a batch's usual shape; the general walk below costs several times more); None when
+    anything else is in it."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for msg in messages:
+        if type(msg) is not dict or len(msg) != 2 or type(msg.get("content")) is not str:
+            return None
+        role = msg["role"] if "role" in msg else None
+        if role == "system" and not turns:
+            system.append(msg["content"])
+        elif role in ("user", "assistant") and (not turns or turns[-1]["role"] != role):
+            turns.append({"role": role, "content": msg["content"]})
+        else:
+            return None
+    return system, turns
+
+
+def translate(
+    config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[ParamProblem]]:
+    """(the Messages API body, every field that does not map). ``max_tokens`` is the item's
+    ``max_completion_tokens`` / ``max_tokens``, else the provider's ``default_max_tokens``."""
+    params = params or {}
+    problems = check(config, params, PARAMS)
+    plain = _plain_turns(messages)
+    walk = _Walk(config)
+    if plain is None:
+        for i, msg in enumerate(messages):
+            walk.message(i, msg)
+        plain = walk.system, _plain(walk.turns)
+    system, turns = plain
+    body: dict[str, Any] = {
+        "model": config.model,
+        "max_tokens": max_output_tokens(params) or config.default_max_tokens,
+        "messages": turns,
+    }
+    if system:
+        body["system"] = "\n\n".join(system)
+    if not problems:  # only valid params are translated
+        _apply_params(body, params)
+    return body, problems + walk.problems

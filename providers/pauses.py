@@ -1,0 +1,81 @@
+"""Provider pauses (issue #21): a provider whose account is out of quota is paused for every worker.
+
+The engine pauses a provider through the quota store (``store.pause_provider``) when its answer says
+waiting will not help soon: billing or spend exhausted (reason ``billing``: until an operator clears it)
+or a per-day quota used up (``per_day_quota``: until the provider's day ends). Nothing more is sent to
+it until then; items fall back to the route's other providers.
+
+This module is the operator's side of it, shared by the admin action and ``manage.py
+clear_provider_pause``: describing a pause, lifting it, and the audit entries (who cleared which
+pause; when the engine set one). Not the 429 Retry-After pause of one bucket (``clear_pause_sync``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gateway_engine.quota.types import PauseState
+
+AUDIT_MODEL = "provider"
+ACTION_PAUSED = "paused"
+ACTION_CLEARED = "pause cleared"
+
+
+def until_text(until_epoch: float | None) -> str:
+    """'until cleared' or 'until 2026-12-02 08:00 UTC'."""
+    if until_epoch is None:
+        return "until cleared"
+    return f"until {dt.datetime.fromtimestamp(until_epoch, dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def badge(state: PauseState) -> str:
+    """What the providers page shows: 'quota exhausted' (no end: an operator clears it) or
+    'paused until …' (the provider's quota period ends then)."""
+    return "quota exhausted" if state.until_epoch is None else "paused " + until_text(state.until_epoch)
+
+
+def describe(state: PauseState) -> str:
+    """One line: reason, until when, and the provider's own message."""
+    text = f"{state.reason} {until_text(state.until_epoch)}"
+    if state.since_epoch:
+        text += f" (since {dt.datetime.fromtimestamp(state.since_epoch, dt.UTC):%Y-%m-%d %H:%M:%S} UTC)"
+    return text + (f": {state.message}" if state.message else "")
+
+
+def as_change(state: PauseState) -> dict:
+    """The pause as the audit history stores it."""
+    return {"reason": state.reason, "until_epoch": state.until_epoch, "message": state.message[:500]}
+
+
+def _record(provider_name: str, action: str, changes: dict) -> None:
+    """An entry in the audit history (audit connects to ``provider_action``; the actor is the request's
+    user, ``command:<name>``, or ``system``/``code`` in a worker)."""
+    from providers.models import Provider
+    from providers.signals import provider_action
+
+    pk = Provider.objects.filter(name=provider_name).values_list("pk", flat=True).first()
+    provider_action.send(
+        sender=Provider,
+        model=AUDIT_MODEL,
+        object_id=str(pk if pk is not None else provider_name),
+        object_repr=provider_name,
+        action=action,
+        changes=changes,
+    )
+
+
+def clear(provider_name: str) -> PauseState | None:
+    """Lift the provider's pause for every worker and record who did (the audit actor: the admin user,
+    or ``command:clear_provider_pause``); the pause that was lifted, or None when there was none.
+    Raises QuotaStoreUnavailable when the store cannot be reached."""
+    from providers.limits.factory import lift_provider_pause_sync
+
+    state = lift_provider_pause_sync(provider_name)
+    if state is not None:
+        _record(provider_name, ACTION_CLEARED, {"provider_pause": {"old": as_change(state), "new": None}})
+    return state
+
+
+def record_paused(provider_name: str, state: PauseState) -> None:
+    """The audit entry of a pause the engine set (observability.engine's on_provider_paused)."""
+    _record(provider_name, ACTION_PAUSED, {"provider_pause": {"old": None, "new": as_change(state)}})
