@@ -1,8 +1,8 @@
 """Provider answers of the three failure kinds the engine must tell apart, and a wire format that reads
 them the way the kinds' own wire modules do (room A's gateway_engine.wire.anthropic / gemini / the
-OpenAI ``insufficient_quota`` rule), for engine tests that must not depend on which of those modules is
-merged yet. ``kind_for(...)`` picks the real wire module when it reads the answer the same way, else
-registers ``ShapedWire`` under a test kind.
+OpenAI ``insufficient_quota`` rule), written independently of them. ``kind_for(...)`` gives the real kind after checking that its wire
+module reads the answer as this one does (the engine tests then run on the real wire modules; a
+wire module that reads one of these answers differently fails here, loudly).
 
 Bodies copied from the providers' references:
 * OpenAI 429 ``insufficient_quota``: https://platform.openai.com/docs/guides/error-codes/api-errors
@@ -96,13 +96,10 @@ class ShapedWire(OpenAIWire):
 
 
 def kind_for(monkeypatch: Any, real_kind: str, status: int, body: Any) -> str:
-    """``real_kind`` if its wire module is merged and reads (status, body) as ShapedWire does (same
-    type, a pause or none alike); else a test kind served by ShapedWire (registered for this test)."""
-    shaped = ShapedWire("shaped-" + real_kind).classify_error(status, body)
-    if real_kind in wire.KNOWN_KINDS:
-        verdict = wire.for_kind(real_kind).classify_error(status, body)
-        same_pause = (verdict.pause is None) == (shaped.pause is None)
-        if verdict.error_type == shaped.error_type and same_pause:
-            return real_kind
-    monkeypatch.setitem(wire._FORMATS, "shaped-" + real_kind, ShapedWire("shaped-" + real_kind))
-    return "shaped-" + real_kind
+    """``real_kind``, once its wire module is known to read (status, body) as ShapedWire does (same
+    error type, a pause or none alike). ``monkeypatch`` is kept for the callers' signature."""
+    expected = ShapedWire("expected-" + real_kind).classify_error(status, body)
+    verdict = wire.for_kind(real_kind).classify_error(status, body)
+    assert verdict.error_type == expected.error_type, (real_kind, status, verdict, expected)
+    assert (verdict.pause is None) == (expected.pause is None), (real_kind, status, verdict, expected)
+    return real_kind
