@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SKIP_DIRS = {".venv", ".git", "tests", "migrations", "node_modules", "__pycache__", "bench"}
+SKIP_DIRS = {".venv", ".git", "tests", "migrations", "node_modules", "__pycache__", "bench", "build", "var"}
 LANES = {"high", "normal", "low"}
 
 
