@@ -28,7 +28,7 @@ from .anthropic_request import translate
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 from .chat_shape import chat_completion, choice, normalized_usage, tool_call
 from .openai import RESERVED_PARAMS, provider_message
-from .params import RequestProblems
+from .translation import checked_body, message_problems, param_problems
 
 KIND = "anthropic"
 API_VERSION = "2023-06-01"
@@ -42,10 +42,6 @@ FINISH_REASONS = {
 }
 _SPEND_400 = re.compile(r"you have reached your specified .*api usage limits", re.I | re.S)
 _TOKEN_FAMILIES = ("tokens", "input-tokens", "output-tokens")
-
-
-def _without_reserved(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS}
 
 
 def parse_usage(body: Any) -> Usage | None:
@@ -187,17 +183,14 @@ class AnthropicWire:
     def body(
         self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        payload, problems = translate(config, messages, _without_reserved(params))
-        if problems:  # submission refuses these; never send a request that silently lost a field
-            raise RequestProblems(problems)
-        return payload
+        return checked_body(translate, config, messages, params)
 
     def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
-        return translate(config, [], _without_reserved(params))[1]
+        return param_problems(translate, config, params)
 
     def check_messages(self, config: ProviderConfig, messages: list[Any]) -> list[ParamProblem]:
         """Message content this kind cannot carry (an audio part, a non-text system prompt …)."""
-        return translate(config, messages, None)[1]
+        return message_problems(translate, config, messages)
 
     def read_answer(self, body: dict[str, Any]) -> Answer:
         return read_answer(body)

@@ -26,13 +26,13 @@ from .params import (
     integer,
     max_output_tokens,
     number,
-    problem,
     stop_list,
     stops,
     text,
     tool_choice,
     tools,
 )
+from .translation import MessageWalk, plain_turns
 
 PARAMS: Mapping[str, Spec] = {
     "max_tokens": integer(1),
@@ -47,19 +47,19 @@ PARAMS: Mapping[str, Spec] = {
 }
 _CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 Blocks = list[dict[str, Any]]
+_ROLES = {"system": "system", "user": "user", "assistant": "assistant"}
 
 
-class _Walk:
+def _turn(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+class _Walk(MessageWalk):
     """One pass over an item's messages: the system prompt, the turns, the problems."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        self.config = config
-        self.system: list[str] = []
+        super().__init__(config)
         self.turns: list[dict[str, Any]] = []
-        self.problems: list[ParamProblem] = []
-
-    def refuse(self, field: str, what: str) -> None:
-        self.problems.append(problem(self.config, field, what))
 
     def add(self, role: str, blocks: Blocks | str) -> None:
         """Consecutive turns of one role become one (tool results after tool results, a user turn
@@ -73,34 +73,17 @@ class _Walk:
         else:
             self.turns.append({"role": role, "content": blocks})
 
-    def message(self, i: int, msg: Any) -> None:
-        field = f"messages[{i}]"
-        role = msg.get("role") if isinstance(msg, dict) else None
-        if role in ("system", "developer", "user", "assistant") and "name" in msg:
-            self.refuse(f"{field}.name", "participant names do not map")
-        if role in ("system", "developer"):
-            prompt = content_text(msg.get("content"))
-            if prompt is None:
-                self.refuse(f"{field}.content", "only text maps to the system prompt")
-            else:
-                self.system.append(prompt)
-        elif role == "user":
-            content = msg.get("content")
-            self.add("user", content if isinstance(content, str) else self.user_blocks(field, content))
-        elif role == "assistant":
-            self.add("assistant", self.assistant_blocks(field, msg))
-        elif role == "tool":
-            self.add("user", [self.tool_result(field, msg)])
-        else:
-            self.refuse(f"{field}.role", f"{role!r} does not map (system, user, assistant, tool)")
+    def user(self, field: str, content: Any) -> None:
+        self.add("user", content if isinstance(content, str) else self.content_parts(field, content))
 
-    def user_blocks(self, field: str, content: Any) -> Blocks:
-        if isinstance(content, str):
-            return [{"type": "text", "text": content}]
-        if not isinstance(content, list):
-            self.refuse(f"{field}.content", "is neither a string nor a list of content parts")
-            return []
-        return [b for j, part in enumerate(content) if (b := self.part(f"{field}.content[{j}]", part))]
+    def assistant(self, field: str, msg: dict[str, Any]) -> None:
+        self.add("assistant", self.assistant_blocks(field, msg))
+
+    def tool(self, field: str, msg: dict[str, Any]) -> None:
+        self.add("user", [self.tool_result(field, msg)])
+
+    def text_part(self, text: str) -> dict[str, Any]:
+        return {"type": "text", "text": text}
 
     def part(self, field: str, part: Any) -> dict[str, Any] | None:
         kind = part.get("type") if isinstance(part, dict) else None
@@ -119,19 +102,9 @@ class _Walk:
         return None
 
     def assistant_blocks(self, field: str, msg: dict[str, Any]) -> Blocks:
-        content = msg.get("content")
-        blocks: Blocks = []
-        if content not in (None, ""):
-            said = content_text(content)
-            if said is None:
-                self.refuse(f"{field}.content", "only text maps in an assistant message")
-            elif said:
-                blocks.append({"type": "text", "text": said})
-        calls = msg.get("tool_calls") or []
-        if not isinstance(calls, list):
-            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
-            calls = []
-        for j, call in enumerate(calls):
+        said = self.assistant_text(field, msg)
+        blocks: Blocks = [{"type": "text", "text": said}] if said else []
+        for j, call in enumerate(self.tool_calls(field, msg)):
             args = parsed_arguments(call)
             if args is None or not isinstance(call.get("id"), str):
                 self.refuse(
@@ -205,25 +178,6 @@ def _apply_params(body: dict[str, Any], params: Mapping[str, Any]) -> None:
             body["tool_choice"] = choice
 
 
-def _plain_turns(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
-    """The common item — string contents, system first, user / assistant alternating — translated
-    directly (a batch's usual shape; the general walk below costs several times more); None when
-    anything else is in it."""
-    system: list[str] = []
-    turns: list[dict[str, Any]] = []
-    for msg in messages:
-        if type(msg) is not dict or len(msg) != 2 or type(msg.get("content")) is not str:
-            return None
-        role = msg["role"] if "role" in msg else None
-        if role == "system" and not turns:
-            system.append(msg["content"])
-        elif role in ("user", "assistant") and (not turns or turns[-1]["role"] != role):
-            turns.append({"role": role, "content": msg["content"]})
-        else:
-            return None
-    return system, turns
-
-
 def translate(
     config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], list[ParamProblem]]:
@@ -231,11 +185,10 @@ def translate(
     ``max_completion_tokens`` / ``max_tokens``, else the provider's ``default_max_tokens``."""
     params = params or {}
     problems = check(config, params, PARAMS)
-    plain = _plain_turns(messages)
+    plain = plain_turns(messages, _ROLES, _turn)
     walk = _Walk(config)
     if plain is None:
-        for i, msg in enumerate(messages):
-            walk.message(i, msg)
+        walk.walk(messages)
         plain = walk.system, _plain(walk.turns)
     system, turns = plain
     body: dict[str, Any] = {

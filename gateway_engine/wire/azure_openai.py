@@ -20,7 +20,7 @@ from urllib.parse import quote
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Usage
-from .openai import KEEP_HEADERS, RESERVED_PARAMS, parse_usage, provider_message
+from .openai import KEEP_HEADERS, RESERVED_PARAMS, parse_usage, provider_message, without_reserved
 from .openai import classify_error as openai_classify
 
 KIND = "azure_openai"
@@ -78,9 +78,7 @@ class AzureOpenAIWire:
     def body(
         self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = {"messages": messages}
-        payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
-        return payload
+        return {"messages": messages, **without_reserved(params)}
 
     def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
         # OpenAI bodies: the deployment's model takes what it takes, as for kind openai

@@ -31,7 +31,7 @@ from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 from .chat_shape import chat_completion, choice, normalized_usage, tool_call
 from .gemini_request import translate
 from .openai import RESERVED_PARAMS, provider_message
-from .params import RequestProblems
+from .translation import checked_body, message_problems, param_problems
 
 KIND = "gemini"
 PACIFIC = ZoneInfo("America/Los_Angeles")  # where Gemini's per-day quotas reset (midnight)
@@ -192,19 +192,14 @@ class GeminiWire:
     def body(
         self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        kept = {k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS}
-        payload, problems = translate(config, messages, kept)
-        if problems:  # submission refuses these; never send a request that silently lost a field
-            raise RequestProblems(problems)
-        return payload
+        return checked_body(translate, config, messages, params)
 
     def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
-        kept = {k: v for k, v in params.items() if k not in RESERVED_PARAMS}
-        return translate(config, [], kept)[1]
+        return param_problems(translate, config, params)
 
     def check_messages(self, config: ProviderConfig, messages: list[Any]) -> list[ParamProblem]:
         """Message content this kind cannot carry (a web image URL, an audio part …)."""
-        return translate(config, messages, None)[1]
+        return message_problems(translate, config, messages)
 
     def read_answer(self, body: dict[str, Any]) -> Answer:
         return read_answer(body)

@@ -28,13 +28,13 @@ from .params import (
     integer,
     max_output_tokens,
     number,
-    problem,
     response_format,
     stop_list,
     stops,
     tool_choice,
     tools,
 )
+from .translation import MessageWalk, plain_turns
 
 PARAMS: Mapping[str, Spec] = {
     "max_tokens": integer(1),
@@ -64,18 +64,15 @@ _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 Parts = list[dict[str, Any]]
 
 
-class _Walk:
+class _Walk(MessageWalk):
     """One pass over an item's messages: the system instruction, the contents, the problems."""
 
-    def __init__(self, config: ProviderConfig) -> None:
-        self.config = config
-        self.system: list[str] = []
-        self.contents: list[dict[str, Any]] = []
-        self.problems: list[ParamProblem] = []
-        self.call_names: dict[str, str] = {}  # tool_call id → function name (functionResponse needs it)
+    system_target = "the system instruction"
 
-    def refuse(self, field: str, what: str) -> None:
-        self.problems.append(problem(self.config, field, what))
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self.contents: list[dict[str, Any]] = []
+        self.call_names: dict[str, str] = {}  # tool_call id → function name (functionResponse needs it)
 
     def add(self, role: str, parts: Parts) -> None:
         if self.contents and self.contents[-1]["role"] == role:
@@ -83,33 +80,17 @@ class _Walk:
         else:
             self.contents.append({"role": role, "parts": parts})
 
-    def message(self, i: int, msg: Any) -> None:
-        field = f"messages[{i}]"
-        role = msg.get("role") if isinstance(msg, dict) else None
-        if role in ("system", "developer", "user", "assistant") and "name" in msg:
-            self.refuse(f"{field}.name", "participant names do not map")
-        if role in ("system", "developer"):
-            prompt = content_text(msg.get("content"))
-            if prompt is None:
-                self.refuse(f"{field}.content", "only text maps to the system instruction")
-            else:
-                self.system.append(prompt)
-        elif role == "user":
-            self.add("user", self.user_parts(field, msg.get("content")))
-        elif role == "assistant":
-            self.add("model", self.model_parts(field, msg))
-        elif role == "tool":
-            self.add("user", [self.function_response(field, msg)])
-        else:
-            self.refuse(f"{field}.role", f"{role!r} does not map (system, user, assistant, tool)")
+    def user(self, field: str, content: Any) -> None:
+        self.add("user", self.content_parts(field, content))
 
-    def user_parts(self, field: str, content: Any) -> Parts:
-        if isinstance(content, str):
-            return [{"text": content}]
-        if not isinstance(content, list):
-            self.refuse(f"{field}.content", "is neither a string nor a list of content parts")
-            return []
-        return [p for j, part in enumerate(content) if (p := self.part(f"{field}.content[{j}]", part))]
+    def assistant(self, field: str, msg: dict[str, Any]) -> None:
+        self.add("model", self.model_parts(field, msg))
+
+    def tool(self, field: str, msg: dict[str, Any]) -> None:
+        self.add("user", [self.function_response(field, msg)])
+
+    def text_part(self, text: str) -> dict[str, Any]:
+        return {"text": text}
 
     def part(self, field: str, part: Any) -> dict[str, Any] | None:
         kind = part.get("type") if isinstance(part, dict) else None
@@ -125,19 +106,9 @@ class _Walk:
         return None
 
     def model_parts(self, field: str, msg: dict[str, Any]) -> Parts:
-        parts: Parts = []
-        content = msg.get("content")
-        if content not in (None, ""):
-            said = content_text(content)
-            if said is None:
-                self.refuse(f"{field}.content", "only text maps in an assistant message")
-            elif said:
-                parts.append({"text": said})
-        calls = msg.get("tool_calls") or []
-        if not isinstance(calls, list):
-            self.refuse(f"{field}.tool_calls", "is not a list of tool calls")
-            calls = []
-        for j, call in enumerate(calls):
+        said = self.assistant_text(field, msg)
+        parts: Parts = [{"text": said}] if said else []
+        for j, call in enumerate(self.tool_calls(field, msg)):
             args = parsed_arguments(call)
             if args is None:
                 self.refuse(f"{field}.tool_calls[{j}]", "needs a function name and JSON object arguments")
@@ -208,22 +179,8 @@ def _apply_params(config: ProviderConfig, body: dict[str, Any], params: Mapping[
         body["toolConfig"] = _tool_config(params["tool_choice"])
 
 
-def _plain_contents(messages: list[Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
-    """The common item — string contents, system first, user / assistant alternating — translated
-    directly (a batch's usual shape); None when anything else is in it (the general walk)."""
-    system: list[str] = []
-    contents: list[dict[str, Any]] = []
-    for msg in messages:
-        if type(msg) is not dict or len(msg) != 2 or type(msg.get("content")) is not str:
-            return None
-        role = _ROLES.get(msg["role"]) if "role" in msg else None
-        if role == "system" and not contents:
-            system.append(msg["content"])
-        elif role in ("user", "model") and (not contents or contents[-1]["role"] != role):
-            contents.append({"role": role, "parts": [{"text": msg["content"]}]})
-        else:
-            return None
-    return system, contents
+def _content(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"text": text}]}
 
 
 def translate(
@@ -232,11 +189,10 @@ def translate(
     """(the generateContent body, every field that does not map). The model is in the URL."""
     params = params or {}
     problems = check(config, params, PARAMS)
-    plain = _plain_contents(messages)
+    plain = plain_turns(messages, _ROLES, _content)
     walk = _Walk(config)
     if plain is None:
-        for i, msg in enumerate(messages):
-            walk.message(i, msg)
+        walk.walk(messages)
         plain = walk.system, walk.contents
     system, contents = plain
     body: dict[str, Any] = {"contents": contents}

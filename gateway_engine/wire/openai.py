@@ -25,6 +25,13 @@ KIND = "openai"
 # would override the provider's model or the messages, and streamed answers are not read. Submission
 # (batches.submission) refuses them in an item's params; the body below never takes them.
 RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
+
+
+def without_reserved(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An item's params without the ones the gateway sets itself (RESERVED_PARAMS)."""
+    return {k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS}
+
+
 # the response headers an outcome keeps (gateway_engine.retry.rate_limit_wait reads them)
 KEEP_HEADERS = (
     "retry-after",
@@ -113,9 +120,7 @@ class OpenAIWire:
     def body(
         self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        payload = {"model": config.model, "messages": messages}
-        payload.update({k: v for k, v in (params or {}).items() if k not in RESERVED_PARAMS})
-        return payload
+        return {"model": config.model, "messages": messages, **without_reserved(params)}
 
     def check_params(self, config: ProviderConfig, params: Mapping[str, Any]) -> list[ParamProblem]:
         # an OpenAI-compatible server takes what it takes: submission refuses only the reserved params
