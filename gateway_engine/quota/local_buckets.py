@@ -134,28 +134,14 @@ class LocalTokenBuckets(TokenBuckets):
             b = self._state.cell(limits.name)
             rpm, tpm, itpm, otpm = refill(b, limits, now)
             wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, (1, 1, 1))
-            observed_rpm, observed_tpm = b.observed(now)
             in_flight = sum(1 for exp in b.leases.values() if exp > now)
-            return ProviderQuotaState(
-                provider=limits.name,
-                rpm_tokens_available=rpm,
-                rpm_capacity=limits.rpm_capacity,
-                tpm_tokens_available=tpm,
-                tpm_capacity=limits.tpm_capacity,
+            return ProviderQuotaState.measured(
+                limits,
+                (rpm, tpm, itpm, otpm),
                 wait_ms=math.ceil(wait),
                 # as wall-clock epoch ms, like the Redis store (whose clock is the server's TIME)
                 paused_until_ms=int(time.time() * 1000 + b.paused_until - now) if b.paused_until > now else 0,
                 leases_in_flight=in_flight,
-                max_concurrency=limits.max_concurrency,
-                configured_rpm=limits.rpm,
-                configured_tpm=limits.tpm,
-                observed_rpm=observed_rpm,
-                observed_tpm=observed_tpm,
-                itpm_tokens_available=itpm,
-                itpm_capacity=limits.itpm_capacity,
-                otpm_tokens_available=otpm,
-                otpm_capacity=limits.otpm_capacity,
-                configured_itpm=limits.itpm,
-                configured_otpm=limits.otpm,
+                observed=b.observed(now),
                 pause=self._state.pause(limits.name, now),
             )

@@ -101,25 +101,12 @@ class RedisTokenBuckets(TokenBuckets):
         reply = await self._conn.run("SNAPSHOT", keys, rates(limits))
         r, tk, itk, otk, p, now = (float(v) for v in reply[:6])
         wait_ms, in_flight, obs_req, obs_tok = (int(v) for v in reply[6:10])
-        return ProviderQuotaState(
-            provider=limits.name,
-            rpm_tokens_available=r,
-            rpm_capacity=limits.rpm_capacity,
-            tpm_tokens_available=tk,
-            tpm_capacity=limits.tpm_capacity,
+        return ProviderQuotaState.measured(
+            limits,
+            (r, tk, itk, otk),
             wait_ms=wait_ms,
             paused_until_ms=int(p) if p > now else 0,
             leases_in_flight=in_flight,
-            max_concurrency=limits.max_concurrency,
-            configured_rpm=limits.rpm,
-            configured_tpm=limits.tpm,
-            observed_rpm=obs_req,
-            observed_tpm=obs_tok,
-            itpm_tokens_available=itk,
-            itpm_capacity=limits.itpm_capacity,
-            otpm_tokens_available=otk,
-            otpm_capacity=limits.otpm_capacity,
-            configured_itpm=limits.itpm,
-            configured_otpm=limits.otpm,
+            observed=(obs_req, obs_tok),
             pause=None if reply[10] is None else pause_state(limits.name, reply[10:14]),
         )

@@ -260,6 +260,45 @@ class ProviderQuotaState:
     # the provider pause (billing exhausted, per-day quota), if one holds: nothing is granted meanwhile
     pause: PauseState | None = None
 
+    @classmethod
+    def measured(
+        cls,
+        limits: ProviderLimits,
+        available: tuple[float, float, float, float],
+        *,
+        wait_ms: int,
+        paused_until_ms: int,
+        leases_in_flight: int,
+        observed: tuple[int, int],
+        pause: PauseState | None,
+    ) -> ProviderQuotaState:
+        """A backend's snapshot: what it measured (the RPM / TPM / ITPM / OTPM tokens ``available``,
+        the waits, the leases, the (requests, tokens) ``observed`` in the last 60 s, the pause) beside
+        what ``limits`` configure (capacities and rates, filled in here for every backend alike)."""
+        rpm, tpm, itpm, otpm = available
+        return cls(
+            provider=limits.name,
+            rpm_tokens_available=rpm,
+            rpm_capacity=limits.rpm_capacity,
+            tpm_tokens_available=tpm,
+            tpm_capacity=limits.tpm_capacity,
+            wait_ms=wait_ms,
+            paused_until_ms=paused_until_ms,
+            leases_in_flight=leases_in_flight,
+            max_concurrency=limits.max_concurrency,
+            configured_rpm=limits.rpm,
+            configured_tpm=limits.tpm,
+            observed_rpm=observed[0],
+            observed_tpm=observed[1],
+            itpm_tokens_available=itpm,
+            itpm_capacity=limits.itpm_capacity,
+            otpm_tokens_available=otpm,
+            otpm_capacity=limits.otpm_capacity,
+            configured_itpm=limits.itpm,
+            configured_otpm=limits.otpm,
+            pause=pause,
+        )
+
 
 @dataclass(frozen=True)
 class TeamLimits:
