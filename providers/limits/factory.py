@@ -61,14 +61,16 @@ def forget_quota_store_after_fork() -> None:
     _store, _store_lock = None, threading.Lock()
 
 
-def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
-    """For Django views (sync): the quota state of each provider, in order. Runs its own short event
-    loop; raises QuotaStoreUnavailable if Redis is down in shared mode."""
+def run_with_store(work):
+    """Run ``await work(store)`` on a short event loop of its own (for sync callers: Django views, the
+    admin, commands, the metrics scrape), closing that loop's store connections after. Called from
+    inside a running loop (e.g. an async view), it runs in a helper thread. QuotaStoreUnavailable (Redis
+    down in shared mode) and any other error reach the caller."""
 
-    async def run() -> list[ProviderQuotaState]:
+    async def run():
         store = get_quota_store()
         try:
-            return await store.snapshot_many(list(limits_list))
+            return await work(store)
         finally:
             await store.aclose()
 
@@ -76,7 +78,6 @@ def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaSt
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(run())
-    # Called from inside a running loop (e.g. an async view): run in a helper thread.
     result: list = []
     error: list = []
 
@@ -86,7 +87,7 @@ def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaSt
         except BaseException as exc:  # re-raised in the caller's thread
             error.append(exc)
 
-    thread = threading.Thread(target=target, name="quota-snapshot")
+    thread = threading.Thread(target=target, name="quota-store-call")
     thread.start()
     thread.join()
     if error:
@@ -94,32 +95,14 @@ def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaSt
     return result[0]
 
 
+def snapshot_all_sync(limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
+    """For Django views (sync): the quota state of each provider, in order."""
+    return run_with_store(lambda store: store.snapshot_many(list(limits_list)))
+
+
 def clear_pause_sync(limits: ProviderLimits) -> None:
-    """For the admin (sync): end this provider's 429 pause now, for every worker. Raises
-    QuotaStoreUnavailable if Redis is down in shared mode."""
-
-    async def run() -> None:
-        store = get_quota_store()
-        try:
-            await store.clear_pause(limits)
-        finally:
-            await store.aclose()
-
-    asyncio.run(run())
-
-
-def _run_with_store(work):
-    """Run ``await work(store)`` on a short event loop of its own (for sync callers: the admin,
-    commands, the metrics scrape), closing that loop's store connections after."""
-
-    async def run():
-        store = get_quota_store()
-        try:
-            return await work(store)
-        finally:
-            await store.aclose()
-
-    return asyncio.run(run())
+    """For the admin (sync): end this provider's 429 pause now, for every worker."""
+    run_with_store(lambda store: store.clear_pause(limits))
 
 
 def provider_pauses_sync(names: list[str]) -> dict[str, PauseState]:
@@ -135,7 +118,7 @@ def provider_pauses_sync(names: list[str]) -> dict[str, PauseState]:
                 found[name] = state
         return found
 
-    return _run_with_store(work) if names else {}
+    return run_with_store(work) if names else {}
 
 
 def lift_provider_pause_sync(name: str) -> PauseState | None:
@@ -150,4 +133,4 @@ def lift_provider_pause_sync(name: str) -> PauseState | None:
         # lifted, but gone from the read a moment before (it expired between the two calls)
         return state or PauseState(provider=name, reason="expired", until_epoch=None)
 
-    return _run_with_store(work)
+    return run_with_store(work)

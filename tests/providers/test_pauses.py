@@ -13,37 +13,25 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from audit.models import ConfigChange
-from providers.limits import get_quota_store
-from providers.limits.factory import provider_pauses_sync
+from providers.limits.factory import provider_pauses_sync, run_with_store
 from tests.factories import login_staff, login_superuser
 
 BILLING = "Your credit balance is too low to access the Anthropic API."
 
 
-def _store(work):
-    async def run():
-        store = get_quota_store()
-        try:
-            return await work(store)
-        finally:
-            await store.aclose()
-
-    return asyncio.run(run())
-
-
 def pause(name: str, reason: str = "billing", until: float | None = None, message: str = BILLING) -> None:
-    _store(lambda store: store.pause_provider(name, reason, until, message))
+    run_with_store(lambda store: store.pause_provider(name, reason, until, message))
 
 
 def paused(name: str):
-    return _store(lambda store: store.provider_pause(name))
+    return run_with_store(lambda store: store.provider_pause(name))
 
 
 @pytest.fixture
 def claude(make_provider):
     provider = make_provider("claude", kind="anthropic")
     yield provider
-    _store(lambda store: store.lift_provider_pause("claude"))
+    run_with_store(lambda store: store.lift_provider_pause("claude"))
 
 
 def test_the_command_clears_the_pause_says_what_it_was_and_records_it(claude):
@@ -111,7 +99,7 @@ def test_the_providers_page_shows_the_pause_with_reason_message_and_kind(client,
     assert "paused until 2100-01-01 00:00:00 UTC" in body
     assert "per_day_quota: GenerateRequestsPerDayPerProjectPerModel" in body
     assert ">anthropic<" in body and ">gemini<" in body
-    _store(lambda store: store.lift_provider_pause("gem"))
+    run_with_store(lambda store: store.lift_provider_pause("gem"))
 
 
 def _families():
