@@ -16,6 +16,10 @@ Pipeline, in order (the first rule that answers wins):
  11. accepted: latency slept (hang_rate: hang_seconds; error_rate_500: a 500 after processing, billed)
      then 200 in the kind's shape with usage (cache reads / writes per the configured ratios); answer
      forms (Gemini blocked, Azure output_filter, Anthropic refusal) are processed and billed like any.
+     A streamed request (sim/streaming.py) sleeps the same latency, then streams its answer: in flight
+     until its last byte, billed when it ends however it ends, delivered when completed; its shape
+     (``stream_chunks``, ``chunk_delay_ms``, ``stream_error_after``, ``stream_cut_after``, or their
+     ``[[sim:...=N]]`` triggers) is read after step 3 (a bad trigger value: 400).
 An accepted request whose client disconnects mid-way is billed (the provider did the work).
 """
 
@@ -192,11 +196,12 @@ class SimProvider:
         call = await self._read(request, route_kind)
         if isinstance(call, Reply):
             return self.reply(call)
-        shape = None
+        shape: StreamShape | None = None
         if call.stream is not None:
-            shape = stream_shape(cfg, call.last_text, self.time_scale)
-            if isinstance(shape, str):  # a bad [[sim:stream_...=N]] trigger: the test's mistake, not a shape
-                return self.reply(Reply(400, {"error": {"message": shape, "type": "sim"}}))
+            wanted = stream_shape(cfg, call.last_text, self.time_scale)
+            if isinstance(wanted, str):  # a bad [[sim:stream_...=N]] trigger: the test's mistake, not a shape
+                return self.reply(Reply(400, {"error": {"message": wanted, "type": "sim"}}))
+            shape = wanted
         if self.tag_re is not None:
             box["tag"] = self.tag_of(call)
         scripted = self._scripted(request, call)

@@ -4,6 +4,7 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
   POST /{name}/v1/chat/completions               kind openai (base_url http://HOST:PORT/{name}/v1)
   POST /{name}/v1/messages                       kind anthropic (base_url .../{name}/v1)
   POST /{name}/v1beta/models/{model}:generateContent
+  POST /{name}/v1beta/models/{model}:streamGenerateContent[?alt=sse]
                                                  kind gemini (base_url .../{name}/v1beta; also /v1/...)
   POST /{name}/openai/deployments/{deployment}/chat/completions?api-version=...
                                                  kind azure_openai (base_url .../{name})
@@ -22,7 +23,8 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
                                      (request counts included)
 
 The request pipeline (the same for every kind) is described in sim/provider.py; each kind's validation,
-answers, headers and fault forms in sim/kinds.py and sim/wire_*.py.
+answers, headers and fault forms in sim/kinds.py and sim/wire_*.py; streamed answers ("stream": true,
+streamGenerateContent) in sim/streaming.py.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     app[STATE_KEY] = state
 
     def route(kind: str):
-        async def handler(request: web.Request) -> web.Response:
+        async def handler(request: web.Request) -> web.StreamResponse:
             provider = state.providers.get(request.match_info["name"])
             if provider is None:
                 return web.json_response(error_body("Unknown provider.", "invalid_request_error"), status=404)

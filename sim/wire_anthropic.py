@@ -247,7 +247,7 @@ def stream_plan(name: str, c: Call, usage: Usage, chunks: int, refusal: bool = F
     content block."""
     stop_reason, stop_sequence, text = _ending(name, c, usage, refusal)
     pieces = split_text(text, chunks)
-    message = {"id": f"msg_sim{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "model": c.model,
+    message: dict = {"id": f"msg_sim{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "model": c.model,
                "content": [], "stop_reason": None, "stop_sequence": None,
                "usage": {"input_tokens": usage.uncached, "cache_creation_input_tokens": usage.cache_write,
                          "cache_read_input_tokens": usage.cache_read, "output_tokens": 1}}  # fmt: skip
