@@ -22,6 +22,8 @@ from .base import USAGE_KEYS, Answer, Endpoint, ErrorVerdict, ParamProblem, Paus
 from .gemini import GeminiWire
 from .openai import OpenAIWire
 from .params import RequestProblems
+from .sse import SseParser, SseTooLarge
+from .stream_base import SseEvent, StreamDecoder, StreamError, StreamingWire, StreamStep
 
 DEFAULT_KIND = "openai"
 _FORMATS: dict[str, WireFormat] = {
@@ -69,6 +71,13 @@ __all__ = [
     "GeminiWire",
     "OpenAIWire",
     "RequestProblems",
+    "SseEvent",
+    "SseParser",
+    "SseTooLarge",
+    "StreamDecoder",
+    "StreamError",
+    "StreamStep",
+    "StreamingWire",
     "UnknownWireKind",
     "Usage",
     "WireFormat",

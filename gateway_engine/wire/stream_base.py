@@ -85,7 +85,9 @@ class StreamingWire(Protocol):
         """The streaming request's URL and headers (Gemini: ``:streamGenerateContent?alt=sse``)."""
         ...
 
-    def stream_body(self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None) -> Any:
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> Any:
         """``body`` with streaming on and the usage asked for (whatever the client's stream_options)."""
         ...
 
