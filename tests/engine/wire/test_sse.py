@@ -20,6 +20,8 @@ import pytest
 
 from gateway_engine.wire import SseEvent, SseParser, SseTooLarge
 
+from .stream_helpers import cuts, transcript
+
 
 def parse(*pieces: bytes, close: bool = True, **kwargs) -> list[tuple[str, str]]:
     parser = SseParser(**kwargs)
@@ -135,3 +137,12 @@ def test_the_cap_counts_one_event_not_the_stream():
     parser = SseParser(max_event_bytes=64)
     for _ in range(100):
         assert parser.feed(b"data: " + b"x" * 50 + b"\n\n") == [SseEvent("", "x" * 50)]
+
+
+@pytest.mark.parametrize("name", ["openai_stream_text"])
+def test_the_fixture_transcripts_parse_the_same_however_they_are_cut(name):
+    raw = transcript(name)
+    whole = parse(raw)
+    assert whole and all(data for _, data in whole)
+    for how, pieces in cuts(raw).items():
+        assert parse(*pieces) == whole, how
