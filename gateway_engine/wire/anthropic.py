@@ -25,6 +25,7 @@ from ..answers import clamp_count
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .anthropic_request import translate
+from .anthropic_stream import AnthropicStreamDecoder
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 from .chat_shape import chat_completion, choice, normalized_usage, tool_call
 from .openai import RESERVED_PARAMS, provider_message
@@ -209,3 +210,25 @@ class AnthropicWire:
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
         return classify_error(status, body)
+
+    # ---- streaming (wire.stream_base.StreamingWire) -------------------------------------------------
+
+    def stream_endpoint(self, config: ProviderConfig) -> Endpoint:
+        return self.endpoint(config)
+
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return {**self.body(config, messages, params), "stream": True}
+
+    def stream_decoder(
+        self, config: ProviderConfig, *, completion_id: str, created: int
+    ) -> AnthropicStreamDecoder:
+        return AnthropicStreamDecoder(
+            parse_usage,
+            classify_error,
+            finish_reason,
+            completion_id=completion_id,
+            created=created,
+            model=config.model,
+        )
