@@ -30,6 +30,7 @@ from ..routing import ProviderConfig
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 from .chat_shape import chat_completion, choice, normalized_usage, tool_call
 from .gemini_request import translate
+from .gemini_stream import GeminiStreamDecoder
 from .openai import RESERVED_PARAMS, provider_message
 from .translation import checked_body, message_problems, param_problems
 
@@ -228,3 +229,26 @@ class GeminiWire:
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
         return classify_error(status, body)
+
+    # ---- streaming (wire.stream_base.StreamingWire) -------------------------------------------------
+
+    def stream_endpoint(self, config: ProviderConfig) -> Endpoint:
+        return Endpoint(f"{model_url(config)}:streamGenerateContent?alt=sse", auth_headers(config))
+
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return self.body(config, messages, params)  # the endpoint streams; the body is the same
+
+    def stream_decoder(
+        self, config: ProviderConfig, *, completion_id: str, created: int
+    ) -> GeminiStreamDecoder:
+        return GeminiStreamDecoder(
+            parse_usage,
+            classify_error,
+            finish_reason,
+            blocked_prompt,
+            completion_id=completion_id,
+            created=created,
+            model=config.model.removeprefix("models/"),
+        )

@@ -139,7 +139,7 @@ def test_the_cap_counts_one_event_not_the_stream():
         assert parser.feed(b"data: " + b"x" * 50 + b"\n\n") == [SseEvent("", "x" * 50)]
 
 
-@pytest.mark.parametrize("name", ["openai_stream_text", "anthropic_stream_tool_use"])
+@pytest.mark.parametrize("name", ["openai_stream_text", "anthropic_stream_tool_use", "gemini_stream_text"])
 def test_the_fixture_transcripts_parse_the_same_however_they_are_cut(name):
     raw = transcript(name)
     whole = parse(raw)
