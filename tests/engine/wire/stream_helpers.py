@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway_engine.wire import SseParser, StreamError, for_kind
+from gateway_engine.wire import SseParser, StreamError, streaming_for_kind
 
 from .helpers import FIXTURES, config
 
@@ -61,7 +61,7 @@ class Run:
 
 def run(kind: str, pieces: list[bytes], **overrides: object) -> Run:
     """Every piece through a parser and a fresh decoder of ``kind``; the stream's end closes the parser."""
-    decoder = for_kind(kind).stream_decoder(
+    decoder = streaming_for_kind(kind).stream_decoder(
         config(kind, **overrides), completion_id=COMPLETION_ID, created=CREATED
     )
     parser = SseParser()

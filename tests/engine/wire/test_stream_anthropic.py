@@ -11,7 +11,7 @@ import json
 import pytest
 
 from gateway_engine.retry import ErrorType
-from gateway_engine.wire import SseEvent, StreamError, StreamStep, for_kind
+from gateway_engine.wire import SseEvent, StreamError, StreamStep, for_kind, streaming_for_kind
 from gateway_engine.wire.anthropic import FINISH_REASONS
 
 from .helpers import config
@@ -22,7 +22,9 @@ CLAUDE = config("anthropic")
 
 
 def decoder():
-    return for_kind("anthropic").stream_decoder(CLAUDE, completion_id=COMPLETION_ID, created=CREATED)
+    return streaming_for_kind("anthropic").stream_decoder(
+        CLAUDE, completion_id=COMPLETION_ID, created=CREATED
+    )
 
 
 def events(*pairs: tuple[str, str]) -> list[bytes]:
@@ -36,7 +38,7 @@ START = (
 
 
 def test_the_stream_request_is_the_request_with_stream_on():
-    wire, messages = for_kind("anthropic"), [{"role": "user", "content": "hi"}]
+    wire, messages = streaming_for_kind("anthropic"), [{"role": "user", "content": "hi"}]
     assert wire.stream_endpoint(CLAUDE) == for_kind("anthropic").endpoint(CLAUDE)
     params = {"max_completion_tokens": 50, "temperature": 0.2}
     assert wire.stream_body(CLAUDE, messages, params) == {

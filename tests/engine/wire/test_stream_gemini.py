@@ -11,7 +11,7 @@ import json
 import pytest
 
 from gateway_engine.retry import ErrorType
-from gateway_engine.wire import SseEvent, StreamError, StreamStep, for_kind
+from gateway_engine.wire import SseEvent, StreamError, StreamStep, for_kind, streaming_for_kind
 from gateway_engine.wire.gemini import FINISH_REASONS
 
 from .helpers import config
@@ -22,7 +22,7 @@ MODEL = "gemini-2.5-flash"
 
 
 def decoder():
-    return for_kind("gemini").stream_decoder(GEM, completion_id=COMPLETION_ID, created=CREATED)
+    return streaming_for_kind("gemini").stream_decoder(GEM, completion_id=COMPLETION_ID, created=CREATED)
 
 
 def feed(d, body) -> StreamStep:
@@ -37,7 +37,7 @@ def candidate(parts, finish=None, index=0):
 
 
 def test_the_stream_request_is_stream_generate_content_with_alt_sse():
-    wire, messages = for_kind("gemini"), [{"role": "user", "content": "hi"}]
+    wire, messages = streaming_for_kind("gemini"), [{"role": "user", "content": "hi"}]
     endpoint = wire.stream_endpoint(GEM)
     assert (
         endpoint.url
@@ -222,7 +222,7 @@ def test_an_empty_stream_reports_nothing():
 
 def test_chunks_take_the_configured_model_until_a_response_names_its_version():
     cfg = config("gemini", model="gemini-2.0-flash")
-    d = for_kind("gemini").stream_decoder(cfg, completion_id=COMPLETION_ID, created=CREATED)
+    d = streaming_for_kind("gemini").stream_decoder(cfg, completion_id=COMPLETION_ID, created=CREATED)
     assert {c["model"] for c in feed(d, {"candidates": [candidate([{"text": "a"}])]}).chunks} == {
         "gemini-2.0-flash"
     }

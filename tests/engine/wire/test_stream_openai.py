@@ -11,7 +11,7 @@ import json
 import pytest
 
 from gateway_engine.retry import ErrorType
-from gateway_engine.wire import SseEvent, StreamError, StreamStep, for_kind
+from gateway_engine.wire import SseEvent, StreamError, StreamStep, for_kind, streaming_for_kind
 
 from .helpers import config
 from .stream_helpers import COMPLETION_ID, CREATED, content, data_objects, run, run_all_cuts, transcript
@@ -24,7 +24,7 @@ def without_usage(chunk):
 
 
 def decoder(kind="openai"):
-    return for_kind(kind).stream_decoder(config(kind), completion_id=COMPLETION_ID, created=CREATED)
+    return streaming_for_kind(kind).stream_decoder(config(kind), completion_id=COMPLETION_ID, created=CREATED)
 
 
 # ---- the request ------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def decoder(kind="openai"):
 
 @pytest.mark.parametrize("kind", ["openai", "azure_openai"])
 def test_the_stream_request_is_the_request_with_streaming_and_usage_on(kind):
-    wire, cfg = for_kind(kind), config(kind)
+    wire, cfg = streaming_for_kind(kind), config(kind)
     assert wire.stream_endpoint(cfg) == for_kind(kind).endpoint(cfg)
     params = {"temperature": 0.2, "stream_options": {"include_usage": False, "include_obfuscation": False}}
     sent = wire.stream_body(cfg, MESSAGES, params)
