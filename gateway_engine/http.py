@@ -322,7 +322,8 @@ class AiohttpProviderClient:
         ):  # an error before any chunk: an ordinary failed attempt (retried as its type says)
             response.close()
             return HttpOutcome(status, latency, error_type=first.error_type, message=first.message,
-                               headers=stream.headers, usage=decoder.usage, detail=f"in-stream error: {first.code}")  # fmt: skip
+                               headers=stream.headers, usage=decoder.usage, detail=f"in-stream error: {first.code}",
+                               pause=first.pause)  # fmt: skip
         return HttpOutcome(status, latency, headers=stream.headers, stream=stream)
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:

@@ -16,6 +16,7 @@ import pytest
 
 from interactive.models import InteractiveCall
 from sim.testing import sim_server  # noqa: F401  (fixture)
+from tests.scheduling.conftest import workers  # noqa: F401  (fixture)
 from tests.servers import free_port
 from tests.waiting import wait_until
 from tests.workers import subprocess_env

@@ -187,3 +187,31 @@ def test_budgets_and_impossible_asks_are_refused_before_the_provider(
     assert broke.value.response.headers["x-should-retry"] == "false"
     assert sim.request_counts().get("gpt", {}) == {}
     assert json.loads(broke.value.response.text)["error"]["param"] is None
+
+
+def test_a_teams_share_cap_applies_to_its_interactive_calls(
+    sim_server, make_provider, make_route, team, other_team, sdk
+):
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    # 240 rpm with a 2 s bucket: about 7 requests at once; a team capped at a quarter gets about 1.8
+    make_route("chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=240,
+                                     burst_seconds=2.0, tpm=10**6))  # fmt: skip
+    team.max_provider_share = 0.25
+    team.save()
+
+    def four_calls(who) -> list[str]:
+        client, outcomes = sdk(create_api_key(who, "sdk")[1]), []
+        for i in range(4):
+            try:
+                client.chat.completions.create(model="chat", messages=[{"role": "user", "content": f"{i}"}],
+                                               max_tokens=4, extra_headers={"X-Gateway-Max-Wait": "0.05"})  # fmt: skip
+                outcomes.append("ok")
+            except openai.RateLimitError as exc:
+                outcomes.append(exc.code)
+        return outcomes
+
+    capped = four_calls(team)
+    assert capped[0] == "ok" and "gateway_queue_timeout" in capped, capped
+    assert set(capped) == {"ok", "gateway_queue_timeout"}
+    assert four_calls(other_team) == ["ok"] * 4  # the provider itself had room: the cap refused them
+    assert sum(sim.request_counts()["gpt"].values()) == capped.count("ok") + 4
