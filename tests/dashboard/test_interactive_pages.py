@@ -22,7 +22,9 @@ def test_the_pages_show_interactive_traffic_beside_batches(staff_client, seeded,
     call(team, "chatcmpl-ok-2", name, stream=True)
     call(team, "chatcmpl-timeout-1", "", status="expired", error_type="expired",
          error_message="no quota for this call within the 0.1 s it may wait")  # fmt: skip
-    call(other_team, "chatcmpl-fail-globex", name, status="failed", error_type="server_error", http_status=502)
+    call(
+        other_team, "chatcmpl-fail-globex", name, status="failed", error_type="server_error", http_status=502
+    )
     page = staff_client.get("/dashboard/providers/").content.decode()
     assert "Interactive 5 min" in page
     assert "3 calls (1 streamed)" in page and "33.3 % failed" in page  # both teams' calls at that provider

@@ -160,7 +160,9 @@ def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_p
         import openai
 
         client = openai.OpenAI(base_url=f"{web}/v1", api_key=key, max_retries=0, timeout=30)
-        answer = client.chat.completions.create(model="gpt", messages=[{"role": "user", "content": "hi"}], max_tokens=8)
+        answer = client.chat.completions.create(
+            model="gpt", messages=[{"role": "user", "content": "hi"}], max_tokens=8
+        )
         assert answer.choices[0].message.content, answer
         chunks = list(client.chat.completions.create(model="claude", messages=[{"role": "user", "content": "hi"}],
                                                      max_tokens=8, stream=True))  # fmt: skip
@@ -173,7 +175,9 @@ def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_p
         token = (up_dir / "metrics_token").read_text()
         assert token == token.strip() and len(token) >= 32
         metrics = httpx.get(f"{web}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
-        succeeded = re.search(r'^gateway_items_total\{status="succeeded"\} (\S+)$', metrics, re.M)
+        succeeded = re.search(
+            r'^gateway_items_total\{lane="batch",status="succeeded"\} (\S+)$', metrics, re.M
+        )
         assert succeeded and float(succeeded.group(1)) >= 30, metrics[-2000:]
 
         t_down = time.monotonic()
@@ -359,7 +363,11 @@ def test_web_server_matches_make_up():
     up = _server_options(shlex.split(line.replace("\\\n", " ")))
     up["--workers"] = re.search(r"WEB_WORKERS=\$\{WEB_WORKERS:-(\d+)\}", text).group(1)
     want = {k: up[k] for k in ("app", "--workers", "--timeout-graceful-shutdown")}
-    assert want == {"app": "gateway_site.asgi:application", "--workers": "2", "--timeout-graceful-shutdown": "30"}, up
+    assert want == {
+        "app": "gateway_site.asgi:application",
+        "--workers": "2",
+        "--timeout-graceful-shutdown": "30",
+    }, up
     compose = _server_options(_compose()["services"]["web"]["command"])
     assert {k: compose.get(k) for k in want} == want
     cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M).group(1)
