@@ -70,9 +70,10 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(5)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gateway(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The base URL of a uvicorn process serving gateway_site.asgi:application (one per module)."""
+    """The base URL of a uvicorn process serving gateway_site.asgi:application (one per test session;
+    each test's rows are its own: the server reads keys and routes as they are stored)."""
     log_path = tmp_path_factory.mktemp("asgi") / "uvicorn.log"
     proc, url = start_uvicorn(log_path)
     yield url

@@ -63,6 +63,9 @@ def test_plain_calls_through_every_kind_are_answered_once_each_and_recorded(
         assert counts[row.provider] == {row.call_id: 1}  # exactly one request per call at its provider
         assert (row.status, row.http_status, row.attempts, row.stream) == ("succeeded", 200, 1, False)
         assert row.request_body is None and row.response_body is None  # the team did not opt in
+        assert (
+            row.queue_ms is not None and row.latency_ms is not None
+        )  # request in → first send, → answer out
     usage = {u.provider: u for u in TeamUsageDaily.objects.filter(team=team)}
     for name, answer in answers.items():
         assert (usage[name].requests, usage[name].items_succeeded) == (1, 1)
@@ -215,3 +218,35 @@ def test_a_teams_share_cap_applies_to_its_interactive_calls(
     assert set(capped) == {"ok", "gateway_queue_timeout"}
     assert four_calls(other_team) == ["ok"] * 4  # the provider itself had room: the cap refused them
     assert sum(sim.request_counts()["gpt"].values()) == capped.count("ok") + 4
+
+
+def test_a_trailing_slash_answers_like_the_canonical_path(
+    sim_server, make_provider, make_route, team, gateway
+):
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    make_route(
+        "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
+    )
+    headers = {"Authorization": f"Bearer {create_api_key(team, 'sdk')[1]}"}
+    answer = httpx.post(gateway + "/v1/chat/completions/", headers=headers, timeout=30,
+                        json={"model": "chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})  # fmt: skip
+    assert answer.status_code == 200 and answer.json()["object"] == "chat.completion"
+    assert httpx.get(gateway + "/v1/models/", headers=headers, timeout=10).json()["object"] == "list"
+    wrong = httpx.get(gateway + "/v1/chat/completions", headers=headers, timeout=10)
+    assert wrong.status_code == 405 and wrong.headers["Allow"] == "POST"
+
+
+def test_a_team_that_opted_in_keeps_its_prompts_and_answers_in_the_log(sim_server, make_provider, make_route, team,
+                                                                        sdk):  # fmt: skip
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    make_route(
+        "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
+    )
+    team.log_interactive_content = True
+    team.save()
+    client = sdk(create_api_key(team, "sdk")[1])
+    answer = client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "keep me"}],
+                                            max_tokens=4)  # fmt: skip
+    (row,) = logged_calls(1)
+    assert row.request_body["messages"] == [{"role": "user", "content": "keep me"}]
+    assert row.response_body["choices"][0]["message"]["content"] == answer.choices[0].message.content

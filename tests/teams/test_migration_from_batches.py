@@ -40,7 +40,9 @@ LATER_APPS = {"interactive": None}
 
 
 def _targets_before(executor: MigrationExecutor) -> list[tuple[str, str | None]]:
-    leaves = [n for n in executor.loader.graph.leaf_nodes() if n[0] not in MOVED_APPS and n[0] not in LATER_APPS]
+    leaves = [
+        n for n in executor.loader.graph.leaf_nodes() if n[0] not in MOVED_APPS and n[0] not in LATER_APPS
+    ]
     return leaves + list(MOVED_APPS.items()) + list(LATER_APPS.items())
 
 
