@@ -15,6 +15,8 @@ from batches.execution import cancel_batch
 from teams.services import create_api_key
 from tests.scheduling.conftest import q, queue_batch, wait_for
 
+from .conftest import settled
+
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 RPM, BURST_S, MAX_CONCURRENCY = 600, 1.0, 4
@@ -39,6 +41,7 @@ def test_interactive_calls_overtake_a_saturating_batch(
     tagged = lambda tag: [r for r in sim.trace() if r["tag"] == tag]  # noqa: E731
     wait_for(lambda: len(tagged("batch")) >= 30, 60, "the batch to saturate the provider", w.logs)
     key = create_api_key(team, "live")[1]
+    settled()
     headers = {"Authorization": f"Bearer {key}", "X-Gateway-Max-Wait": "20"}
     before, waits = [], []
     for i in range(6):

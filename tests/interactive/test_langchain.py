@@ -12,6 +12,8 @@ import pytest
 
 from teams.services import create_api_key
 
+from .conftest import settled
+
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CLIENT = r"""
@@ -34,6 +36,7 @@ def test_three_langchain_processes_get_every_answer_and_the_provider_no_429(
     make_route("chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=3000,
                                      burst_seconds=1.0, tpm=10**7, max_concurrency=40))  # fmt: skip
     key = create_api_key(team, "langchain")[1]
+    settled()
     procs = [subprocess.Popen([sys.executable, "-c", CLIENT, gateway + "/v1", key, f"p{n}"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for n in range(3)]  # fmt: skip
     answered = []

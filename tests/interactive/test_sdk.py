@@ -13,7 +13,7 @@ import pytest
 from batches.models import TeamUsageDaily
 from teams.services import create_api_key
 
-from .conftest import logged_calls
+from .conftest import logged_calls, settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,6 +114,7 @@ def test_the_sdk_raises_its_usual_classes(sim_server, make_provider, make_route,
             client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "x"}],
                                            extra_headers={"X-Gateway-Max-Wait": value})  # fmt: skip
         assert bad.value.param == "X-Gateway-Max-Wait"
+    settled()
     answer = httpx.post(gateway + "/v1/chat/completions", headers={"Authorization": f"Bearer {raw_key}"},
                         content=b"{not json")  # fmt: skip
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_json"
@@ -182,6 +183,7 @@ def test_budgets_and_impossible_asks_are_refused_before_the_provider(
     assert impossible.value.code == "quota_impossible"
     team.daily_token_budget = 20
     team.save()
+    settled()
     with pytest.raises(openai.RateLimitError) as broke:
         client.chat.completions.create(
             model="chat", messages=[{"role": "user", "content": "x"}], max_tokens=50
@@ -228,6 +230,7 @@ def test_a_trailing_slash_answers_like_the_canonical_path(
         "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
     )
     headers = {"Authorization": f"Bearer {create_api_key(team, 'sdk')[1]}"}
+    settled()
     answer = httpx.post(gateway + "/v1/chat/completions/", headers=headers, timeout=30,
                         json={"model": "chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})  # fmt: skip
     assert answer.status_code == 200 and answer.json()["object"] == "chat.completion"

@@ -18,7 +18,7 @@ from providers.limits.budgets import budget_usage
 from teams.services import create_api_key
 from tests.waiting import wait_until
 
-from .conftest import logged_calls
+from .conftest import logged_calls, settled
 from .test_sdk import KINDS, kind_providers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,6 +88,7 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_releases_everyt
     team.daily_token_budget = 100_000
     team.save()
     key = create_api_key(team, "sdk")[1]
+    settled()
     body = {"model": "chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 40, "stream": True}
     with httpx.stream("POST", gateway + "/v1/chat/completions", json=body, timeout=30,
                       headers={"Authorization": f"Bearer {key}"}) as response:  # fmt: skip
@@ -115,6 +116,7 @@ def test_a_provider_failure_after_the_first_chunk_ends_the_stream_with_an_error_
         "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
     )
     key = create_api_key(team, "sdk")[1]
+    settled()
     body = {"model": "chat", "messages": [{"role": "user", "content": "x [[sim:stream_error_after=2]]"}],
             "max_tokens": 20, "stream": True}  # fmt: skip
     answer = httpx.post(gateway + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
