@@ -22,9 +22,14 @@ from a2wsgi import WSGIMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 
+from gateway_site.asgi_interactive import interactive_app  # noqa: E402
 from gateway_site.asgi_routing import INTERACTIVE_PATHS, InteractiveASGIHandler  # noqa: E402
 
-interactive_application = InteractiveASGIHandler()
+# the interactive paths: a plain ASGI callable (asgi_interactive.py); GATEWAY_ASGI_INTERACTIVE=django runs
+# them on Django's ASGI handler with the async-only middleware chain instead (to measure the difference)
+interactive_application = (
+    InteractiveASGIHandler() if os.environ.get("GATEWAY_ASGI_INTERACTIVE") == "django" else interactive_app
+)
 if settings.GATEWAY_ASGI_SYNC_PATHS == "django":  # Django's ASGI handler for everything (measured only)
     from django.core.handlers.asgi import ASGIHandler
 

@@ -6,11 +6,12 @@ A key revoked or a team deleted is refused within KEY_CACHE_SECONDS by every web
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django.http import HttpRequest
 from rest_framework import exceptions
 
@@ -23,6 +24,7 @@ KEY_CACHE_SECONDS = 5.0
 MAX_CACHED_KEYS = 10_000
 
 _cache: dict[bytes, tuple[float, ApiClient]] = {}
+_checking: dict[bytes, asyncio.Future[ApiClient]] = {}  # digest -> the check under way (single flight)
 
 
 def _check(request: HttpRequest) -> ApiClient:
@@ -43,6 +45,17 @@ async def authenticate(request: HttpRequest) -> ApiClient:
     held = _cache.get(digest)
     if held is not None and held[0] > now:
         return held[1]
+    pending = _checking.get(digest)
+    if pending is not None:  # another call of this key is checking it now: one check, not one per caller
+        return await asyncio.shield(pending)
+    pending = _checking[digest] = asyncio.ensure_future(_checked(request, digest, now))
+    pending.add_done_callback(
+        lambda done: _checking.pop(digest, None) if _checking.get(digest) is done else None
+    )
+    return await asyncio.shield(pending)
+
+
+async def _checked(request: HttpRequest, digest: bytes, now: float) -> ApiClient:
     try:
         client = await sync_to_async(_check, thread_sensitive=False)(request)
     except exceptions.Throttled as exc:
@@ -57,6 +70,9 @@ async def authenticate(request: HttpRequest) -> ApiClient:
         raise CallError(
             503, exc.message, "server_error", None, "dependency_unavailable", {"Retry-After": "5"}
         ) from None
+    except DatabaseError:
+        raise CallError(503, "the database is unavailable; retry later", "server_error", None,
+                        "dependency_unavailable", {"Retry-After": "5"}) from None  # fmt: skip
     if len(_cache) >= MAX_CACHED_KEYS:
         _cache.clear()
     _cache[digest] = (now + KEY_CACHE_SECONDS, client)
