@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from .admission import Admission, AdmissionRequest, Admitted, Stack
 from .context import RunContext
@@ -29,6 +28,7 @@ from .quota.types import BudgetExceeded, Lane, ProviderLimits, ProviderPaused, Q
 from .recording import OutcomeRecorder, breaker_gave_up, paused_at_admission
 from .retry import ErrorType, is_retryable_error
 from .routing import ProviderConfig, RoutingError, candidates, stable_draw
+from .sending import send_attempt
 from .stopping import Stopping
 
 __all__ = ["Finished", "ItemLife", "ItemState", "OpenStream"]
@@ -88,10 +88,6 @@ class ItemState:
         return [p for p in self.cands if self.usable(p)]
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 class ItemLife:
     """Runs items of one run, each from routing to its final result (``run``)."""
 
@@ -114,12 +110,6 @@ class ItemLife:
         )
         self.lane = lane
         self.outcomes = OutcomeRecorder(ctx, admission, ride)
-
-    async def run_streaming(self, item: WorkItem) -> Finished:
-        """Like ``run``, but a successful attempt's answer is an open stream (``Finished.stream``):
-        retries and fallbacks happen only until the stream's first event is in; the caller reads the
-        stream and ends it with ``end_stream``."""
-        return await self.run(item, stream=True)
 
     async def run(self, item: WorkItem, *, stream: bool = False) -> Finished:
         """The item's final result and in-flight slot. A quota-store/breaker outage that outlasted the
@@ -244,7 +234,7 @@ class ItemLife:
         if admitted is None:  # stopped before the send (nothing held, token given back)
             return Finished(self.stopping.end(result, self.stopping.stop_reason(item, result) or "cancelled"))
         self.ctx.observer.on_quota_wait(choice.name, self.ctx.clock() - waited_from)
-        outcome, started = await self._send(state, choice, admitted)
+        outcome, started = await send_attempt(self.ctx, state, choice, admitted)
         if outcome.stream is not None:  # streaming: the answer is the caller's to read, then end_stream
             return Finished(
                 result, admitted.slot, OpenStream(state, choice, probe, admitted, outcome, started)
@@ -293,39 +283,6 @@ class ItemLife:
                 await self.admission.release(admitted)
             if self.stopping.stop_reason(item, result):
                 return None
-
-    async def _send(
-        self, state: ItemState, choice: ProviderConfig, admitted: Admitted
-    ) -> tuple[HttpOutcome, str]:
-        """The HTTP call, holding the long lane and the provider lease (released as soon as the answer is
-        in). Returns the outcome and when it was sent."""
-        sent: HttpOutcome | None = None
-        started = ""
-        try:
-            streaming = False
-            try:  # long lane + provider lease: released as soon as the answer is in (a stream: at its end)
-                started = _now_iso()
-                item, attempt, journal = state.item, state.result.attempts + 1, self.ctx.journal
-                client = self.ctx.http.get(choice)
-                call = client.open_stream if state.stream else client.chat
-                sent = await call(
-                    item.messages,
-                    item.params,
-                    request_id=state.key,
-                    on_sent=lambda: journal.sent(item, attempt),
-                )
-                streaming = sent.stream is not None
-            finally:
-                if not streaming:
-                    await admitted.held.aclose()
-        except BaseException as exc:
-            if sent is None or not is_store_failure(exc):
-                await admitted.slot.aclose()
-                raise
-            # the answer is in; only the lease release failed (store down): it expires by itself
-            log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
-        assert sent is not None  # the call returned (an exception without an answer was re-raised)
-        return sent, started
 
     async def _after_send(
         self,

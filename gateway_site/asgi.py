@@ -1,11 +1,12 @@
-"""The ASGI application (``uvicorn gateway_site.asgi:application``, or gunicorn with uvicorn workers:
-docs/operations.md). It serves every path — the interactive lane's async views (``/v1/chat/completions``,
-``/v1/models``) without a thread per call, the rest of the site as Django runs sync views under ASGI —
-so one port serves both. Production settings unless told otherwise; database connections come from
-psycopg's pool (GATEWAY_ASGI, gateway_site/settings/base.py).
+"""The ASGI application (``uvicorn gateway_site.asgi:application --workers N``: docs/operations.md). One
+port serves the whole site: the interactive lane (``/v1/chat/completions``, ``/v1/models``) as async
+views — thousands of waiting or streaming calls without a thread each —, every other path through the
+WSGI application on a thread pool (GATEWAY_ASGI_THREADS threads per process), exactly as gunicorn would
+run it (asgi_routing.py says why, docs/benchmarks.md measures it). Production settings unless told
+otherwise; database connections come from psycopg's pool (GATEWAY_ASGI, gateway_site/settings/base.py).
 
-The ASGI lifespan is handled here (Django has none): at shutdown the interactive call log is flushed
-and the lane's provider connections and quota-store clients are closed."""
+The ASGI lifespan is handled here (Django has none): at shutdown the interactive call log is flushed and
+the lane's provider connections and quota-store clients are closed."""
 
 import logging
 import os
@@ -13,9 +14,23 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.production")
 os.environ["GATEWAY_ASGI"] = "1"
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from a2wsgi import WSGIMiddleware  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+
+from gateway_site.asgi_routing import INTERACTIVE_PATHS, InteractiveASGIHandler  # noqa: E402
+
+interactive_application = InteractiveASGIHandler()
+if settings.GATEWAY_ASGI_SYNC_PATHS == "django":  # Django's ASGI handler for everything (measured only)
+    from django.core.handlers.asgi import ASGIHandler
+
+    site_application = ASGIHandler()
+else:
+    site_application = WSGIMiddleware(get_wsgi_application(), workers=int(settings.GATEWAY_ASGI_THREADS))
 log = logging.getLogger("gateway_site.asgi")
 
 
@@ -32,13 +47,20 @@ async def _shutdown() -> None:
 
 
 async def application(scope, receive, send):
-    if scope["type"] != "lifespan":
-        await django_application(scope, receive, send)
-        return
+    kind = scope["type"]
+    if kind == "http" and scope["path"] in INTERACTIVE_PATHS:
+        await interactive_application(scope, receive, send)
+    elif kind != "lifespan":
+        await site_application(scope, receive, send)
+    else:
+        await _lifespan(receive, send)
+
+
+async def _lifespan(receive, send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            for warning in _start_warnings():
+            for warning in getattr(settings, "GATEWAY_START_WARNINGS", ()):
                 log.warning(warning)
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
@@ -48,9 +70,3 @@ async def application(scope, receive, send):
                 log.exception("interactive lane shutdown failed")
             await send({"type": "lifespan.shutdown.complete"})
             return
-
-
-def _start_warnings():
-    from django.conf import settings
-
-    return list(getattr(settings, "GATEWAY_START_WARNINGS", ()))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connection, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 
 from batches.models import TeamUsageDaily
 from gateway_engine.items import ItemResult
@@ -101,15 +101,26 @@ def write(records: list[CallRecord]) -> None:
         f"cached_tokens = {table}.cached_tokens + excluded.cached_tokens, "
         f"cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens"
     )
-    rows = sorted(usage_rows(records))  # one order for every writer: no deadlock between processes
     try:
-        with transaction.atomic():
-            InteractiveCall.objects.bulk_create([r.row() for r in records], ignore_conflicts=True)
-            if rows:
-                with connection.cursor() as cursor:
-                    cursor.executemany(sql, rows)
+        try:
+            _write(records, sql)
+        except IntegrityError:  # e.g. a team deleted since its call: write the others one by one
+            for record in records:
+                try:
+                    _write([record], sql)
+                except IntegrityError:
+                    log.warning("interactive call %s not recorded: its team or key is gone", record.call_id)
     finally:
         close_old_connections()
+
+
+def _write(records: list[CallRecord], sql: str) -> None:
+    rows = sorted(usage_rows(records))  # one order for every writer: no deadlock between processes
+    with transaction.atomic():
+        InteractiveCall.objects.bulk_create([r.row() for r in records], ignore_conflicts=True)
+        if rows:
+            with connection.cursor() as cursor:
+                cursor.executemany(sql, rows)
 
 
 class CallLog:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -31,16 +32,21 @@ class Targets:
         self._held: tuple[KnownTargets, RoutingTable] | None = None
         self._version: int | None = None
         self._checked = -1e9
-        self._lock: asyncio.Lock | None = None
+        # one lock per event loop (an asyncio.Lock belongs to one loop; under WSGI every call has its own)
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def current(self) -> tuple[KnownTargets, RoutingTable]:
         now = time.monotonic()
         held = self._held
         if held is not None and now - self._checked < float(settings.GATEWAY_CONFIG_REFRESH_SECONDS):
             return held
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        async with lock:
             held = self._held
             if held is not None and time.monotonic() - self._checked < float(
                 settings.GATEWAY_CONFIG_REFRESH_SECONDS

@@ -35,6 +35,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         response = _json_error(405, f"method {request.method} not allowed; use POST", "method_not_allowed")
         response["Allow"] = "POST"
         return response
+    if not settings.GATEWAY_ASGI:  # a WSGI process would build an engine per call and hold a thread per wait
+        error = CallError(503, "POST /v1/chat/completions is served by the ASGI application "
+                          "(gateway_site.asgi:application, docs/operations.md); this process runs the WSGI one",
+                          "server_error", None, "asgi_required")  # fmt: skip
+        return error.response()
     if _active >= int(settings.GATEWAY_INTERACTIVE_MAX_CALLS):
         error = CallError(429, "this web process holds as many calls as it may (GATEWAY_INTERACTIVE_MAX_CALLS)",
                           "rate_limit_error", None, "gateway_busy", {"Retry-After": "1"})  # fmt: skip

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
+from .pauses import ProviderPauses
 from .priority import InteractiveMarks
 from .token_ask import TokenAsk, settle_deltas
 from .types import (
@@ -50,7 +49,7 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
-class TokenBuckets(ABC):
+class TokenBuckets(ProviderPauses, ABC):
     """A provider's RPM, TPM (and ITPM / OTPM, where set) buckets shared by every caller of the backend
     (and the team share)."""
 
@@ -132,41 +131,6 @@ class TokenBuckets(ABC):
 
     async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
         return [await self.snapshot(limits) for limits in limits_list]
-
-    # ---- the provider pause -------------------------------------------------------------------------
-    async def pause_provider(
-        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
-    ) -> None:
-        """Pause the provider for every worker: every grant and lease raises ProviderPaused until
-        ``until_epoch`` (wall-clock seconds; None: until lift_provider_pause). Never shortens a pause that
-        lasts longer. A waiter of this process is woken to see it now (others: on their next try)."""
-        if not reason:
-            raise ValueError(f"pause_provider({provider!r}): reason must be a non-empty string")
-        if until_epoch is not None and not math.isfinite(until_epoch):
-            raise ValueError(f"pause_provider({provider!r}): until_epoch must be finite, got {until_epoch}")
-        pause = PauseState(provider, reason, until_epoch, message, since_epoch=time.time())
-        if await self.set_pause(pause):
-            log.warning(
-                "provider %s paused (%s) %s",
-                provider,
-                reason,
-                "until cleared" if until_epoch is None else f"until epoch {until_epoch:.0f}",
-                extra={"event": "provider_pause_set", "provider": provider, "reason": reason},
-            )
-        self._sleepers.notify_all(provider)
-
-    async def lift_provider_pause(self, provider: str) -> bool:
-        """Lift the provider's pause (an operator's action); True if one held. Wakes this process's
-        waiters so they ask again now."""
-        lifted = await self.drop_pause(provider)
-        if lifted:
-            log.info(
-                "provider %s pause lifted",
-                provider,
-                extra={"event": "provider_pause_lifted", "provider": provider},
-            )
-        self._sleepers.notify_all(provider)
-        return lifted
 
     # ---- waiting for a grant -------------------------------------------------------------------------
     async def acquire(

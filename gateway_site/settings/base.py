@@ -63,11 +63,19 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 # runs in a thread of its own: persistent per-thread connections would pile up, so connections come from
 # psycopg's pool instead and are handed back after each use (CONN_MAX_AGE 0, as Django requires there).
 GATEWAY_ASGI = env_bool("GATEWAY_ASGI", False)
+# the ASGI application's threads for the WSGI side of the site (gateway_site.asgi), and, for measuring
+# only, "django": Django's own ASGI handler for every path (docs/benchmarks.md)
+GATEWAY_ASGI_THREADS = env_int("GATEWAY_ASGI_THREADS", 8, minimum=1, maximum=256)
+GATEWAY_ASGI_SYNC_PATHS = env_str("GATEWAY_ASGI_SYNC_PATHS", "wsgi")
+if GATEWAY_ASGI_SYNC_PATHS not in ("wsgi", "django"):
+    raise ImproperlyConfigured(
+        f"GATEWAY_ASGI_SYNC_PATHS={GATEWAY_ASGI_SYNC_PATHS!r}: must be 'wsgi' or 'django'"
+    )
 if GATEWAY_ASGI and _db["ENGINE"] == "django.db.backends.postgresql":
     _db["CONN_MAX_AGE"] = 0
     _db.setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
-        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 8, minimum=1, maximum=1000),
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", GATEWAY_ASGI_THREADS + 4, minimum=1, maximum=1000),
         "timeout": 10,
     }
 DATABASES = {"default": _db}
