@@ -16,6 +16,9 @@ Per user request, from the simulator's trace (each call is tagged [u17]):
 - floor: the longest of its three provider service times (trace done − arrival): the latency the user
   would see if every provider took the call at once; a single call's floor is its own service time
 - added: latency − floor (the quota wait behind the other users' calls and the gateway's overhead)
+- quota floor per user: the user whose answers came back k-th cannot have been admitted before the k-th
+  token of every provider's bucket (the simulator's: capacity rpm/60 × burst_seconds, refill rpm/60 per
+  simulated second) — max over providers of max(0, (k − capacity) / rate) — plus its floor
 and for the whole set, the quota floor t_min (bench.common.quota_floor): the soonest the last user
 could be done under the providers' limits.
 """
@@ -90,7 +93,17 @@ async def drive(base_url: str, key: str, users: int) -> tuple[list[dict], float]
         await client.close()
 
 
-def analyse(users: list[dict], trace: list[dict]) -> dict:
+def slot_floor(sim_cfg: dict, rank: int) -> float:
+    """The earliest the rank-th request (from 1) of a burst can be admitted by every provider's bucket:
+    max over providers of max(0, (rank − capacity) / rate), real seconds (the simulator's buckets)."""
+    scale, worst = sim_cfg["time_scale"], 0.0
+    for p in sim_cfg["providers"].values():
+        cap = max(1.0, p["rpm"] / 60 * p.get("burst_seconds", 5.0))
+        worst = max(worst, max(0.0, (rank - cap) / (p["rpm"] * scale / 60)))
+    return worst
+
+
+def analyse(users: list[dict], trace: list[dict], sim_cfg: dict) -> dict:
     service: dict[str, list[float]] = {}
     for r in trace:
         if r["tag"] and r["status"] == 200:
@@ -103,7 +116,14 @@ def analyse(users: list[dict], trace: list[dict]) -> dict:
         lat.append(u["latency"])
         floor.append(max(s))
         added.append(u["latency"] - max(s))
+    # the quota floor per user: the user whose answers came back rank-th cannot be served before the
+    # rank-th bucket slot of every provider, plus its own slowest service time
+    done = sorted(
+        (u for u in users if u["ok"] and len(service.get(u["user"], [])) >= 3), key=lambda u: u["latency"]
+    )
+    qfloor = [slot_floor(sim_cfg, k) + max(service[u["user"]]) for k, u in enumerate(done, start=1)]
     return {
+        "qfloor_p50": pct(qfloor, 0.5), "qfloor_p95": pct(qfloor, 0.95), "qfloor_max": max(qfloor, default=None),
         "users_ok": len(lat), "lat_p50": pct(lat, 0.5), "lat_p95": pct(lat, 0.95), "lat_max": max(lat, default=None),
         "floor_p50": pct(floor, 0.5), "floor_p95": pct(floor, 0.95), "floor_max": max(floor, default=None),
         "added_p50": pct(added, 0.5), "added_p95": pct(added, 0.95), "added_max": max(added, default=None),
@@ -145,6 +165,8 @@ def render(res: dict, meta: dict, args) -> str:
         f"| floor: slowest of its 3 provider service times | {fmt_s(a['floor_p50'])} | {fmt_s(a['floor_p95'])} | "
         f"{fmt_s(a['floor_max'])} |",
         f"| added: latency − floor | {fmt_s(a['added_p50'])} | {fmt_s(a['added_p95'])} | {fmt_s(a['added_max'])} |",
+        f"| quota floor per user: k-th user back ≥ k-th bucket slot of every provider + its floor | "
+        f"{fmt_s(a['qfloor_p50'])} | {fmt_s(a['qfloor_p95'])} | {fmt_s(a['qfloor_max'])} |",
         "",
         f"- users with all three answers: {a['users_ok']} / {args.users}; last user done after "
         f"{res['wall_s']:.2f} s real ({res['wall_s'] * ts:.0f} s simulated) against t_min {res['t_min']:.2f} s; "
@@ -186,7 +208,7 @@ def main(argv=None) -> int:
         for e in u["errors"]:
             errors[e] = errors.get(e, 0) + 1
     res = {
-        "analysis": analyse(users, trace), "routes": per_route(users, trace), "wall_s": wall,
+        "analysis": analyse(users, trace, sim_cfg), "routes": per_route(users, trace), "wall_s": wall,
         "t_min": floor["t_min"],
         "binding": ", ".join(f"{n} {p['binding']}" for n, p in floor["providers"].items()),
         "errors": errors, "sim_requests": counters["requests"], "sim_429": counters["rate_limited_429"],
