@@ -48,7 +48,13 @@ from bench.common import (  # noqa: E402
     run_meta,
     save_and_publish,
 )
-from bench.interactive_stack import InteractiveStack, uvicorn_command  # noqa: E402
+from bench.interactive_stack import (  # noqa: E402
+    InteractiveStack,
+    add_publish_args,
+    load_published,
+    publish,
+    uvicorn_command,
+)
 from bench.loadgen import LoadGen  # noqa: E402
 from bench.stack import add_worker_args, exit_cleanly_on_sigterm  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
@@ -298,7 +304,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     add_worker_args(ap)
     add_output_args(ap)
+    add_publish_args(ap)
     args = ap.parse_args(argv)
+    if args.publish:
+        meta, saved, run_args = load_published(ap, args.publish)
+        publish(render(saved[0], meta, run_args), args, "interactive-first")
+        return 0
     exit_cleanly_on_sigterm()
     res = run(args)
     meta = run_meta(command_line("bench/interactive_first.py", argv), uvicorn=uvicorn_command(1))
@@ -309,7 +320,7 @@ def main(argv=None) -> int:
         if args.json
         else ROOT / "var" / "bench" / "interactive_first" / "interactive_first.json"
     )
-    save_and_publish(path, meta, [res], args, "interactive-first", text)
+    save_and_publish(path, meta, [res], args, args.marker or "interactive-first", text)
     return 0
 
 

@@ -44,7 +44,14 @@ from bench.common import (  # noqa: E402
     run_meta,
     save_and_publish,
 )
-from bench.interactive_stack import InteractiveStack, cpu_seconds, uvicorn_command  # noqa: E402
+from bench.interactive_stack import (  # noqa: E402
+    InteractiveStack,
+    add_publish_args,
+    cpu_seconds,
+    load_published,
+    publish,
+    uvicorn_command,
+)
 from bench.loadgen import LoadGen  # noqa: E402
 from bench.stack import exit_cleanly_on_sigterm  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
@@ -368,7 +375,13 @@ def main(argv=None) -> int:
         "--json", default=None, help="where to save the rows (default var/bench/interactive_latency/)"
     )
     add_output_args(ap)
+    add_publish_args(ap)
     args = ap.parse_args(argv)
+    if args.publish:
+        meta, saved, _run = load_published(ap, args.publish)
+        rows, srows = [r for r in saved if "step" in r], [r for r in saved if "step" not in r]
+        publish(render(rows, srows, meta), args, "interactive-latency" if rows else "interactive-stream")
+        return 0
     args.rate_list = [int(x) for x in args.rates.split(",") if x]
     exit_cleanly_on_sigterm()
     parts = set(args.parts.split(","))
@@ -397,7 +410,7 @@ def main(argv=None) -> int:
     print(text)
     marker = "interactive-latency" if rows else "interactive-stream"
     save_and_publish(Path(args.json) if args.json else logdir / f"{marker}.json", meta, rows + srows, args,
-                     marker, text)  # fmt: skip
+                     args.marker or marker, text)  # fmt: skip
     return 0
 
 

@@ -157,3 +157,31 @@ def cpu_seconds(pids: list[int]) -> float:
         fields = stat[stat.rindex(")") + 2 :].split()
         total += (int(fields[11]) + int(fields[12])) / tick
     return total
+
+
+def add_publish_args(ap) -> None:
+    """--publish JSON (render a saved run and write its section) and --marker (the section's name)."""
+    ap.add_argument(
+        "--publish", metavar="JSON", default=None,
+        help="render a run saved by --json (or the default JSON) and write its docs section, without running; "
+        "the run's own arguments are read back from the command it recorded",
+    )  # fmt: skip
+    ap.add_argument("--marker", default=None, help="the docs section's marker (default: the bench's own)")
+
+
+def load_published(ap, path: str) -> tuple[dict, list, object]:
+    """(meta, rows, the run's arguments parsed from its recorded command) of a saved run."""
+    import shlex
+
+    data = json.loads(Path(path).read_text())
+    run_args = ap.parse_args(shlex.split(data["meta"]["command"])[2:])
+    return data["meta"], data["rows"], run_args
+
+
+def publish(text: str, args, marker: str) -> None:
+    from bench.common import replace_section
+
+    print(text)
+    if not args.no_write:
+        replace_section(Path(args.out), args.marker or marker, text)
+        print(f"wrote {args.out}")

@@ -41,7 +41,13 @@ from bench.common import (  # noqa: E402
     run_meta,
     save_and_publish,
 )
-from bench.interactive_stack import InteractiveStack, uvicorn_command  # noqa: E402
+from bench.interactive_stack import (  # noqa: E402
+    InteractiveStack,
+    add_publish_args,
+    load_published,
+    publish,
+    uvicorn_command,
+)
 from bench.stack import exit_cleanly_on_sigterm  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
@@ -169,9 +175,14 @@ def main(argv=None) -> int:
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
     add_output_args(ap)
+    add_publish_args(ap)
     args = ap.parse_args(argv)
     if args._child:
         return child(args)
+    if args.publish:
+        meta, saved, run_args = load_published(ap, args.publish)
+        publish(render(saved, meta, run_args), args, "interactive-langchain-three")
+        return 0
     exit_cleanly_on_sigterm()
     logdir = ROOT / "var" / "bench" / "langchain_three"
     logdir.mkdir(parents=True, exist_ok=True)
@@ -194,7 +205,7 @@ def main(argv=None) -> int:
     text = render(rows, meta, args)
     print(text)
     path = Path(args.json) if args.json else logdir / "langchain_three.json"
-    save_and_publish(path, meta, rows, args, "interactive-langchain-three", text)
+    save_and_publish(path, meta, rows, args, args.marker or "interactive-langchain-three", text)
     return 0
 
 

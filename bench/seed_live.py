@@ -50,7 +50,13 @@ from bench.common import (  # noqa: E402
     seed_items,
     user_messages,
 )
-from bench.interactive_stack import InteractiveStack, uvicorn_command  # noqa: E402
+from bench.interactive_stack import (  # noqa: E402
+    InteractiveStack,
+    add_publish_args,
+    load_published,
+    publish,
+    uvicorn_command,
+)
 from bench.stack import exit_cleanly_on_sigterm  # noqa: E402
 from sim.testing import run_simulator_subprocess  # noqa: E402
 
@@ -191,7 +197,12 @@ def main(argv=None) -> int:
     ap.add_argument("--errors", action="store_true", help="keep examples/sim.json's error_rate_500")
     ap.add_argument("--json", default=None)
     add_output_args(ap)
+    add_publish_args(ap)
     args = ap.parse_args(argv)
+    if args.publish:
+        meta, saved, run_args = load_published(ap, args.publish)
+        publish(render(saved[0], meta, run_args), args, "interactive-seed-live")
+        return 0
     exit_cleanly_on_sigterm()
     logdir = ROOT / "var" / "bench" / "seed_live"
     logdir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +229,7 @@ def main(argv=None) -> int:
     text = render(res, meta, args)
     print(text)
     path = Path(args.json) if args.json else logdir / "seed_live.json"
-    save_and_publish(path, meta, [res], args, "interactive-seed-live", text)
+    save_and_publish(path, meta, [res], args, args.marker or "interactive-seed-live", text)
     return 0
 
 
