@@ -185,7 +185,7 @@ def render(res: dict, meta: dict, args) -> str:
         ),
         f"- in simulated time (× {ts:g}): user latency p50 {fmt_s((a['lat_p50'] or 0) * ts, 1)} s, p95 "
         f"{fmt_s((a['lat_p95'] or 0) * ts, 1)} s, all {args.users} done in {res['wall_s'] * ts / 60:.1f} simulated "
-        "minutes (the seed's author, §4.1: ~4.2 s per request, 50 requests in 7 minutes, one after another)",
+        "minutes (the seed's author, §4.1: ~4.2 s per request, 50 requests in 7 minutes)",
     ]
     return "\n".join(lines) + "\n"
 
