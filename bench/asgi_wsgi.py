@@ -159,7 +159,10 @@ def main() -> None:
     for (name, path), runs in results.items():
         lat = sorted(x for r in runs for x in r["lat"])
         n, errors = sum(r["n"] for r in runs), sum(r["errors"] for r in runs)
-        p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")  # noqa: E731
+
+        def p(q: float, lat: list[float] = lat) -> float:
+            return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
+
         print(
             f"| {name} | `{path}` ({PATHS[path]}) | {n / (args.seconds * len(runs)):.0f} | {p(0.5):.1f} | "
             f"{p(0.99):.1f} | {errors} |"

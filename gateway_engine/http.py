@@ -24,21 +24,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 import aiohttp
 import httpx
 
-from .answers import AnswerRejected, BoundedBody, declared_too_large, detail
-from .outcomes import HttpOutcome, connection_failed, from_answer, kept_headers, rejected, timed_out
+from .answers import AnswerRejected, BoundedBody, declared_too_large
+from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, timed_out
 from .retry import ErrorType
 from .routing import ProviderConfig
-from .streaming import UpstreamStream
 from .wire import DEFAULT_KIND, WireFormat, for_kind
-from .wire.sse import SseParser
-from .wire.stream_base import StreamingWire
 
 # the engine's HTTP API (every call returns a gateway_engine.outcomes.HttpOutcome)
 __all__ = [
@@ -196,7 +192,7 @@ class AiohttpProviderClient:
         self.max_answer_bytes = max_answer_bytes
         pool = max(1, config.max_concurrency)
         self._headers = {**REQUEST_HEADERS, **endpoint.headers}
-        self._stream_endpoint: tuple[str, dict[str, str]] | None = None  # built on the first stream
+        self.stream_endpoint: tuple[str, dict[str, str]] | None = None  # built on the first stream
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=pool, limit_per_host=0, keepalive_timeout=30.0),
             trace_configs=[_SENT_TRACE],
@@ -253,77 +249,16 @@ class AiohttpProviderClient:
         request_id: str = "",
         on_sent: Callable[[], None] | None = None,
     ) -> HttpOutcome:
-        """One streaming chat completion, opened: the outcome of everything before the first chunk —
-        an error answer, a timeout (``timeout_seconds`` to the first chunk), a connection failure, an
-        in-stream error before any chunk, a 2xx that is not an event stream — or, ok, with
-        ``outcome.stream`` the open UpstreamStream (idle timeout between events: ``timeout_seconds``).
-        The caller reads it to its end or closes it."""
-        wire = cast(StreamingWire, self.wire)
-        if self._stream_endpoint is None:
-            endpoint = wire.stream_endpoint(self.config)
-            self._stream_endpoint = (
-                endpoint.url,
-                {**REQUEST_HEADERS, **endpoint.headers, "Accept": "text/event-stream"},
-            )
-        url, headers = self._stream_endpoint
-        if request_id:
-            headers = {**headers, "X-Request-ID": request_id}
-        data = json.dumps(wire.stream_body(self.config, messages, params)).encode()
-        decoder = wire.stream_decoder(
-            self.config, completion_id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time())
-        )
-        timeout = self.config.timeout_seconds
-        started = time.monotonic()
-        response: aiohttp.ClientResponse | None = None
-        try:
-            async with asyncio.timeout(timeout):
-                response = await self._session.post(
-                    url,
-                    data=data,
-                    headers=headers,
-                    allow_redirects=False,
-                    trace_request_ctx=_SentHook(on_sent) if on_sent is not None else None,
-                )
-                status, resp_headers = response.status, response.headers
-                content_type = resp_headers.get("Content-Type", "")
-                if not (200 <= status < 300) or not content_type.startswith("text/event-stream"):
-                    try:
-                        raw = await self._read(response)
-                    except AnswerRejected as exc:
-                        response.close()
-                        return rejected(
-                            self.wire, status, int((time.monotonic() - started) * 1000), resp_headers, exc
-                        )
-                    response.release()
-                    latency = int((time.monotonic() - started) * 1000)
-                    if 200 <= status < 300:
-                        return HttpOutcome(status, latency, error_type=ErrorType.INVALID_RESPONSE,
-                                           message=f"a streaming request was answered with {content_type or 'no content type'}",
-                                           headers=kept_headers(self.wire, resp_headers), detail=detail(raw))  # fmt: skip
-                    return from_answer(self.wire, status, latency, raw, resp_headers)
-                stream = UpstreamStream(response, SseParser(), decoder, pending=[], done=False, idle_timeout=timeout,
-                                        started=started, status=status, headers=kept_headers(self.wire, resp_headers))  # fmt: skip
-                first = await stream.first_step()
-        except TimeoutError:
-            if response is not None:
-                response.close()
-            return timed_out(started, timeout)
-        except (aiohttp.ClientError, OSError) as exc:
-            if response is not None:
-                response.close()
-            return connection_failed(started, exc)
-        except BaseException:
-            if response is not None:
-                response.close()
-            raise
-        latency = int((time.monotonic() - started) * 1000)
-        if (
-            first is not None
-        ):  # an error before any chunk: an ordinary failed attempt (retried as its type says)
-            response.close()
-            return HttpOutcome(status, latency, error_type=first.error_type, message=first.message,
-                               headers=stream.headers, usage=decoder.usage, detail=f"in-stream error: {first.code}")  # fmt: skip
-        return HttpOutcome(status, latency, headers=stream.headers, stream=stream)
+        """One streaming chat completion, opened (gateway_engine.http_stream): the outcome of everything
+        before the first chunk, or ok with ``outcome.stream`` the open UpstreamStream."""
+        from .http_stream import open_stream
+
+        hook = _SentHook(on_sent) if on_sent is not None else None
+        return await open_stream(self, self._session, messages, params, request_id=request_id, trace=hook)
+
+    async def read_answer(self, response: aiohttp.ClientResponse) -> bytes:
+        """The whole (capped, decompressed) answer body (gateway_engine.http_stream reads error answers)."""
+        return await self._read(response)
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
         encoding = response.headers.get("Content-Encoding")

@@ -90,9 +90,11 @@ class InteractiveLane:
 
     async def complete(self, item: WorkItem) -> ItemResult:
         """A plain call: its final result (the in-flight slot is given back before returning)."""
-        finished = await (await self._item_life()).run(item)
+        life = await self._item_life()
+        finished = await life.run(item)
         if finished.slot is not None:
             await finished.slot.aclose()
+        life.ctx.observer.on_item_done(finished.result, team=item.team)
         return finished.result
 
     async def open_stream(self, item: WorkItem) -> Finished:
@@ -100,15 +102,19 @@ class InteractiveLane:
         then ``end_stream``), else its final (failed) result with nothing held."""
         life = await self._item_life()
         finished = await life.run(item, stream=True)
-        if finished.stream is None and finished.slot is not None:
-            await finished.slot.aclose()
+        if finished.stream is None:
+            if finished.slot is not None:
+                await finished.slot.aclose()
+            life.ctx.observer.on_item_done(finished.result, team=item.team)
         return finished
 
     async def end_stream(self, stream: OpenStream, final: HttpOutcome) -> ItemResult:
         """The stream is over (``final``: how it ended): record it, give everything back."""
         held = self._life
         life = held[1] if held is not None else await self._item_life()
-        return await life.end_stream(stream, final)
+        result = await life.end_stream(stream, final)
+        life.ctx.observer.on_item_done(result, team=stream.state.item.team)
+        return result
 
     async def aclose(self) -> None:
         await self.http.aclose()

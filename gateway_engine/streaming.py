@@ -232,4 +232,5 @@ def final_outcome(
         headers=stream.headers,
         usage=usage if usage and "total_tokens" in usage else None,
         detail=f"stream ended after {stream.chunks_read} chunk(s): {error.code}",
+        pause=error.pause,
     )

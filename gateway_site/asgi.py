@@ -48,7 +48,10 @@ async def _shutdown() -> None:
 
 async def application(scope, receive, send):
     kind = scope["type"]
-    if kind == "http" and scope["path"] in INTERACTIVE_PATHS:
+    path = scope.get("path", "")
+    if kind == "http" and path.rstrip("/") in INTERACTIVE_PATHS:
+        if path.endswith("/"):  # a trailing slash answers like the canonical path everywhere (docs/api.md)
+            scope = {**scope, "path": path.rstrip("/"), "raw_path": path.rstrip("/").encode()}
         await interactive_application(scope, receive, send)
     elif kind != "lifespan":
         await site_application(scope, receive, send)

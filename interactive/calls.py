@@ -39,6 +39,7 @@ class Call:
     max_wait: float
     body: dict[str, Any]
     received: float  # time.monotonic() the request came in
+    received_at: float = 0.0  # time.time() the request came in (the attempt log's clock)
 
 
 def max_wait(header: str | None, setting: float) -> float:
@@ -127,7 +128,7 @@ def prepare(
         deadline=time.time() + wait,
         team=team,
     )
-    return Call(call_id, work, model, stream, include_usage, wait, body, received)
+    return Call(call_id, work, model, stream, include_usage, wait, body, received, time.time())
 
 
 def _refusal(validator: ItemValidator, model: str) -> CallError:

@@ -3,6 +3,7 @@ wait before retrying (the provider's current quota wait, from the shared buckets
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from typing import Any
@@ -30,10 +31,7 @@ def finish_record(
 ) -> None:
     """Queue the call's log record (the prompt and the answer only if the team opted in)."""
     keep = bool(getattr(client.team, "log_interactive_content", False))
-    started = result.attempt_log[0]["at"] if result.attempt_log else None
-    queue_ms = first_send_ms
-    if queue_ms is None and started is not None:
-        queue_ms = None  # the attempt log has wall-clock times only; the lane measures the wait itself
+    queue_ms = first_send_ms if first_send_ms is not None else _queue_ms(call, result)
     call_log().add(
         CallRecord(
             call_id=call.call_id,
@@ -51,6 +49,17 @@ def finish_record(
             response_body=answer if keep else None,
         )
     )
+
+
+def _queue_ms(call: Call, result: ItemResult) -> int | None:
+    """Request in → its first attempt sent (the attempt log's wall-clock ``at``); None if never sent."""
+    if not result.attempt_log or not call.received_at:
+        return None
+    try:
+        sent = dt.datetime.fromisoformat(result.attempt_log[0]["at"]).timestamp()
+    except (KeyError, ValueError):
+        return None
+    return max(0, int((sent - call.received_at) * 1000))
 
 
 async def retry_after_for(lane: InteractiveLane, result: ItemResult, call: Call) -> float:

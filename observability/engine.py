@@ -266,7 +266,7 @@ class GatewayObserver:
     # ---- items -------------------------------------------------------------------------------------
     @_never_raises
     def on_item_done(self, result, *, team: str = "", batch_id: str = "") -> None:
-        metrics.items.labels(result.status).inc()
+        metrics.items.labels(result.status, self.lane).inc()
         if result.status == "failed":
             log.warning(
                 "item failed",

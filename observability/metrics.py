@@ -59,7 +59,11 @@ retries = Counter(
     "Attempts the engine decided to try again, by provider and reason (the failed attempt's error type).",
     ["provider", "reason"],
 )
-items = Counter("gateway_items", "Items that reached a final state in the engine, by status.", ["status"])
+items = Counter(
+    "gateway_items",
+    "Items that reached a final state in the engine, by status and lane (batch items; interactive calls).",
+    ["status", "lane"],
+)
 batch_duration = Histogram(
     "gateway_batch_duration_seconds",
     "Wall time of a finished batch, from start to completion.",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..routing import ProviderConfig
-from .base import Endpoint, Usage
+from .base import Endpoint, Pause, Usage
 
 __all__ = ["SseEvent", "StreamDecoder", "StreamError", "StreamStep", "StreamingWire"]
 
@@ -47,6 +47,7 @@ class StreamError:
     error_type: str
     message: str
     code: str
+    pause: Pause | None = None  # the provider refuses everyone for a while (as ErrorVerdict.pause)
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ def stream_error(verdict: ErrorVerdict, code: Any) -> StreamError:
     """The StreamError of a provider error classified as its HTTP answer would be; ``code`` is the
     provider's own error type or code (sanitised, capped), else the error type."""
     text = sanitize_message(code)[:MAX_CODE_CHARS] if isinstance(code, str) else ""
-    return StreamError(verdict.error_type, verdict.message, text or verdict.error_type)
+    return StreamError(verdict.error_type, verdict.message, text or verdict.error_type, verdict.pause)
 
 
 def failed(error: StreamError) -> StreamStep:

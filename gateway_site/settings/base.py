@@ -65,7 +65,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 GATEWAY_ASGI = env_bool("GATEWAY_ASGI", False)
 # the ASGI application's threads for the WSGI side of the site (gateway_site.asgi), and, for measuring
 # only, "django": Django's own ASGI handler for every path (docs/benchmarks.md)
-GATEWAY_ASGI_THREADS = env_int("GATEWAY_ASGI_THREADS", 8, minimum=1, maximum=256)
+GATEWAY_ASGI_THREADS = env_int("GATEWAY_ASGI_THREADS", 4, minimum=1, maximum=256)
 GATEWAY_ASGI_SYNC_PATHS = env_str("GATEWAY_ASGI_SYNC_PATHS", "wsgi")
 if GATEWAY_ASGI_SYNC_PATHS not in ("wsgi", "django"):
     raise ImproperlyConfigured(

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -16,11 +17,13 @@ import pytest
 
 from interactive.models import InteractiveCall
 from sim.testing import sim_server  # noqa: F401  (fixture)
+from tests.scheduling.conftest import workers  # noqa: F401  (fixture)
 from tests.servers import free_port
 from tests.waiting import wait_until
 from tests.workers import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
+CONFIG_REFRESH_SECONDS = 0.2  # the server's GATEWAY_CONFIG_REFRESH_SECONDS
 
 
 def start_uvicorn(log_path: Path, **env: str) -> tuple[subprocess.Popen, str]:
@@ -40,7 +43,7 @@ def start_uvicorn(log_path: Path, **env: str) -> tuple[subprocess.Popen, str]:
             "warning",
         ],  # fmt: skip
         cwd=ROOT,
-        env=subprocess_env(GATEWAY_CONFIG_REFRESH_SECONDS="0.2", **env),
+        env=subprocess_env(GATEWAY_CONFIG_REFRESH_SECONDS=str(CONFIG_REFRESH_SECONDS), **env),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -69,20 +72,30 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(5)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gateway(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The base URL of a uvicorn process serving gateway_site.asgi:application (one per module)."""
+    """The base URL of a uvicorn process serving gateway_site.asgi:application (one per test session;
+    each test's rows are its own: the server reads keys and routes as they are stored)."""
     log_path = tmp_path_factory.mktemp("asgi") / "uvicorn.log"
     proc, url = start_uvicorn(log_path)
     yield url
     stop(proc)
 
 
+def settled() -> None:
+    """Let the server see rows changed just now: it re-checks the config version (and then re-reads
+    routes, provider and team limits) at most every CONFIG_REFRESH_SECONDS. Call it after creating or
+    changing providers, routes or teams, before the call that needs them."""
+    time.sleep(CONFIG_REFRESH_SECONDS + 0.15)
+
+
 @pytest.fixture
 def sdk(gateway):
-    """sdk(raw_key, **kw) → an unmodified openai.OpenAI client on the gateway's /v1 (no SDK retries)."""
+    """sdk(raw_key, **kw) → an unmodified openai.OpenAI client on the gateway's /v1 (no SDK retries),
+    once the server sees the rows the test made before asking for it (``settled``)."""
 
     def make(raw_key: str, **kw) -> openai.OpenAI:
+        settled()
         return openai.OpenAI(base_url=gateway + "/v1", api_key=raw_key, max_retries=0, timeout=60, **kw)
 
     return make

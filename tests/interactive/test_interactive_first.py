@@ -13,7 +13,9 @@ import pytest
 
 from batches.execution import cancel_batch
 from teams.services import create_api_key
-from tests.scheduling.conftest import q, queue_batch, wait_for, workers  # noqa: F401 (fixture)
+from tests.scheduling.conftest import q, queue_batch, wait_for
+
+from .conftest import settled
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -22,7 +24,9 @@ BOUND = MAX_CONCURRENCY + math.ceil(BURST_S * RPM / 60)  # 14
 
 
 @pytest.mark.timeout(240)
-def test_interactive_calls_overtake_a_saturating_batch(sim_server, make_provider, make_route, team, workers, gateway):
+def test_interactive_calls_overtake_a_saturating_batch(
+    sim_server, make_provider, make_route, team, workers, gateway
+):
     sim = sim_server({"seed": 3, "trace_tag_regex": r"^(\w+):", "providers": {
         "busy": {"median_ms": 120, "sigma": 0.2, "max_concurrency": 20, "completion_tokens": 4},
         "probe": {"median_ms": 1, "sigma": 0.1}}})  # fmt: skip
@@ -37,6 +41,7 @@ def test_interactive_calls_overtake_a_saturating_batch(sim_server, make_provider
     tagged = lambda tag: [r for r in sim.trace() if r["tag"] == tag]  # noqa: E731
     wait_for(lambda: len(tagged("batch")) >= 30, 60, "the batch to saturate the provider", w.logs)
     key = create_api_key(team, "live")[1]
+    settled()
     headers = {"Authorization": f"Bearer {key}", "X-Gateway-Max-Wait": "20"}
     before, waits = [], []
     for i in range(6):
@@ -51,7 +56,9 @@ def test_interactive_calls_overtake_a_saturating_batch(sim_server, make_provider
         arrived = [r for r in trace if r["tag"] == "live"][-1]["arrival_s"]
         before.append(sum(1 for r in trace if r["tag"] == "batch" and start < r["arrival_s"] < arrived))
         waits.append(arrived - start)
-    rate = len(tagged("batch")) / max(1e-9, max(r["arrival_s"] for r in tagged("batch")) - min(r["arrival_s"] for r in tagged("batch")))  # noqa: E501
+    rate = len(tagged("batch")) / max(
+        1e-9, max(r["arrival_s"] for r in tagged("batch")) - min(r["arrival_s"] for r in tagged("batch"))
+    )  # noqa: E501
     print(f"\nbatch requests that reached the provider before each interactive call: {before} (bound {BOUND}); "
           f"interactive wait (probe → arrival) s: {[round(x, 3) for x in waits]}; batch rate {rate:.1f}/s "
           f"(provider rate {RPM / 60:.0f}/s)")  # fmt: skip

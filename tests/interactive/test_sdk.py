@@ -13,7 +13,7 @@ import pytest
 from batches.models import TeamUsageDaily
 from teams.services import create_api_key
 
-from .conftest import logged_calls
+from .conftest import logged_calls, settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,6 +63,9 @@ def test_plain_calls_through_every_kind_are_answered_once_each_and_recorded(
         assert counts[row.provider] == {row.call_id: 1}  # exactly one request per call at its provider
         assert (row.status, row.http_status, row.attempts, row.stream) == ("succeeded", 200, 1, False)
         assert row.request_body is None and row.response_body is None  # the team did not opt in
+        assert (
+            row.queue_ms is not None and row.latency_ms is not None
+        )  # request in → first send, → answer out
     usage = {u.provider: u for u in TeamUsageDaily.objects.filter(team=team)}
     for name, answer in answers.items():
         assert (usage[name].requests, usage[name].items_succeeded) == (1, 1)
@@ -111,6 +114,7 @@ def test_the_sdk_raises_its_usual_classes(sim_server, make_provider, make_route,
             client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "x"}],
                                            extra_headers={"X-Gateway-Max-Wait": value})  # fmt: skip
         assert bad.value.param == "X-Gateway-Max-Wait"
+    settled()
     answer = httpx.post(gateway + "/v1/chat/completions", headers={"Authorization": f"Bearer {raw_key}"},
                         content=b"{not json")  # fmt: skip
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_json"
@@ -179,6 +183,7 @@ def test_budgets_and_impossible_asks_are_refused_before_the_provider(
     assert impossible.value.code == "quota_impossible"
     team.daily_token_budget = 20
     team.save()
+    settled()
     with pytest.raises(openai.RateLimitError) as broke:
         client.chat.completions.create(
             model="chat", messages=[{"role": "user", "content": "x"}], max_tokens=50
@@ -187,3 +192,64 @@ def test_budgets_and_impossible_asks_are_refused_before_the_provider(
     assert broke.value.response.headers["x-should-retry"] == "false"
     assert sim.request_counts().get("gpt", {}) == {}
     assert json.loads(broke.value.response.text)["error"]["param"] is None
+
+
+def test_a_teams_share_cap_applies_to_its_interactive_calls(
+    sim_server, make_provider, make_route, team, other_team, sdk
+):
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    # 240 rpm with a 2 s bucket: about 7 requests at once; a team capped at a quarter gets about 1.8
+    make_route("chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=240,
+                                     burst_seconds=2.0, tpm=10**6))  # fmt: skip
+    team.max_provider_share = 0.25
+    team.save()
+
+    def four_calls(who) -> list[str]:
+        client, outcomes = sdk(create_api_key(who, "sdk")[1]), []
+        for i in range(4):
+            try:
+                client.chat.completions.create(model="chat", messages=[{"role": "user", "content": f"{i}"}],
+                                               max_tokens=4, extra_headers={"X-Gateway-Max-Wait": "0.05"})  # fmt: skip
+                outcomes.append("ok")
+            except openai.RateLimitError as exc:
+                outcomes.append(exc.code)
+        return outcomes
+
+    capped = four_calls(team)
+    assert capped[0] == "ok" and "gateway_queue_timeout" in capped, capped
+    assert set(capped) == {"ok", "gateway_queue_timeout"}
+    assert four_calls(other_team) == ["ok"] * 4  # the provider itself had room: the cap refused them
+    assert sum(sim.request_counts()["gpt"].values()) == capped.count("ok") + 4
+
+
+def test_a_trailing_slash_answers_like_the_canonical_path(
+    sim_server, make_provider, make_route, team, gateway
+):
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    make_route(
+        "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
+    )
+    headers = {"Authorization": f"Bearer {create_api_key(team, 'sdk')[1]}"}
+    settled()
+    answer = httpx.post(gateway + "/v1/chat/completions/", headers=headers, timeout=30,
+                        json={"model": "chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})  # fmt: skip
+    assert answer.status_code == 200 and answer.json()["object"] == "chat.completion"
+    assert httpx.get(gateway + "/v1/models/", headers=headers, timeout=10).json()["object"] == "list"
+    wrong = httpx.get(gateway + "/v1/chat/completions", headers=headers, timeout=10)
+    assert wrong.status_code == 405 and wrong.headers["Allow"] == "POST"
+
+
+def test_a_team_that_opted_in_keeps_its_prompts_and_answers_in_the_log(sim_server, make_provider, make_route, team,
+                                                                        sdk):  # fmt: skip
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    make_route(
+        "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
+    )
+    team.log_interactive_content = True
+    team.save()
+    client = sdk(create_api_key(team, "sdk")[1])
+    answer = client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "keep me"}],
+                                            max_tokens=4)  # fmt: skip
+    (row,) = logged_calls(1)
+    assert row.request_body["messages"] == [{"role": "user", "content": "keep me"}]
+    assert row.response_body["choices"][0]["message"]["content"] == answer.choices[0].message.content

@@ -18,7 +18,7 @@ from providers.limits.budgets import budget_usage
 from teams.services import create_api_key
 from tests.waiting import wait_until
 
-from .conftest import logged_calls
+from .conftest import logged_calls, settled
 from .test_sdk import KINDS, kind_providers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,8 +65,9 @@ def test_the_settle_uses_the_streams_usage_and_the_lease_is_held_until_the_last_
     team.daily_token_budget = 100_000
     team.save()
     client = sdk(create_api_key(team, "sdk")[1])
-    stream = client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "x"}],
-                                            max_tokens=500, stream=True)  # fmt: skip  (reserves ~501)
+    stream = client.chat.completions.create(
+        model="chat", messages=[{"role": "user", "content": "x"}], max_tokens=500, stream=True
+    )  # fmt: skip  (reserves ~501)
     next(iter(stream))
     assert leases(gpt) == 1  # held while the stream runs
     rest = list(stream)
@@ -87,6 +88,7 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_releases_everyt
     team.daily_token_budget = 100_000
     team.save()
     key = create_api_key(team, "sdk")[1]
+    settled()
     body = {"model": "chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 40, "stream": True}
     with httpx.stream("POST", gateway + "/v1/chat/completions", json=body, timeout=30,
                       headers={"Authorization": f"Bearer {key}"}) as response:  # fmt: skip
@@ -110,8 +112,11 @@ def test_a_provider_failure_after_the_first_chunk_ends_the_stream_with_an_error_
     sim_server, make_provider, make_route, team, gateway
 ):
     sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
-    make_route("chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6))
+    make_route(
+        "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
+    )
     key = create_api_key(team, "sdk")[1]
+    settled()
     body = {"model": "chat", "messages": [{"role": "user", "content": "x [[sim:stream_error_after=2]]"}],
             "max_tokens": 20, "stream": True}  # fmt: skip
     answer = httpx.post(gateway + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
@@ -127,13 +132,19 @@ def test_a_provider_failure_after_the_first_chunk_ends_the_stream_with_an_error_
     assert sim.request_counts()["gpt"] == {row.call_id: 1}
     with pytest.raises(openai.APIError):  # and the SDK raises on it
         client = openai.OpenAI(base_url=gateway + "/v1", api_key=key, max_retries=0)
-        list(client.chat.completions.create(model="chat", messages=body["messages"], max_tokens=20, stream=True))
+        list(
+            client.chat.completions.create(
+                model="chat", messages=body["messages"], max_tokens=20, stream=True
+            )
+        )
 
 
 def test_a_failure_before_the_first_chunk_is_retried_like_a_plain_call(sim_server, make_provider, make_route,
                                                                         team, sdk):  # fmt: skip
     sim = sim_server({"time_scale": 1, "providers": {"gpt": {**KINDS["gpt"], "status_script": [503, 200]}}})
-    make_route("chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6))
+    make_route(
+        "chat", make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)
+    )
     client = sdk(create_api_key(team, "sdk")[1])
     started = time.monotonic()
     raw = client.chat.completions.with_raw_response.create(model="chat", messages=[{"role": "user", "content": "x"}],

@@ -263,7 +263,10 @@ def test_an_overloaded_error_event():
 def test_error_types_match_the_http_classification(error_type, expected):
     body = json.dumps({"type": "error", "error": {"type": error_type, "message": "boom"}})
     step = decoder().feed(SseEvent("error", body))
-    assert step.error == StreamError(expected, "boom", error_type)
+    assert step.error is not None
+    assert (step.error.error_type, step.error.message, step.error.code) == (expected, "boom", error_type)
+    # a billing error pauses the provider for everyone, in a stream as in an HTTP answer
+    assert (step.error.pause is not None) is (expected == ErrorType.PROVIDER_QUOTA_EXHAUSTED)
 
 
 def test_an_error_with_no_error_object_is_a_server_error():
