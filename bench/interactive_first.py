@@ -222,15 +222,18 @@ def interactive_log(gw) -> dict:
         "from interactive.models import InteractiveCall as C\n"
         "q = list(C.objects.values_list('latency_ms', 'queue_ms', 'status'))\n"
         "print(json.dumps({'rows': len(q), 'queue_ms_filled': sum(1 for r in q if r[1] is not None),"
-        " 'latency_ms': sorted(r[0] for r in q if r[0] is not None), 'statuses': sorted({r[2] for r in q})}))\n"
+        " 'latency_ms': sorted(r[0] for r in q if r[0] is not None),"
+        " 'queue_ms': sorted(r[1] for r in q if r[1] is not None), 'statuses': sorted({r[2] for r in q})}))\n"
     )
     try:
         out = gw.manage("shell", "-c", code, env=gw._env).strip().splitlines()[-1]
         data = json.loads(out)
     except Exception as exc:  # noqa: BLE001 - only a cross-check
         return {"error": str(exc)[:200]}
-    lat = data.pop("latency_ms")
+    lat, queue = data.pop("latency_ms"), data.pop("queue_ms", [])
     data["latency_ms_p50"], data["latency_ms_p95"] = pct(lat, 0.5), pct(lat, 0.95)
+    data["queue_ms_p50"], data["queue_ms_p95"] = pct(queue, 0.5), pct(queue, 0.95)
+    data["queue_ms_max"] = max(queue, default=None)
     return data
 
 
@@ -284,6 +287,12 @@ def render(res: dict, meta: dict, args) -> str:
             f"- the gateway's request log (interactive_interactivecall): {log['rows']} rows, latency_ms p50 / "
             f"p95 {fmt_s(log['latency_ms_p50'], 0)} / {fmt_s(log['latency_ms_p95'], 0)}; queue_ms filled in "
             f"{log['queue_ms_filled']} of them"
+            + (
+                f" (p50 / p95 / max {fmt_s(log.get('queue_ms_p50'), 0)} / {fmt_s(log.get('queue_ms_p95'), 0)} / "
+                f"{fmt_s(log.get('queue_ms_max'), 0)} ms, both phases)"
+                if log.get("queue_ms_filled")
+                else ""
+            )
         )
     return "\n".join(lines) + "\n"
 
