@@ -20,7 +20,10 @@ LAYERS: list[tuple[str, str]] = [
     ("quota store / breaker: Redis client (resp.py)", "gateway_engine/quota/resp.py"),
     ("quota store: bucket/lease/slot logic", "gateway_engine/quota/"),
     ("breaker", "gateway_engine/breaker"),
-    ("provider HTTP client (engine http.py + aiohttp)", "gateway_engine/http.py"),
+    (
+        "provider HTTP client (engine http.py + aiohttp)",
+        "gateway_engine/http.py|gateway_engine/http_stream.py|aiohttp/",
+    ),
     ("wire: provider body / answer", "gateway_engine/wire/"),
     (
         "observability (engine observer, metrics, logs)",
