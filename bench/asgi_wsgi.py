@@ -75,7 +75,7 @@ SERVERS = {
         "4",
         "-b",
     ],  # fmt: skip
-    "uvicorn (ASGI: async lane + the WSGI app on 8 threads), 2 workers": [
+    "uvicorn (ASGI: async lane + the WSGI app on GATEWAY_ASGI_THREADS=4 threads), 2 workers": [
         "-m",
         "uvicorn",
         "gateway_site.asgi:application",
