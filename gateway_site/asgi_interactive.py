@@ -130,13 +130,8 @@ async def _send(response: HttpResponseBase, rid: str, receive, send) -> None:
             await send({"type": "http.response.body", "body": response.content})
     except OSError:  # the client went away while we answered
         pass
-    finally:
-        for closer in response._resource_closers:  # what HttpResponseBase.close() runs, without its signal
-            try:
-                closer()
-            except Exception:  # noqa: BLE001
-                log.exception("closing the interactive response failed")
-        response._resource_closers.clear()
+    # no response.close(): its request_finished signal is for the ORM connections of the thread that ran
+    # the view, and the interactive views use the ORM only in worker threads that close their own
 
 
 async def _stream(response: StreamingHttpResponse, receive, send) -> None:

@@ -41,8 +41,11 @@ def event(data: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def open_response(lane: InteractiveLane, call: Call, client: ApiClient) -> HttpResponse:
-    """The streaming answer, or the HTTP error of a call that failed before its first chunk."""
+async def open_response(
+    lane: InteractiveLane, call: Call, client: ApiClient, on_end: Callable[[], None]
+) -> HttpResponse:
+    """The streaming answer, or the HTTP error of a call that failed before its first chunk. ``on_end``
+    runs once the stream is over (sent to its end, failed, or the client left)."""
     try:
         finished = await lane.open_stream(call.item)
     except QuotaStoreUnavailable as exc:
@@ -56,7 +59,9 @@ async def open_response(lane: InteractiveLane, call: Call, client: ApiClient) ->
         finish_record(call, client, result, answer.status_code, None)
         return answer
     opened = finished.stream
-    response = StreamingHttpResponse(_events(lane, call, client, opened), content_type="text/event-stream")
+    response = StreamingHttpResponse(
+        _events(lane, call, client, opened, on_end), content_type="text/event-stream"
+    )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
     response["x-gateway-provider"] = opened.choice.name
@@ -64,13 +69,8 @@ async def open_response(lane: InteractiveLane, call: Call, client: ApiClient) ->
     return response
 
 
-def on_close(response: StreamingHttpResponse, callback: Callable[[], None]) -> None:
-    """Run ``callback`` once the response is closed (sent, or the client left)."""
-    response._resource_closers.append(callback)  # Django closes these in HttpResponseBase.close()
-
-
 async def _events(
-    lane: InteractiveLane, call: Call, client: ApiClient, opened: OpenStream
+    lane: InteractiveLane, call: Call, client: ApiClient, opened: OpenStream, on_end: Callable[[], None]
 ) -> AsyncIterator[bytes]:
     stream: UpstreamStream = opened.outcome.stream
     client_gone = True
@@ -90,6 +90,7 @@ async def _events(
     finally:
         # the client may be gone (this generator is then closed or cancelled): finish in a task of its
         # own, so the lease, the slot and the settle never depend on this one surviving
+        on_end()
         done = asyncio.ensure_future(_end(lane, call, client, opened, stream, client_gone))
         try:
             await asyncio.shield(done)

@@ -62,10 +62,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             return _unavailable(str(exc))
         lane = current_lane()
         if call.stream:
-            response = await streams.open_response(lane, call, client)
-            handed_to_stream = isinstance(response, StreamingHttpResponse)
-            if handed_to_stream:
-                streams.on_close(response, _leave)
+            response = await streams.open_response(lane, call, client, _leave)
+            handed_to_stream = isinstance(response, StreamingHttpResponse)  # the stream's end calls _leave
             return response
         try:
             result = await lane.complete(call.item)
