@@ -16,4 +16,4 @@ RUN pip install --no-cache-dir -e . \
 USER gateway
 EXPOSE 8000
 # the same web server as `make up` and docker-compose.yml: 2 workers x 4 threads, 120 s request timeout
-CMD ["gunicorn", "gateway_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4", "--timeout", "120", "--access-logfile", "-"]
+CMD ["uvicorn", "gateway_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--timeout-graceful-shutdown", "30", "--access-log"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextvars
 from contextlib import contextmanager
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
 _actor: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("audit_actor", default=None)
 
 
@@ -25,19 +27,36 @@ def acting_as(actor: str, via: str):
 class AuditActorMiddleware:
     """After authentication: the request's user (or API key team) is the actor of changes it makes."""
 
+    sync_capable = True
+    async_capable = True
+
     def __init__(self, get_response):
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if self.is_async:
+            return self._acall(request)
         user = getattr(request, "user", None)
         name = user.get_username() if user is not None and user.is_authenticated else "anonymous"
-        path = request.path
-        via = (
-            "admin"
-            if path.startswith("/admin/")
-            else "dashboard"
-            if path.startswith("/dashboard/")
-            else "api"
-        )
-        with acting_as(name, via):
+        with acting_as(name, _via(request.path)):
             return self.get_response(request)
+
+    async def _acall(self, request):
+        path = request.path
+        if path.startswith("/v1/") or path.startswith("/api/"):  # API keys, no session user: no query here
+            with acting_as("anonymous", "api"):
+                return await self.get_response(request)
+        auser = getattr(request, "auser", None)
+        user = await auser() if auser is not None else None
+        name = user.get_username() if user is not None and user.is_authenticated else "anonymous"
+        with acting_as(name, _via(path)):
+            return await self.get_response(request)
+
+
+def _via(path: str) -> str:
+    if path.startswith("/admin/"):
+        return "admin"
+    return "dashboard" if path.startswith("/dashboard/") else "api"

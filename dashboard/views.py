@@ -30,6 +30,7 @@ from .selectors import capacity as capacity_reads
 from .selectors import error_classes
 from .selectors import failures as failure_reads
 from .selectors import history as history_reads
+from .selectors import interactive as interactive_reads
 from .selectors import providers as provider_reads
 from .selectors import queues as queue_reads
 from .selectors import usage as usage_reads
@@ -274,10 +275,29 @@ def failures(request):
         qs = BatchItem.objects.none()
     groups = failure_reads.failure_groups(qs)
     page = _page(request, failure_reads.failure_list(qs))
+    interactive = []
+    if form.is_valid():
+        interactive = list(
+            interactive_reads.interactive_failures(
+                provider=form.cleaned_data["provider"],
+                team=form.cleaned_data["team"],
+                since=since,
+                until=until,
+            )[: interactive_reads.FAILED_SHOWN]
+        )
     return render(
         request,
         "dashboard/failures.html",
-        {"nav": "failures", "form": form, "groups": groups, "page": page, "since": since, "until": until},
+        {
+            "nav": "failures",
+            "form": form,
+            "groups": groups,
+            "page": page,
+            "since": since,
+            "until": until,
+            "interactive": interactive,
+            "interactive_shown": interactive_reads.FAILED_SHOWN,
+        },  # fmt: skip
     )
 
 
@@ -289,7 +309,10 @@ def providers(request):
     breakers = live.breaker_states([view.name for view, _ in pairs])
     pauses = live.pause_states([view.name for view, _ in pairs])
     recent = provider_reads.recent_activity()
+    interactive = interactive_reads.recent_interactive()
     rows = [provider_row(view, quota, breakers, recent, pauses) for view, _provider in pairs]
+    for row in rows:
+        row["interactive"] = interactive.get(row["config"].name)
     return render(
         request,
         "dashboard/providers.html",

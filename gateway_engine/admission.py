@@ -34,12 +34,11 @@ from typing import Literal, TypeAlias
 from .live_limits import LiveLimits
 from .options import EngineOptions
 from .protocols import QuotaStore
-from .quota.types import BudgetReservation, ProviderLimits, Reservation
+from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
 
 Stack: TypeAlias = "AsyncExitStack[bool | None]"
-Lane: TypeAlias = Literal["batch", "interactive"]
 _Blocked: TypeAlias = Literal["", "lane", "lease", "slot"]  # what was busy when taking slots ("": nothing)
 DIMENSIONS = ("rpm", "tpm", "itpm", "otpm")
 
@@ -79,15 +78,16 @@ class AdmissionRequest:
         output_tokens: int | None = None,
         team: str,
         check_cancel: bool,
+        lane: Lane = "batch",
     ) -> AdmissionRequest:
         """One request and the estimated tokens (with their input / output split, where known: the
-        prompt estimate and max_tokens), in the batch lane."""
+        prompt estimate and max_tokens), in ``lane``."""
         dimensions = [Dimension("rpm", 1), Dimension("tpm", est_tokens)]
         if input_tokens is not None:
             dimensions.append(Dimension("itpm", input_tokens))
         if output_tokens is not None:
             dimensions.append(Dimension("otpm", output_tokens))
-        return cls(limits, tuple(dimensions), team=team, check_cancel=check_cancel)
+        return cls(limits, tuple(dimensions), team=team, lane=lane, check_cancel=check_cancel)
 
     @property
     def tokens(self) -> int:
@@ -224,7 +224,11 @@ class Admission:
                 return Admitted(request, replace(reservation, current=live), held, slot)
             await held.aclose()
             await store.release(limits, reservation)  # no idle token holders
-            await self._wait_until_free(blocked, limits)
+            if request.lane == "interactive":  # batch asks of every worker yield while it waits
+                async with store.interactive_waiting(limits.name):
+                    await self._wait_until_free(blocked, limits)
+            else:
+                await self._wait_until_free(blocked, limits)
             if request.check_cancel and self.should_cancel():
                 return None
 
@@ -233,7 +237,11 @@ class Admission:
     ) -> Reservation:
         """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after)."""
         limits = live()
-        await gate.acquire()
+        if request.lane == "interactive" and gate.locked():  # waiting here counts as waiting for quota
+            async with self.store.interactive_waiting(limits.name):
+                await gate.acquire()
+        else:
+            await gate.acquire()
         try:
             return await self.store.acquire(
                 limits,
@@ -241,6 +249,7 @@ class Admission:
                 current=live,
                 input_tokens=request.input_tokens,
                 output_tokens=request.output_tokens,
+                lane=request.lane,
             )
         except BaseException:
             gate.release()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from .admission import Admission, AdmissionRequest, Admitted, Stack
 from .context import RunContext
@@ -25,13 +24,14 @@ from .items import ItemResult, WorkItem, estimate_split
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
-from .quota.types import BudgetExceeded, ProviderLimits, ProviderPaused, QuotaImpossible
+from .quota.types import BudgetExceeded, Lane, ProviderLimits, ProviderPaused, QuotaImpossible
 from .recording import OutcomeRecorder, breaker_gave_up, paused_at_admission
 from .retry import ErrorType, is_retryable_error
 from .routing import ProviderConfig, RoutingError, candidates, stable_draw
+from .sending import send_attempt
 from .stopping import Stopping
 
-__all__ = ["Finished", "ItemLife", "ItemState"]
+__all__ = ["Finished", "ItemLife", "ItemState", "OpenStream"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,25 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Finished:
     """An item's final result and its in-flight slot (None if nothing is held): the caller closes the
-    slot once the result is stored."""
+    slot once the result is stored. ``stream``: the item's answer is an open stream (the interactive
+    lane's ``stream: true``): the result is not final yet, ``ItemLife.end_stream`` makes it so."""
 
     result: ItemResult
     slot: Stack | None = None
+    stream: OpenStream | None = None
+
+
+@dataclass(frozen=True)
+class OpenStream:
+    """An attempt whose answer is streaming: everything it holds (the grant, the lease in ``held``, the
+    in-flight slot) stays held until ``ItemLife.end_stream``. ``outcome.stream`` reads it."""
+
+    state: ItemState
+    choice: ProviderConfig
+    probe: bool
+    admitted: Admitted
+    outcome: HttpOutcome
+    started: str
 
 
 @dataclass
@@ -59,6 +74,7 @@ class ItemState:
     per_provider: dict[str, int] = field(default_factory=dict)  # attempts per provider
     impossible: set[str] = field(default_factory=set)  # providers whose bucket can never fit the item
     paused: set[str] = field(default_factory=set)  # providers paused for everyone: never tried again
+    stream: bool = False  # the answer is asked for as a stream (the interactive lane)
     last_provider: str = ""
     delay: float = 0.0  # backoff / Retry-After before retrying last_provider
     breaker_waited: float = 0.0  # seconds spent waiting for open breakers (measured)
@@ -72,15 +88,18 @@ class ItemState:
         return [p for p in self.cands if self.usable(p)]
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 class ItemLife:
     """Runs items of one run, each from routing to its final result (``run``)."""
 
     def __init__(
-        self, ctx: RunContext, admission: Admission, limits: LiveLimits, stopping: Stopping, ride: OutageRide
+        self,
+        ctx: RunContext,
+        admission: Admission,
+        limits: LiveLimits,
+        stopping: Stopping,
+        ride: OutageRide,
+        *,
+        lane: Lane = "batch",
     ) -> None:
         self.ctx, self.admission, self.limits, self.stopping, self.ride = (
             ctx,
@@ -89,14 +108,15 @@ class ItemLife:
             stopping,
             ride,
         )
+        self.lane = lane
         self.outcomes = OutcomeRecorder(ctx, admission, ride)
 
-    async def run(self, item: WorkItem) -> Finished:
+    async def run(self, item: WorkItem, *, stream: bool = False) -> Finished:
         """The item's final result and in-flight slot. A quota-store/breaker outage that outlasted the
         ride-through propagates (the run fails); any other exception is an engine bug: logged, and the
         item ends ``gateway_error``."""
         try:
-            return await self._run_item(item)
+            return await self._run_item(item, stream)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -110,11 +130,12 @@ class ItemLife:
                 )
             )
 
-    async def _run_item(self, item: WorkItem) -> Finished:
+    async def _run_item(self, item: WorkItem, stream: bool) -> Finished:
         """Attempts (breaker → quota → send → decide) until the item has its final result."""
         state = self._item_state(item)
         if isinstance(state, ItemResult):
             return Finished(state)
+        state.stream = stream
         while True:
             done = await self._step(state)
             if done is not None:
@@ -213,8 +234,34 @@ class ItemLife:
         if admitted is None:  # stopped before the send (nothing held, token given back)
             return Finished(self.stopping.end(result, self.stopping.stop_reason(item, result) or "cancelled"))
         self.ctx.observer.on_quota_wait(choice.name, self.ctx.clock() - waited_from)
-        outcome, started = await self._send(state, choice, admitted)
+        outcome, started = await send_attempt(self.ctx, state, choice, admitted)
+        if outcome.stream is not None:  # streaming: the answer is the caller's to read, then end_stream
+            return Finished(
+                result, admitted.slot, OpenStream(state, choice, probe, admitted, outcome, started)
+            )
         return await self._after_send(state, choice, probe, admitted, outcome, started)
+
+    async def end_stream(self, stream: OpenStream, final: HttpOutcome) -> ItemResult:
+        """The stream is over: give the lease back, record the attempt with how it ended (``final``:
+        ok with the reported usage, an in-stream error, or the client gone) and close the in-flight
+        slot. Never retried: the client already has bytes of this answer."""
+        state, choice, admitted = stream.state, stream.choice, stream.admitted
+        result = state.result
+        try:
+            await admitted.held.aclose()  # the provider lease: held until the last chunk
+            state.per_provider[choice.name] = state.per_provider.get(choice.name, 0) + 1
+            result.attempts += 1
+            state.last_provider = choice.name
+            entry = await self.outcomes.record(state.item, result, choice, admitted, final, stream.started)
+            if final.ok:
+                await self.outcomes.succeeded(result, choice, entry, final)
+            else:
+                await self.outcomes.failed(
+                    result, choice, stream.probe, admitted.request.limits, entry, final
+                )
+        finally:
+            await admitted.slot.aclose()
+        return result
 
     async def _admit_bounded(self, limits: ProviderLimits, state: ItemState) -> Admitted | None:
         """Admission that gives up (None, nothing held) when the item has to stop while waiting."""
@@ -227,6 +274,7 @@ class ItemLife:
                 check_cancel=not result.attempts,
                 input_tokens=state.est_input,
                 output_tokens=state.est_output,
+                lane=self.lane,
             )
             finished, admitted = await self.stopping.bounded(self.admission.admit(request), item)
             if finished:
@@ -235,32 +283,6 @@ class ItemLife:
                 await self.admission.release(admitted)
             if self.stopping.stop_reason(item, result):
                 return None
-
-    async def _send(
-        self, state: ItemState, choice: ProviderConfig, admitted: Admitted
-    ) -> tuple[HttpOutcome, str]:
-        """The HTTP call, holding the long lane and the provider lease (released as soon as the answer is
-        in). Returns the outcome and when it was sent."""
-        sent: HttpOutcome | None = None
-        started = ""
-        try:
-            async with admitted.held:  # long lane + provider lease: released as soon as the answer is in
-                started = _now_iso()
-                item, attempt, journal = state.item, state.result.attempts + 1, self.ctx.journal
-                sent = await self.ctx.http.get(choice).chat(
-                    item.messages,
-                    item.params,
-                    request_id=state.key,
-                    on_sent=lambda: journal.sent(item, attempt),
-                )
-        except BaseException as exc:
-            if sent is None or not is_store_failure(exc):
-                await admitted.slot.aclose()
-                raise
-            # the answer is in; only the lease release failed (store down): it expires by itself
-            log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
-        assert sent is not None  # the call returned (an exception without an answer was re-raised)
-        return sent, started
 
     async def _after_send(
         self,

@@ -32,6 +32,7 @@ import httpx
 
 from .answers import AnswerRejected, BoundedBody, declared_too_large
 from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, timed_out
+from .retry import ErrorType
 from .routing import ProviderConfig
 from .wire import DEFAULT_KIND, WireFormat, for_kind
 
@@ -124,6 +125,18 @@ class ProviderClient:
             return connection_failed(started, exc)
         return from_answer(self.wire, status, int((time.monotonic() - started) * 1000), raw, headers)
 
+    async def open_stream(
+        self,
+        messages: list[Any],
+        params: Mapping[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        on_sent: Callable[[], None] | None = None,
+    ) -> HttpOutcome:
+        """Streaming is served by the aiohttp transport only (the interactive lane always uses it)."""
+        return HttpOutcome(None, 0, error_type=ErrorType.GATEWAY_ERROR,
+                           message="streaming needs the aiohttp provider transport")  # fmt: skip
+
     async def _read(self, response: httpx.Response) -> bytes:
         encoding = response.headers.get("content-encoding")
         if declared_too_large(response.headers.get("content-length"), self.max_answer_bytes, encoding):
@@ -179,6 +192,7 @@ class AiohttpProviderClient:
         self.max_answer_bytes = max_answer_bytes
         pool = max(1, config.max_concurrency)
         self._headers = {**REQUEST_HEADERS, **endpoint.headers}
+        self.stream_endpoint: tuple[str, dict[str, str]] | None = None  # built on the first stream
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=pool, limit_per_host=0, keepalive_timeout=30.0),
             trace_configs=[_SENT_TRACE],
@@ -226,6 +240,25 @@ class AiohttpProviderClient:
         except (aiohttp.ClientError, OSError) as exc:
             return connection_failed(started, exc)
         return from_answer(self.wire, status, int((time.monotonic() - started) * 1000), raw, resp_headers)
+
+    async def open_stream(
+        self,
+        messages: list[Any],
+        params: Mapping[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        on_sent: Callable[[], None] | None = None,
+    ) -> HttpOutcome:
+        """One streaming chat completion, opened (gateway_engine.http_stream): the outcome of everything
+        before the first chunk, or ok with ``outcome.stream`` the open UpstreamStream."""
+        from .http_stream import open_stream
+
+        hook = _SentHook(on_sent) if on_sent is not None else None
+        return await open_stream(self, self._session, messages, params, request_id=request_id, trace=hook)
+
+    async def read_answer(self, response: aiohttp.ClientResponse) -> bytes:
+        """The whole (capped, decompressed) answer body (gateway_engine.http_stream reads error answers)."""
+        return await self._read(response)
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
         encoding = response.headers.get("Content-Encoding")

@@ -18,6 +18,7 @@ The engine calls nothing else on these objects. The concrete implementations:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from .items import ItemResult, RawItem, WorkItem
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # annotations only
     from .quota.leases import Lease
     from .quota.ledger import BudgetSeed
     from .quota.slots import GlobalSlot
-    from .quota.types import BudgetReservation, PauseState, ProviderLimits, Reservation, TeamLimits
+    from .quota.types import BudgetReservation, Lane, PauseState, ProviderLimits, Reservation, TeamLimits
 
 __all__ = [
     "AsyncCloseable",
@@ -69,11 +70,18 @@ class QuotaStore(AsyncCloseable, Protocol):
         current: Callable[[], ProviderLimits] | None = None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        lane: Lane = "batch",
     ) -> Reservation:
         """Wait for 1 request and ``tokens`` tokens of the provider's buckets, and (when the limits set
         itpm / otpm) ``input_tokens`` / ``output_tokens`` of its ITPM / OTPM buckets, all in one atomic
         grant (QuotaImpossible if they can never fit; ProviderPaused while the provider is paused);
-        ``current()`` gives the live limits on every retry."""
+        ``current()`` gives the live limits on every retry. Batch asks yield to interactive callers
+        waiting for the same provider (docs/engine.md, "Interactive first")."""
+        ...
+
+    def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:
+        """Hold this process's interactive mark on the provider while an interactive caller waits
+        (batch asks of every worker yield meanwhile)."""
         ...
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:

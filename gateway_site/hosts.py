@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 
@@ -30,10 +31,30 @@ security_log = logging.getLogger("django.security.DisallowedHost")
 class HostMiddleware:
     """Place it before SecurityMiddleware and CommonMiddleware (right after the request id)."""
 
+    sync_capable = True
+    async_capable = True
+
     def __init__(self, get_response):
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if self.is_async:
+            return self._acall(request)
+        refused = self._refused(request)
+        return refused if refused is not None else self.get_response(request)
+
+    async def _acall(self, request):
+        path = request.path_info
+        if path in PROBES:  # the probes are sync views (database, Redis checks): in a thread
+            return await sync_to_async(self._refused)(request)
+        refused = self._refused(request)
+        return refused if refused is not None else await self.get_response(request)
+
+    def _refused(self, request):
+        """A probe's answer, or the JSON 400 of a disallowed Host on /api/ and /v1/, else None."""
         path = request.path_info
         probe = PROBES.get(path)
         if probe is not None:
@@ -44,7 +65,7 @@ class HostMiddleware:
             except DisallowedHost as exc:
                 security_log.error(str(exc), extra={"status_code": 400, "request": request})
                 return json_error(request, 400, _message(request), code="invalid_host")
-        return self.get_response(request)
+        return None
 
 
 def _message(request) -> str:

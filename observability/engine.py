@@ -80,8 +80,10 @@ class GatewayObserver:
         providers: dict | None = None,
         request_id: str = "",
         parent_context=None,
+        lane: str = "batch",
     ):
         self.batch_id, self.team = str(batch_id), team
+        self.lane = lane  # "batch" or "interactive": a label of the request and quota-wait metrics
         self.prices = prices or {}
         self.providers = providers or {}  # name -> ProviderConfig (model, base_url) for spans
         self.request_id = request_id
@@ -143,7 +145,7 @@ class GatewayObserver:
     ) -> None:
         team, batch_id = team or self.team, batch_id or self.batch_id
         outcome = outcome_label(error_type, status_code)
-        metrics.provider_requests.labels(provider, outcome).inc()
+        metrics.provider_requests.labels(provider, outcome, self.lane).inc()
         metrics.provider_request_duration.labels(provider).observe(latency_s)
         if prompt_tokens:
             metrics.provider_tokens.labels(provider, team, "prompt").inc(prompt_tokens)
@@ -230,7 +232,7 @@ class GatewayObserver:
 
     @_never_raises
     def on_quota_wait(self, provider: str, seconds: float) -> None:
-        metrics.quota_wait.labels(provider).observe(max(0.0, seconds))
+        metrics.quota_wait.labels(provider, self.lane).observe(max(0.0, seconds))
 
     @_never_raises
     def on_retry(self, provider: str, reason: str) -> None:
@@ -264,7 +266,7 @@ class GatewayObserver:
     # ---- items -------------------------------------------------------------------------------------
     @_never_raises
     def on_item_done(self, result, *, team: str = "", batch_id: str = "") -> None:
-        metrics.items.labels(result.status).inc()
+        metrics.items.labels(result.status, self.lane).inc()
         if result.status == "failed":
             log.warning(
                 "item failed",
@@ -292,7 +294,7 @@ class PauseOnlyObserver(NullObserver):
     on_provider_paused = GatewayObserver.on_provider_paused
 
 
-def engine_observer(batch_id: str, table=None) -> GatewayObserver | PauseOnlyObserver:
+def engine_observer(batch_id: str, table=None, lane: str = "batch") -> GatewayObserver | PauseOnlyObserver:
     """The observer for one engine run of a batch (two small queries: the team's name, the prices);
     only the provider-pause hook when GATEWAY_METRICS_ENABLED is off."""
     from django.conf import settings
@@ -321,4 +323,5 @@ def engine_observer(batch_id: str, table=None) -> GatewayObserver | PauseOnlyObs
         providers=dict(getattr(table, "providers", {}) or {}),
         request_id=current_request_id(),
         parent_context=parent,
+        lane=lane,
     )

@@ -19,6 +19,7 @@ import re
 import sys
 import uuid
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from pythonjsonlogger.json import JsonFormatter
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("gateway_request_id", default="")
@@ -148,17 +149,37 @@ def logging_config(fmt: str, level: str) -> dict:
 
 
 class RequestIdMiddleware:
-    """Sets the request id for the request (from ``X-Request-ID`` or new) and echoes it back."""
+    """Sets the request id for the request (from ``X-Request-ID`` or new) and echoes it back. Sync and
+    async (under ASGI it adds no thread hop to the async views of the interactive lane)."""
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response):
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if self.is_async:
+            return self._acall(request)
         rid = clean_request_id(request.META.get(REQUEST_ID_HEADER))
         token = request_id_var.set(rid)
         request.request_id = rid
         try:
             response = self.get_response(request)
+        finally:
+            request_id_var.reset(token)
+        response["X-Request-ID"] = rid
+        return response
+
+    async def _acall(self, request):
+        rid = clean_request_id(request.META.get(REQUEST_ID_HEADER))
+        token = request_id_var.set(rid)
+        request.request_id = rid
+        try:
+            response = await self.get_response(request)
         finally:
             request_id_var.reset(token)
         response["X-Request-ID"] = rid

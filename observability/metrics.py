@@ -25,8 +25,9 @@ from gateway_engine.retry import ERROR_CLASS_KEYS
 
 provider_requests = Counter(
     "gateway_provider_requests",
-    f"HTTP attempts sent to a provider, by outcome (ok, {', '.join(ERROR_CLASS_KEYS)}).",
-    ["provider", "outcome"],
+    f"HTTP attempts sent to a provider, by outcome (ok, {', '.join(ERROR_CLASS_KEYS)}) and lane (batch, "
+    "interactive).",
+    ["provider", "outcome", "lane"],
 )
 provider_request_duration = Histogram(
     "gateway_provider_request_duration_seconds",
@@ -49,8 +50,8 @@ provider_cost = Counter(
 )
 quota_wait = Histogram(
     "gateway_quota_wait_seconds",
-    "Time an attempt waited locally for a bucket token, a lease and an in-flight slot.",
-    ["provider"],
+    "Time an attempt waited locally for a bucket token, a lease and an in-flight slot, by lane.",
+    ["provider", "lane"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
 )
 retries = Counter(
@@ -58,7 +59,11 @@ retries = Counter(
     "Attempts the engine decided to try again, by provider and reason (the failed attempt's error type).",
     ["provider", "reason"],
 )
-items = Counter("gateway_items", "Items that reached a final state in the engine, by status.", ["status"])
+items = Counter(
+    "gateway_items",
+    "Items that reached a final state in the engine, by status and lane (batch items; interactive calls).",
+    ["status", "lane"],
+)
 batch_duration = Histogram(
     "gateway_batch_duration_seconds",
     "Wall time of a finished batch, from start to completion.",

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem
+from interactive.retention import purge_calls
 from openai_api.retention import purge_files
 
 CHUNK = 2000
@@ -61,7 +62,7 @@ def purge_items(
             )
 
 
-PURGERS: dict[str, Purger] = {"items": purge_items, "files": purge_files}
+PURGERS: dict[str, Purger] = {"items": purge_items, "files": purge_files, "interactive_calls": purge_calls}
 
 
 def purge_old_data(

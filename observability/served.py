@@ -36,7 +36,7 @@ def record_served_results(batch_id: str, team: str, results: Sequence[tuple[Item
 def _record(team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
     prices = prices_by_provider()
     for result, _served_by in results:
-        metrics.items.labels(result.status).inc()
+        metrics.items.labels(result.status, "batch").inc()
         prompt, completion = int(result.prompt_tokens or 0), int(result.completion_tokens or 0)
         if prompt:
             metrics.provider_tokens.labels(result.provider, team, "prompt").inc(prompt)

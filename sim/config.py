@@ -58,6 +58,12 @@ class ProviderConfig:
     api_key: str | None = None  # when set, requests must carry the key the kind's way
     seed: int | None = None
     native: KindConfig = field(default_factory=KindConfig)  # kind and kind-specific options
+    # streamed answers (sim/streaming.py): the text split in this many content chunks, this long between
+    # them (simulated ms), and a mid-stream fault after N content chunks (an error event, or a cut)
+    stream_chunks: int = 4
+    chunk_delay_ms: float = 0.0
+    stream_error_after: int | None = None
+    stream_cut_after: int | None = None
 
     @property
     def kind(self) -> str:
@@ -89,6 +95,7 @@ _PROVIDER_KEYS = {
     "name", "model", "rpm", "tpm", "burst_seconds", "median_ms", "sigma", "min_ms", "max_ms",
     "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
     "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
+    "stream_chunks", "chunk_delay_ms", "stream_error_after", "stream_cut_after",
 } | COMMON_KIND_KEYS | ALL_KIND_KEYS  # fmt: skip
 
 
@@ -136,6 +143,10 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
     rpm = _num(raw, "rpm", where, None, minimum=0)
     tpm = _num(raw, "tpm", where, None, minimum=0)
     conc = _num(raw, "max_concurrency", where, None, minimum=0, integer=True)
+    error_after = _num(raw, "stream_error_after", where, None, minimum=0, integer=True)
+    cut_after = _num(raw, "stream_cut_after", where, None, minimum=0, integer=True)
+    if error_after is not None and cut_after is not None:
+        raise ConfigError(f"{where}.stream_cut_after: give stream_error_after or stream_cut_after, not both")
     return ProviderConfig(
         name=name,
         model=model,
@@ -159,6 +170,10 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         api_key=api_key or None,
         seed=_num(raw, "seed", where, None, integer=True),
         native=native,
+        stream_chunks=_num(raw, "stream_chunks", where, 4, minimum=1, maximum=10_000, integer=True),
+        chunk_delay_ms=_num(raw, "chunk_delay_ms", where, 0.0, minimum=0),
+        stream_error_after=error_after,
+        stream_cut_after=cut_after,
     )
 
 

@@ -56,6 +56,14 @@ class ProviderCounters:
     overloaded: int = 0  # the kind's overloaded form (Anthropic 529, Gemini 503 UNAVAILABLE, ...)
     spend_exhausted: int = 0  # spend forms sent after spend_exhausted_after
     per_day_429: int = 0  # Gemini per-day quota answers
+    # streamed answers (sim/streaming.py): started = the 200 stream's headers went out; then exactly one of
+    # completed (the end marker was written), errored (the in-stream error event was written),
+    # cut (stream_cut_after closed the connection), aborted_by_client (the client went away first)
+    streams_started: int = 0
+    streams_completed: int = 0
+    streams_errored: int = 0
+    streams_cut: int = 0
+    streams_aborted_by_client: int = 0
     by_status: Counter = field(default_factory=Counter)
     by_form: Counter = field(default_factory=Counter)  # named forms answered (scripts, triggers, windows)
     # requests per X-Request-ID header ("" = no header), every answer included: GET /_sim/requests
@@ -111,6 +119,18 @@ class ProviderCounters:
         self.in_flight -= 1
         self.last_finished_at = now
 
+    def stream_ended(self, outcome: str | None) -> None:
+        """A started stream ended: "completed" | "errored" | "cut", None = the client went away."""
+        if outcome == "completed":
+            self.streams_completed += 1
+        elif outcome == "errored":
+            self.streams_errored += 1
+        elif outcome == "cut":
+            self.streams_cut += 1
+        else:
+            self.streams_aborted_by_client += 1
+            self.disconnects += 1
+
     def bill(self, prompt: int, completion: int) -> None:
         self.billed_prompt_tokens += prompt
         self.billed_completion_tokens += completion
@@ -154,6 +174,11 @@ class ProviderCounters:
             "overloaded": self.overloaded,
             "spend_exhausted": self.spend_exhausted,
             "per_day_429": self.per_day_429,
+            "streams_started": self.streams_started,
+            "streams_completed": self.streams_completed,
+            "streams_errored": self.streams_errored,
+            "streams_cut": self.streams_cut,
+            "streams_aborted_by_client": self.streams_aborted_by_client,
             "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
             "by_form": dict(sorted(self.by_form.items())),
             "active_seconds": (

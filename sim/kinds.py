@@ -14,6 +14,7 @@ from sim import wire_anthropic as anthropic
 from sim import wire_gemini as gemini
 from sim import wire_openai as openai
 from sim.config import ProviderConfig
+from sim.streaming import StreamPlan
 from sim.wire_common import Call, Reply, Usage
 
 ANSWER_FORMS = {"blocked", "output_filter", "refusal"}  # processed (and billed), answered differently
@@ -50,7 +51,7 @@ class OpenAIKind:
 
     def validate(self, body, request) -> Reply | None:
         problem = openai.validate_openai(body)
-        return openai.invalid(problem) if problem else None
+        return openai.invalid(problem) if problem else openai.stream_problem(body)
 
     def call(self, body: dict, request) -> Call:
         return openai.call(body, self.cfg.model, self.cfg.default_max_tokens)
@@ -97,6 +98,10 @@ class OpenAIKind:
     def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
         return openai.answer(self.cfg.name, call, usage)
 
+    def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
+        """The answer as the kind streams it (sim/streaming.py)."""
+        return openai.stream_plan(self.cfg.name, call, usage, chunks)
+
 
 class AzureKind(OpenAIKind):
     name = "azure_openai"
@@ -135,6 +140,11 @@ class AzureKind(OpenAIKind):
 
     def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
         return openai.answer(self.cfg.name, call, usage, azure=True, filtered=form == "output_filter")
+
+    def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
+        return openai.stream_plan(
+            self.cfg.name, call, usage, chunks, azure=True, filtered=form == "output_filter"
+        )
 
 
 class AnthropicKind(OpenAIKind):
@@ -180,20 +190,29 @@ class AnthropicKind(OpenAIKind):
     def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
         return anthropic.answer(self.cfg.name, call, usage, refusal=form == "refusal")
 
+    def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
+        return anthropic.stream_plan(self.cfg.name, call, usage, chunks, refusal=form == "refusal")
+
 
 class GeminiKind(OpenAIKind):
     name = "gemini"
     input_only_tpm = True  # Gemini's token quota counts input tokens
 
+    METHODS = ("generateContent", "streamGenerateContent")
+
     def preflight(self, request) -> Reply | None:
         model, _, method = request.match_info.get("model_method", "").partition(":")
-        if method != "generateContent":
-            return gemini.invalid(f"Method '{method}' is not served by the simulator (generateContent only).")
+        if method not in self.METHODS:
+            return gemini.invalid(f"Method '{method}' is not served by the simulator (generateContent and "
+                                  f"streamGenerateContent only).")  # fmt: skip
+        if method == "streamGenerateContent" and request.query.get("alt", "json") not in ("json", "sse"):
+            return gemini.invalid(f"Invalid value at 'alt' ({request.query['alt']!r}): streamGenerateContent "
+                                  f"answers alt=sse (Server-Sent Events) or alt=json (a JSON array).")  # fmt: skip
         problem = gemini.check_key(request.headers, request.query, self.cfg.api_key)
         if problem:
             return problem
         if model != self.cfg.model:
-            return gemini.model_not_found(model, request.match_info.get("version", "v1beta"))
+            return gemini.model_not_found(model, request.match_info.get("version", "v1beta"), method)
         return None
 
     def not_json(self) -> Reply:
@@ -203,7 +222,10 @@ class GeminiKind(OpenAIKind):
         return gemini.validate(body)
 
     def call(self, body: dict, request) -> Call:
-        return gemini.call(body, self.cfg.model, self.cfg.default_max_tokens)
+        stream = None
+        if request.match_info.get("model_method", "").endswith(":streamGenerateContent"):
+            stream = "sse" if request.query.get("alt") == "sse" else "json"
+        return gemini.call(body, self.cfg.model, self.cfg.default_max_tokens, stream)
 
     def headers(self, state) -> dict[str, str]:
         return {}  # Gemini sends no rate-limit headers
@@ -236,6 +258,9 @@ class GeminiKind(OpenAIKind):
         if form == "blocked":
             return gemini.blocked(call, usage)
         return gemini.answer(self.cfg.name, call, usage)
+
+    def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
+        return gemini.stream_plan(self.cfg.name, call, usage, chunks, blocked_prompt=form == "blocked")
 
 
 KIND_CLASSES = {

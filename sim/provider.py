@@ -16,6 +16,10 @@ Pipeline, in order (the first rule that answers wins):
  11. accepted: latency slept (hang_rate: hang_seconds; error_rate_500: a 500 after processing, billed)
      then 200 in the kind's shape with usage (cache reads / writes per the configured ratios); answer
      forms (Gemini blocked, Azure output_filter, Anthropic refusal) are processed and billed like any.
+     A streamed request (sim/streaming.py) sleeps the same latency, then streams its answer: in flight
+     until its last byte, billed when it ends however it ends, delivered when completed; its shape
+     (``stream_chunks``, ``chunk_delay_ms``, ``stream_error_after``, ``stream_cut_after``, or their
+     ``[[sim:...=N]]`` triggers) is read after step 3 (a bad trigger value: 400).
 An accepted request whose client disconnects mid-way is billed (the provider did the work).
 """
 
@@ -34,6 +38,7 @@ from sim.counters import ProviderCounters
 from sim.kind_config import KIND_FORMS
 from sim.kinds import ANSWER_FORMS, adapter
 from sim.limits import Charge, Limits
+from sim.streaming import Event, StreamPlan, StreamShape, stream_shape
 from sim.tokens import estimate_text_tokens
 from sim.wire_common import Call, Reply, Usage, split_cache
 
@@ -104,7 +109,7 @@ class SimProvider:
         return self.reply(self.kind.form(name, call))
 
     # --- the pipeline -------------------------------------------------------------------------
-    async def handle(self, request: web.Request, route_kind: str) -> web.Response:
+    async def handle(self, request: web.Request, route_kind: str) -> web.StreamResponse:
         box: dict = {}
         if self.tracer is None:
             return await self._handle(request, route_kind, box)
@@ -182,7 +187,7 @@ class SimProvider:
         tokens = prompt if self.kind.input_only_tpm else prompt + call.max_tokens
         return split, Charge(1, tokens, prompt - split.cache_read, call.max_tokens)
 
-    async def _handle(self, request: web.Request, route_kind: str, box: dict) -> web.Response:
+    async def _handle(self, request: web.Request, route_kind: str, box: dict) -> web.StreamResponse:
         c = self.counters
         c.record_request(request.headers.get("X-Request-ID", ""))
         cfg = self.cfg
@@ -191,6 +196,12 @@ class SimProvider:
         call = await self._read(request, route_kind)
         if isinstance(call, Reply):
             return self.reply(call)
+        shape: StreamShape | None = None
+        if call.stream is not None:
+            wanted = stream_shape(cfg, call.last_text, self.time_scale)
+            if isinstance(wanted, str):  # a bad [[sim:stream_...=N]] trigger: the test's mistake, not a shape
+                return self.reply(Reply(400, {"error": {"message": wanted, "type": "sim"}}))
+            shape = wanted
         if self.tag_re is not None:
             box["tag"] = self.tag_of(call)
         scripted = self._scripted(request, call)
@@ -225,9 +236,17 @@ class SimProvider:
             busy = self.kind.busy()
             busy.headers = {**busy.headers, **headers}
             return self.reply(busy)
-        return await self._process(call, split, answer_form, headers, loop_time)
+        return await self._process(request, call, split, answer_form, loop_time, shape)
 
-    async def _process(self, call: Call, split: Usage, answer_form, headers, loop_time) -> web.Response:
+    async def _process(
+        self,
+        request: web.Request,
+        call: Call,
+        split: Usage,
+        answer_form,
+        loop_time,
+        shape: StreamShape | None,
+    ) -> web.StreamResponse:
         c, cfg = self.counters, self.cfg
         c.record_accept(loop_time())
         self.served += 1
@@ -244,6 +263,8 @@ class SimProvider:
             c.disconnects += 1
             self._finish(split, completion, call.max_tokens, loop_time())
             raise
+        if shape is not None and not fail:  # a stream is in flight (and billed) until its last byte
+            return await self._stream(request, call, split, completion, answer_form, shape, loop_time)
         self._finish(split, completion, call.max_tokens, loop_time())
         headers = self.kind.headers(self.limits.state(loop_time()))  # as the answer leaves (OTPM adjusted)
         if fail:
@@ -256,6 +277,77 @@ class SimProvider:
             c.by_form[answer_form] += 1
         usage = Usage(split.prompt, completion, split.cache_read, split.cache_write)
         return self.reply(Reply(200, self.kind.answer(call, usage, answer_form), headers))
+
+    async def _stream(
+        self, request: web.Request, call: Call, split: Usage, completion: int, answer_form, shape: StreamShape,
+        loop_time,
+    ) -> web.StreamResponse:  # fmt: skip
+        """Write the answer as the kind streams it: head, content events ``shape.delay_s`` apart, then the
+        tail — or, after ``error_after`` / ``cut_after`` content events, the kind's error event / an
+        abrupt close. A client that goes away (a write fails, the transport is gone between events, or
+        aiohttp cancels the handler on the disconnect: handler_cancellation) is counted in
+        ``streams_aborted_by_client``. Billed when it ends, however it ends; delivered when completed."""
+        c = self.counters
+        usage = Usage(split.prompt, completion, split.cache_read, split.cache_write)
+        plan: StreamPlan = self.kind.stream_plan(call, usage, answer_form, shape.chunks)
+        headers = {**self.kind.headers(self.limits.state(loop_time())),
+                   "Content-Type": plan.framing.content_type, "Cache-Control": "no-cache"}  # fmt: skip
+        response = web.StreamResponse(status=200, headers=headers)
+        started = False
+        outcome: str | None = None  # completed | errored | cut; None at the end: the client went away
+        written = 0
+
+        async def write(event: Event) -> None:
+            nonlocal written
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                raise ConnectionResetError("the client closed the stream")
+            await response.write(plan.framing.encode(event, written))
+            written += 1
+
+        try:
+            await response.prepare(request)
+            started = True
+            c.record_status(200)
+            c.streams_started += 1
+            if answer_form is not None:
+                c.by_form[answer_form] += 1
+            for event in plan.head:
+                await write(event)
+            fault = shape.error_after if shape.error_after is not None else shape.cut_after
+            for sent, event in enumerate(plan.content):
+                if fault is not None and sent >= fault:
+                    break
+                if sent and shape.delay_s > 0:
+                    await asyncio.sleep(shape.delay_s)
+                await write(event)
+            if shape.cut_after is not None:
+                outcome = "cut"
+                if request.transport is not None:
+                    request.transport.close()  # what was written goes out; the body never ends
+                return response
+            if shape.error_after is not None:
+                await write(plan.error)
+                outcome = "errored"
+            else:
+                for event in plan.tail:
+                    await write(event)
+            end = plan.framing.close(written)
+            if end:
+                await response.write(end)
+            if outcome is None:
+                outcome = "completed"
+                c.deliver(split.prompt, completion)
+            await response.write_eof()
+            return response
+        except ConnectionResetError:  # the client went away (counted below); aiohttp ends the exchange
+            return response
+        finally:
+            if started:
+                c.stream_ended(outcome)
+            else:
+                c.disconnects += 1  # gone before the answer's first byte
+            self._finish(split, completion, call.max_tokens, loop_time())
 
     def _finish(self, split: Usage, completion: int, max_tokens: int, now: float) -> None:
         """The work is done (answered or not): billed, OTPM's unused reservation given back, measured."""

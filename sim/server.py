@@ -4,6 +4,7 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
   POST /{name}/v1/chat/completions               kind openai (base_url http://HOST:PORT/{name}/v1)
   POST /{name}/v1/messages                       kind anthropic (base_url .../{name}/v1)
   POST /{name}/v1beta/models/{model}:generateContent
+  POST /{name}/v1beta/models/{model}:streamGenerateContent[?alt=sse]
                                                  kind gemini (base_url .../{name}/v1beta; also /v1/...)
   POST /{name}/openai/deployments/{deployment}/chat/completions?api-version=...
                                                  kind azure_openai (base_url .../{name})
@@ -22,7 +23,8 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
                                      (request counts included)
 
 The request pipeline (the same for every kind) is described in sim/provider.py; each kind's validation,
-answers, headers and fault forms in sim/kinds.py and sim/wire_*.py.
+answers, headers and fault forms in sim/kinds.py and sim/wire_*.py; streamed answers ("stream": true,
+streamGenerateContent) in sim/streaming.py.
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ class SimState:
         keys = ["requests", "ok", "rate_limited_429", "status_4xx", "status_5xx", "billed_tokens",
                 "delivered_tokens", "billed_prompt_tokens", "billed_completion_tokens",
                 "delivered_prompt_tokens", "delivered_completion_tokens", "in_flight", "shape_rejections",
-                "auth_rejections"]  # fmt: skip
+                "auth_rejections", "streams_started", "streams_completed", "streams_errored", "streams_cut",
+                "streams_aborted_by_client"]  # fmt: skip
         totals = {k: sum(s[k] for s in per.values()) for k in keys}
         return {
             "time_scale": self.config.time_scale,
@@ -104,7 +107,7 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     app[STATE_KEY] = state
 
     def route(kind: str):
-        async def handler(request: web.Request) -> web.Response:
+        async def handler(request: web.Request) -> web.StreamResponse:
             provider = state.providers.get(request.match_info["name"])
             if provider is None:
                 return web.json_response(error_body("Unknown provider.", "invalid_request_error"), status=404)
@@ -169,11 +172,21 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
 
 
 async def start(
-    config, host: str = "127.0.0.1", port: int = 0, shutdown_timeout: float = 1.0
+    config,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    shutdown_timeout: float = 1.0,
+    handler_cancellation: bool = True,
 ) -> tuple[web.AppRunner, int]:
-    """Start serving on the running loop; returns (runner, bound port). Stop with ``runner.cleanup()``."""
+    """Start serving on the running loop; returns (runner, bound port). Stop with ``runner.cleanup()``.
+
+    ``handler_cancellation``: aiohttp cancels a request's handler when its client disconnects (how a
+    client leaving mid-stream or mid-latency is seen at once); False only to test the fallback (a stream
+    then sees the closed transport at its next event)."""
     app = build_app(config)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=shutdown_timeout)
+    runner = web.AppRunner(
+        app, access_log=None, handler_cancellation=handler_cancellation, shutdown_timeout=shutdown_timeout
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
     await site.start()

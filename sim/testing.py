@@ -93,10 +93,13 @@ class SimHandle:
 
 
 @contextmanager
-def run_simulator_in_thread(config: dict | str | SimConfig, host: str = "127.0.0.1", port: int = 0):
+def run_simulator_in_thread(
+    config: dict | str | SimConfig, host: str = "127.0.0.1", port: int = 0, handler_cancellation: bool = True
+):
     """Serve ``config`` from a daemon thread with its own event loop; yields a SimHandle.
 
     ``port=0`` binds a free port. The config is validated before the thread starts (ConfigError).
+    ``handler_cancellation``: see ``sim.server.start``.
     """
     cfg = load_config(config)
     loop = asyncio.new_event_loop()
@@ -108,7 +111,9 @@ def run_simulator_in_thread(config: dict | str | SimConfig, host: str = "127.0.0
         from sim.server import start
 
         async def boot():
-            box["runner"], box["port"] = await start(cfg, host, port)
+            box["runner"], box["port"] = await start(
+                cfg, host, port, handler_cancellation=handler_cancellation
+            )
 
         try:
             loop.run_until_complete(boot())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import uuid
 
+from sim.streaming import SSE, Event, StreamPlan, split_text
 from sim.wire_common import Call, Reply, Usage, is_int, is_number, rfc3339_after
 
 # https://docs.anthropic.com/en/api/versioning: 2026-10-21 (the current SDKs' default) removes temperature,
@@ -180,8 +181,8 @@ def validate(body, version: str = "2023-06-01") -> str | None:
     metadata = body.get("metadata")
     if metadata is not None and (not isinstance(metadata, dict) or set(metadata) - {"user_id"}):
         return "metadata: Input should be an object with only user_id"
-    if body.get("stream"):
-        return "stream: the simulator answers non-streaming requests only"
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        return "stream: Input should be a valid boolean"
     return None
 
 
@@ -197,11 +198,12 @@ def call(body: dict) -> Call:
         texts.extend(_texts(m["content"]))
     last = _texts(body["messages"][-1]["content"])
     return Call(texts=texts, last_text=" ".join(last), max_tokens=body["max_tokens"], model=body["model"],
-                stop_sequences=list(body.get("stop_sequences") or []))  # fmt: skip
+                stop_sequences=list(body.get("stop_sequences") or []),
+                stream="sse" if body.get("stream") is True else None)  # fmt: skip
 
 
-def answer(name: str, c: Call, usage: Usage, refusal: bool = False) -> dict:
-    """A Messages API ``message``: content blocks, stop_reason, usage (input_tokens excludes the cache)."""
+def _ending(name: str, c: Call, usage: Usage, refusal: bool) -> tuple[str, str | None, str]:
+    """(stop_reason, stop_sequence, text) of an answer."""
     if refusal:
         stop_reason, stop_sequence, text = "refusal", None, ""
     elif usage.completion >= c.max_tokens:
@@ -214,6 +216,12 @@ def answer(name: str, c: Call, usage: Usage, refusal: bool = False) -> dict:
         )
     else:
         stop_reason, stop_sequence, text = "end_turn", None, f"[{name}] " + "tok " * usage.completion
+    return stop_reason, stop_sequence, text
+
+
+def answer(name: str, c: Call, usage: Usage, refusal: bool = False) -> dict:
+    """A Messages API ``message``: content blocks, stop_reason, usage (input_tokens excludes the cache)."""
+    stop_reason, stop_sequence, text = _ending(name, c, usage, refusal)
     return {
         "id": f"msg_sim{uuid.uuid4().hex[:20]}",
         "type": "message",
@@ -229,6 +237,39 @@ def answer(name: str, c: Call, usage: Usage, refusal: bool = False) -> dict:
             "cache_read_input_tokens": usage.cache_read,
         },
     }
+
+
+def stream_plan(name: str, c: Call, usage: Usage, chunks: int, refusal: bool = False) -> StreamPlan:
+    """The streaming reference's event flow: ``message_start`` (the message with empty content, usage
+    input_tokens and cache counts, output_tokens 1), ``content_block_start``, ``ping``, one
+    ``content_block_delta`` (text_delta) per text piece, ``content_block_stop``, ``message_delta``
+    (stop_reason, stop_sequence, usage.output_tokens: the total), ``message_stop``. A refusal has no
+    content block."""
+    stop_reason, stop_sequence, text = _ending(name, c, usage, refusal)
+    pieces = split_text(text, chunks)
+    message: dict = {"id": f"msg_sim{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "model": c.model,
+               "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {"input_tokens": usage.uncached, "cache_creation_input_tokens": usage.cache_write,
+                         "cache_read_input_tokens": usage.cache_read, "output_tokens": 1}}  # fmt: skip
+    head: list[Event] = [("message_start", {"type": "message_start", "message": message})]
+    if pieces:
+        head.append(("content_block_start", {"type": "content_block_start", "index": 0,
+                                             "content_block": {"type": "text", "text": ""}}))  # fmt: skip
+    head.append(("ping", {"type": "ping"}))
+    content: list[Event] = [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                     "delta": {"type": "text_delta", "text": piece}})
+                            for piece in pieces]  # fmt: skip
+    tail: list[Event] = [("content_block_stop", {"type": "content_block_stop", "index": 0})] if pieces else []
+    tail.append(("message_delta", {"type": "message_delta",
+                                   "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                                   "usage": {"output_tokens": usage.completion}}))  # fmt: skip
+    tail.append(("message_stop", {"type": "message_stop"}))
+    return StreamPlan(SSE, head, content, tail, stream_error())
+
+
+def stream_error() -> Event:
+    """``event: error`` with the overloaded error (the streaming reference's example)."""
+    return ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
 
 
 def rate_headers(state: dict[str, tuple[int, int, float]]) -> dict[str, str]:

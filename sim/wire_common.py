@@ -27,6 +27,10 @@ class Call:
     model: str
     stop_sequences: list[str] = field(default_factory=list)
     api_version: str = ""  # azure_openai: the request's api-version
+    # streamed answer: None = a plain JSON answer, "sse" = Server-Sent Events, "json" = Gemini's JSON array
+    # (streamGenerateContent without alt=sse); include_usage: OpenAI's stream_options.include_usage
+    stream: str | None = None
+    include_usage: bool = False
 
     def trigger(self, forms) -> str | None:
         """The form named by the first content trigger in the prompt that is one of ``forms`` (the

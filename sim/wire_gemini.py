@@ -20,6 +20,7 @@ import math
 import re
 import uuid
 
+from sim.streaming import Event, Framing, StreamPlan, split_text
 from sim.wire_common import Call, Reply, Usage, is_int, is_number
 
 TOP = ("contents", "system_instruction", "generation_config", "safety_settings", "tools", "tool_config",
@@ -90,9 +91,9 @@ def check_key(headers, query, api_key: str | None) -> Reply | None:
     return reply
 
 
-def model_not_found(model: str, version: str) -> Reply:
+def model_not_found(model: str, version: str, method: str = "generateContent") -> Reply:
     reply = error(404, "NOT_FOUND", f"models/{model} is not found for API version {version}, or is not "
-                  f"supported for generateContent. Call ListModels to see the list of available models and "
+                  f"supported for {method}. Call ListModels to see the list of available models and "
                   f"their supported methods.")  # fmt: skip
     reply.rejected = "shape"
     return reply
@@ -192,7 +193,7 @@ def _texts(content: dict) -> list[str]:
     return [p["text"] for p in content.get("parts", []) if isinstance(p.get("text"), str)]
 
 
-def call(raw: dict, model: str, default_max_tokens: int) -> Call:
+def call(raw: dict, model: str, default_max_tokens: int, stream: str | None = None) -> Call:
     body, _ = fields(raw, TOP)
     texts = _texts(body["system_instruction"]) if body.get("system_instruction") else []
     for content in body["contents"]:
@@ -200,7 +201,7 @@ def call(raw: dict, model: str, default_max_tokens: int) -> Call:
     gen, _ = fields(body.get("generation_config") or {}, GENERATION)
     return Call(texts=texts, last_text=" ".join(_texts(body["contents"][-1])),
                 max_tokens=gen.get("max_output_tokens") or default_max_tokens, model=model,
-                stop_sequences=list(gen.get("stop_sequences") or []))  # fmt: skip
+                stop_sequences=list(gen.get("stop_sequences") or []), stream=stream)  # fmt: skip
 
 
 def _usage(usage: Usage) -> dict:
@@ -215,10 +216,17 @@ def _usage(usage: Usage) -> dict:
     return meta
 
 
+def _ending(name: str, c: Call, usage: Usage) -> tuple[str, str]:
+    """(finishReason, text) of an answer."""
+    return (
+        "MAX_TOKENS" if usage.completion >= c.max_tokens else "STOP",
+        f"[{name}] " + "tok " * usage.completion,
+    )
+
+
 def answer(name: str, c: Call, usage: Usage) -> dict:
     """candidates[0] with finishReason; usageMetadata (promptTokenCount includes cachedContentTokenCount)."""
-    finish = "MAX_TOKENS" if usage.completion >= c.max_tokens else "STOP"
-    text = f"[{name}] " + "tok " * usage.completion
+    finish, text = _ending(name, c, usage)
     return {
         "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": finish,
                         "index": 0}],
@@ -236,6 +244,42 @@ def blocked(c: Call, usage: Usage) -> dict:
     return {"promptFeedback": {"blockReason": "SAFETY", "safetyRatings": ratings},
             "usageMetadata": _usage(Usage(usage.prompt, 0, usage.cache_read)), "modelVersion": c.model,
             "responseId": uuid.uuid4().hex[:22]}  # fmt: skip
+
+
+SSE_FRAMING = Framing("sse", "\r\n", "text/event-stream")
+ARRAY_FRAMING = Framing("json", content_type="application/json; charset=UTF-8")
+
+
+def stream_plan(name: str, c: Call, usage: Usage, chunks: int, *, blocked_prompt: bool = False) -> StreamPlan:
+    """streamGenerateContent: one GenerateContentResponse per text piece (same responseId), each with the
+    usageMetadata so far (candidatesTokenCount growing); the last carries finishReason and the totals —
+    the end (there is no end marker). ``alt=sse``: ``data: <json>`` events (CRLF line ends); without it a
+    JSON array of the same responses. A blocked prompt: one response with promptFeedback."""
+    framing = SSE_FRAMING if c.stream == "sse" else ARRAY_FRAMING
+    if blocked_prompt:
+        return StreamPlan(framing, tail=[(None, blocked(c, usage))], error=stream_error())
+    finish, text = _ending(name, c, usage)
+    pieces = split_text(text, chunks)
+    response_id = uuid.uuid4().hex[:22]
+    content: list[Event] = []
+    sent = 0
+    for i, piece in enumerate(pieces):
+        sent += len(piece)
+        last = i == len(pieces) - 1
+        so_far = usage.completion if last else usage.completion * sent // len(text)
+        candidate: dict = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
+        if last:
+            candidate["finishReason"] = finish
+        content.append((None, {"candidates": [candidate],
+                               "usageMetadata": _usage(Usage(usage.prompt, so_far, usage.cache_read)),
+                               "modelVersion": c.model, "responseId": response_id}))  # fmt: skip
+    return StreamPlan(framing, content=content, error=stream_error())
+
+
+def stream_error() -> Event:
+    """An error object in the stream (what the SDKs look for: a chunk starting ``{"error":``)."""
+    return (None, {"error": {"code": 503, "message": "The model is overloaded. Please try again later.",
+                             "status": "UNAVAILABLE"}})  # fmt: skip
 
 
 def duration(seconds: float) -> str:

@@ -17,7 +17,8 @@ import math
 import time
 import uuid
 
-from sim.wire_common import Call, Reply, Usage, is_int, is_number
+from sim.streaming import SSE, Event, StreamPlan, split_text
+from sim.wire_common import Call, Reply, Usage, is_int, is_number, type_name
 
 CHAT_KEYS = {"messages", "model", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens",
              "max_completion_tokens", "n", "presence_penalty", "response_format", "seed", "stop", "stream",
@@ -55,8 +56,6 @@ def validate_openai(body) -> str | None:
         v = body.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             return f"'{key}' must be a positive integer."
-    if body.get("stream"):
-        return "'stream' is not supported by the simulator."
     return None
 
 
@@ -119,8 +118,42 @@ def validate_azure(body) -> Reply | None:
         if len(stop) > 4:
             return invalid(f"Invalid 'stop': array too long. Expected an array with maximum length 4, but got "
                            f"an array with length {len(stop)} instead.", "stop", "array_above_max_length")  # fmt: skip
-    if body.get("stream"):
-        return invalid("'stream' is not supported by the simulator.", "stream")
+    return stream_problem(body)
+
+
+STREAM_OPTIONS = ("include_usage", "include_obfuscation")
+
+
+def _a(value) -> str:
+    name = type_name(value)
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+def stream_problem(body: dict) -> Reply | None:
+    """``stream`` a boolean; ``stream_options`` only with ``stream: true``, an object of known booleans
+    (the API's own words: "The 'stream_options' parameter is only allowed when 'stream' is enabled.")."""
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return invalid(f"Invalid type for 'stream': expected a boolean, but got {_a(stream)} instead.", "stream",
+                       "invalid_type")  # fmt: skip
+    options = body.get("stream_options")
+    if options is None:
+        return None
+    if stream is not True:
+        return invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                       "stream_options")  # fmt: skip
+    if not isinstance(options, dict):
+        return invalid(f"Invalid type for 'stream_options': expected an object, but got {_a(options)} instead.",
+                       "stream_options", "invalid_type")  # fmt: skip
+    for key in sorted(set(options) - set(STREAM_OPTIONS)):
+        return invalid(
+            f"Unknown parameter: 'stream_options.{key}'.", f"stream_options.{key}", "unknown_parameter"
+        )
+    for key in STREAM_OPTIONS:
+        value = options.get(key)
+        if value is not None and not isinstance(value, bool):
+            return invalid(f"Invalid type for 'stream_options.{key}': expected a boolean, but got {_a(value)} "
+                           f"instead.", f"stream_options.{key}", "invalid_type")  # fmt: skip
     return None
 
 
@@ -136,28 +169,84 @@ def call(body: dict, model: str, default_max_tokens: int) -> Call:
     texts = [t for m in body["messages"] for t in _texts(m.get("content"))]
     stop = body.get("stop")
     stops = [stop] if isinstance(stop, str) else list(stop or [])
+    options = body.get("stream_options") or {}
     return Call(texts=texts, last_text=" ".join(_texts(body["messages"][-1].get("content"))),
                 max_tokens=body.get("max_completion_tokens") or body.get("max_tokens") or default_max_tokens,
-                model=body.get("model") or model, stop_sequences=stops)  # fmt: skip
+                model=body.get("model") or model, stop_sequences=stops,
+                stream="sse" if body.get("stream") is True else None,
+                include_usage=options.get("include_usage") is True)  # fmt: skip
+
+
+def _ending(name: str, c: Call, usage: Usage, filtered: bool) -> tuple[str, str]:
+    """(finish_reason, text) of an answer."""
+    finish = "content_filter" if filtered else "length" if usage.completion >= c.max_tokens else "stop"
+    return finish, "" if filtered else f"[{name}] " + "tok " * usage.completion
+
+
+def usage_body(usage: Usage) -> dict:
+    u: dict = {"prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
+               "total_tokens": usage.prompt + usage.completion}  # fmt: skip
+    if usage.cache_read:
+        u["prompt_tokens_details"] = {"cached_tokens": usage.cache_read}
+    return u
 
 
 def answer(name: str, c: Call, usage: Usage, *, azure: bool = False, filtered: bool = False) -> dict:
     """A ``chat.completion``; Azure adds prompt_filter_results / content_filter_results."""
-    finish = "content_filter" if filtered else "length" if usage.completion >= c.max_tokens else "stop"
-    text = "" if filtered else f"[{name}] " + "tok " * usage.completion
+    finish, text = _ending(name, c, usage, filtered)
     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish,
               "logprobs": None}  # fmt: skip
-    u = {"prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
-         "total_tokens": usage.prompt + usage.completion}  # fmt: skip
-    if usage.cache_read:
-        u["prompt_tokens_details"] = {"cached_tokens": usage.cache_read}
     out = {"id": f"chatcmpl-sim-{uuid.uuid4().hex[:16]}", "object": "chat.completion",
            "created": int(time.time()), "model": c.model, "system_fingerprint": "sim", "choices": [choice],
-           "usage": u}  # fmt: skip
+           "usage": usage_body(usage)}  # fmt: skip
     if azure:
         choice["content_filter_results"] = FILTER_HIT if filtered else FILTER_OK
         out["prompt_filter_results"] = [{"prompt_index": 0, "content_filter_results": FILTER_OK}]
     return out
+
+
+def stream_plan(name: str, c: Call, usage: Usage, chunks: int, *, azure: bool = False,
+                filtered: bool = False) -> StreamPlan:  # fmt: skip
+    """The answer as ``chat.completion.chunk`` events: the role chunk (``delta: {role: assistant, content:
+    ""}``), one chunk per text piece, the finish chunk (``delta: {}`` and finish_reason), with
+    ``include_usage`` a usage chunk (``choices: []``; every other chunk ``usage: null``), ``[DONE]``.
+    Azure first sends a chunk with empty ``choices`` and ``prompt_filter_results``, and puts
+    ``content_filter_results`` on every choice; its output filter sends no text, finish_reason
+    ``content_filter``."""
+    finish, text = _ending(name, c, usage, filtered)
+    cid, created = f"chatcmpl-sim-{uuid.uuid4().hex[:16]}", int(time.time())
+
+    def chunk(choices: list) -> dict:
+        out = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": c.model,
+               "system_fingerprint": "sim", "choices": choices}  # fmt: skip
+        if c.include_usage:
+            out["usage"] = None
+        return out
+
+    def choice(delta: dict, finish_reason: str | None = None, filters: dict | None = None) -> dict:
+        ch = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        if azure:
+            ch["content_filter_results"] = {} if filters is None else filters
+        return ch
+
+    head: list[Event] = []
+    if azure:
+        head.append((None, {"id": "", "object": "", "created": 0, "model": "", "choices": [],
+                            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": FILTER_OK}]}))  # fmt: skip
+    head.append((None, chunk([choice({"role": "assistant", "content": "", "refusal": None})])))
+    content: list[Event] = [(None, chunk([choice({"content": piece}, filters=FILTER_OK)]))
+                            for piece in split_text(text, chunks)]  # fmt: skip
+    tail: list[Event] = [(None, chunk([choice({}, finish, FILTER_HIT if filtered else None)]))]
+    if c.include_usage:
+        tail.append((None, {**chunk([]), "usage": usage_body(usage)}))
+    tail.append((None, "[DONE]"))
+    return StreamPlan(SSE, head, content, tail, stream_error())
+
+
+def stream_error() -> Event:
+    """The in-stream error (a ``data:`` line; the stream ends after it)."""
+    return (None, error_body("The server had an error while processing your request. Sorry about that!",
+                             "server_error"))  # fmt: skip
 
 
 # ---- Azure's own forms -----------------------------------------------------------------------------------

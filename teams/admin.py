@@ -72,6 +72,10 @@ class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin[Team]):
                 ]
             },
         ),
+        (
+            "Interactive calls (/v1/chat/completions: docs/interactive.md)",
+            {"fields": ["log_interactive_content"]},
+        ),
     ]
     inlines = [ApiKeyInline]
 

@@ -64,6 +64,13 @@ class Team(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Bytes of /v1 files this team may hold; empty = GATEWAY_FILES_MAX_BYTES_PER_TEAM.",
     )
+    # the interactive lane's request log (interactive.models.InteractiveCall) keeps metadata of every
+    # call; the prompts and answers only when the team opts in (covered by retention)
+    log_interactive_content = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Keep the prompts and answers of /v1/chat/completions calls in the request log.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -18,7 +18,8 @@ from gateway_engine.items import ItemResult
 from gateway_engine.observer import EngineObserver
 from gateway_engine.routing import RoutingTable
 
-ObserverFactory = Callable[[str, RoutingTable], EngineObserver | None]
+# (batch_id, table, lane) -> the run's observer
+ObserverFactory = Callable[[str, RoutingTable, str], EngineObserver | None]
 # (batch_id, team name, [(result, served_by)]) -> None; must not raise
 ServedRecorder = Callable[[str, str, Sequence[tuple[ItemResult, str]]], None]
 
@@ -32,9 +33,10 @@ def install(factory: ObserverFactory) -> None:
     _factory = factory
 
 
-def observer_for(batch_id: str, table: RoutingTable) -> EngineObserver | None:
-    """The observer of one run (``batch_id`` "" for a dispatcher run serving many batches), or None."""
-    return _factory(batch_id, table) if _factory is not None else None
+def observer_for(batch_id: str, table: RoutingTable, lane: str = "batch") -> EngineObserver | None:
+    """The observer of one run (``batch_id`` "" for a dispatcher run serving many batches, or for the
+    interactive lane: ``lane`` "interactive"), or None."""
+    return _factory(batch_id, table, lane) if _factory is not None else None
 
 
 def install_served_recorder(recorder: ServedRecorder) -> None:

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
+from .pauses import ProviderPauses
+from .priority import InteractiveMarks
 from .token_ask import TokenAsk, settle_deltas
-from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState, QuotaImpossible, Reservation
+from .types import (
+    Decision,
+    Lane,
+    PauseState,
+    ProviderLimits,
+    ProviderQuotaState,
+    QuotaImpossible,
+    Reservation,
+)
 from .wakeups import Wakeups
 
 log = logging.getLogger(__name__)
@@ -41,23 +49,44 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
-class TokenBuckets(ABC):
+class TokenBuckets(ProviderPauses, ABC):
     """A provider's RPM, TPM (and ITPM / OTPM, where set) buckets shared by every caller of the backend
     (and the team share)."""
 
     def __init__(self) -> None:
         self.queues = AcquireQueues()
+        self.marks = InteractiveMarks(self.mark_interactive, self.unmark_interactive)
         # the head waiter of each provider sleeps here, so a pause set or lifted in this process wakes it
         self._sleepers = Wakeups()
 
     # ---- atomic primitives (the backends) ------------------------------------------------------------
     @abstractmethod
     async def try_acquire(
-        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        *,
+        lane: Lane = "batch",
     ) -> Decision:
         """One atomic attempt: take 1 RPM token, `tokens` TPM tokens, `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where the limits set them (and 1 team-share token when the limits
-        carry a share cap), or nothing. Never waits. ProviderPaused (nothing taken) while paused."""
+        carry a share cap), or nothing. Never waits. ProviderPaused (nothing taken) while paused. A
+        ``batch`` ask is told to wait YIELD_MS while an interactive caller's mark on the provider is live
+        (priority.py)."""
+
+    @abstractmethod
+    async def mark_interactive(self, provider: str, member: str, ttl_ms: int) -> None:
+        """Set (or renew) ``member``'s interactive mark on the provider for ``ttl_ms``."""
+
+    @abstractmethod
+    async def unmark_interactive(self, provider: str, member: str) -> None:
+        """Remove ``member``'s interactive mark now."""
+
+    @abstractmethod
+    async def interactive_waiters(self, provider: str) -> int:
+        """How many live interactive marks the provider has (processes with a waiting caller)."""
 
     @abstractmethod
     async def reconcile_delta(
@@ -103,41 +132,6 @@ class TokenBuckets(ABC):
     async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
         return [await self.snapshot(limits) for limits in limits_list]
 
-    # ---- the provider pause -------------------------------------------------------------------------
-    async def pause_provider(
-        self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
-    ) -> None:
-        """Pause the provider for every worker: every grant and lease raises ProviderPaused until
-        ``until_epoch`` (wall-clock seconds; None: until lift_provider_pause). Never shortens a pause that
-        lasts longer. A waiter of this process is woken to see it now (others: on their next try)."""
-        if not reason:
-            raise ValueError(f"pause_provider({provider!r}): reason must be a non-empty string")
-        if until_epoch is not None and not math.isfinite(until_epoch):
-            raise ValueError(f"pause_provider({provider!r}): until_epoch must be finite, got {until_epoch}")
-        pause = PauseState(provider, reason, until_epoch, message, since_epoch=time.time())
-        if await self.set_pause(pause):
-            log.warning(
-                "provider %s paused (%s) %s",
-                provider,
-                reason,
-                "until cleared" if until_epoch is None else f"until epoch {until_epoch:.0f}",
-                extra={"event": "provider_pause_set", "provider": provider, "reason": reason},
-            )
-        self._sleepers.notify_all(provider)
-
-    async def lift_provider_pause(self, provider: str) -> bool:
-        """Lift the provider's pause (an operator's action); True if one held. Wakes this process's
-        waiters so they ask again now."""
-        lifted = await self.drop_pause(provider)
-        if lifted:
-            log.info(
-                "provider %s pause lifted",
-                provider,
-                extra={"event": "provider_pause_lifted", "provider": provider},
-            )
-        self._sleepers.notify_all(provider)
-        return lifted
-
     # ---- waiting for a grant -------------------------------------------------------------------------
     async def acquire(
         self,
@@ -148,6 +142,7 @@ class TokenBuckets(ABC):
         current: Callable[[], ProviderLimits] | None = None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        lane: Lane = "batch",
     ) -> Reservation:
         """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
@@ -159,6 +154,9 @@ class TokenBuckets(ABC):
         is down, TimeoutError if max_wait_seconds is given and the next wait would exceed it.
         ``current()``, if given, returns the live limits: a waiter asks with them on every retry, so a
         limit changed while it waits applies to it at once (not the rates it started waiting with).
+        ``lane``: batch asks yield to interactive callers waiting for the provider; an interactive
+        caller that has to wait holds its process's mark on the provider meanwhile (priority.py), and
+        lines up only with other interactive callers.
         """
         ask = TokenAsk(tokens, input_tokens, output_tokens)
         ask.amounts(limits)  # QuotaImpossible before any wait
@@ -168,26 +166,52 @@ class TokenBuckets(ABC):
         # is told to wait, callers of that provider in this event loop line up (FIFO, acquire_queue.py)
         # (in this process; across processes the shared buckets decide).
         decision: Decision | None = None
-        if not self.queues.waiting(loop, limits.name):
-            asked = await self._ask(limits, ask)
+        line = limits.name if lane == "batch" else f"{limits.name}\x00{lane}"
+        if not self.queues.waiting(loop, line):
+            asked = await self._ask(limits, ask, lane)
             if isinstance(asked, Reservation):
                 return asked
             decision = asked
-        queue = self.queues.queue(loop, limits.name)
+        if lane == "interactive":
+            async with self.marks.waiting(limits.name):
+                return await self._line_up(
+                    loop, line, limits, ask, decision, (deadline, max_wait_seconds), current, lane
+                )
+        return await self._line_up(
+            loop, line, limits, ask, decision, (deadline, max_wait_seconds), current, lane
+        )
+
+    async def _line_up(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        line: str,
+        limits: ProviderLimits,
+        ask: TokenAsk,
+        decision: Decision | None,
+        wait: tuple[float | None, float | None],
+        current: Callable[[], ProviderLimits] | None,
+        lane: Lane,
+    ) -> Reservation:
+        """Join the line of this loop's waiters for the provider; as its head, ask until granted.
+        ``wait``: the deadline (loop time) and the max_wait_seconds it came from."""
+        deadline, max_wait_seconds = wait
+        queue = self.queues.queue(loop, line)
         me: asyncio.Future[None] = loop.create_future()
         queue.append(me)
         try:
             if queue[0] is not me:
                 await self._wait_turn(me, deadline, limits.name, max_wait_seconds)
                 decision = None  # our turn: ask at once
-            return await self._head_acquire(limits, ask, decision, deadline, current)
+            return await self._head_acquire(limits, ask, decision, deadline, current, lane)
         finally:
-            self.queues.leave(loop, limits.name, queue, me)
+            self.queues.leave(loop, line, queue, me)
 
-    async def _ask(self, limits: ProviderLimits, ask: TokenAsk) -> Reservation | Decision:
+    async def _ask(
+        self, limits: ProviderLimits, ask: TokenAsk, lane: Lane = "batch"
+    ) -> Reservation | Decision:
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
         n, ni, no = ask.amounts(limits)
-        decision = await self.try_acquire(limits, n, ni, no)
+        decision = await self.try_acquire(limits, n, ni, no, lane=lane)
         if decision.granted:
             return Reservation(limits.name, n, ni, no)
         if decision.impossible:  # amounts() checked these limits: only if the backend disagrees
@@ -216,6 +240,7 @@ class TokenBuckets(ABC):
         decision: Decision | None,
         deadline: float | None,
         current: Callable[[], ProviderLimits] | None,
+        lane: Lane = "batch",
     ) -> Reservation:
         """As the head of the queue: ask (with the live limits), sleep the wait the store computed, ask
         again, until granted. ``decision``: an answer already in hand (None: ask at once)."""
@@ -224,7 +249,7 @@ class TokenBuckets(ABC):
             if decision is None:
                 if current is not None:
                     limits = current()
-                asked = await self._ask(limits, ask)
+                asked = await self._ask(limits, ask, lane)
                 if isinstance(asked, Reservation):
                     return asked
                 decision = asked

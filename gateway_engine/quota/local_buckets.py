@@ -8,7 +8,8 @@ import time
 
 from .buckets import TokenBuckets, log_pause
 from .local_state import EPS, LocalState, put, refill, wait_ms_for
-from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState
+from .lua import YIELD_MS
+from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
 
 
 class LocalTokenBuckets(TokenBuckets):
@@ -18,9 +19,17 @@ class LocalTokenBuckets(TokenBuckets):
         super().__init__()
         self._state = state
         self._team_buckets: dict[tuple[str, str], tuple[float, float]] = {}  # (provider, team) -> (r, ts)
+        # provider -> {member: mark expiry (store ms)}: interactive callers waiting (lua.py INTERACTIVE_MARK)
+        self._interactive: dict[str, dict[str, float]] = {}
 
     def try_acquire_sync(
-        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        *,
+        lane: Lane = "batch",
     ) -> Decision:
         need = (
             int(tokens),
@@ -38,6 +47,8 @@ class LocalTokenBuckets(TokenBuckets):
                 or need[2] > limits.otpm_capacity
             ):
                 return Decision(False, 0, now, impossible=True)
+            if lane == "batch" and self._interactive_live(limits.name, now):
+                return Decision(False, YIELD_MS, now)  # interactive callers wait here: they go first
             b = self._state.cell(limits.name)
             rpm, tpm, itpm, otpm = refill(b, limits, now)
             wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, need)
@@ -53,9 +64,38 @@ class LocalTokenBuckets(TokenBuckets):
             return Decision(True, 0, now)
 
     async def try_acquire(
-        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        *,
+        lane: Lane = "batch",
     ) -> Decision:
-        return self.try_acquire_sync(limits, tokens, input_tokens, output_tokens)
+        return self.try_acquire_sync(limits, tokens, input_tokens, output_tokens, lane=lane)
+
+    def _interactive_live(self, provider: str, now: float) -> bool:
+        """Whether an interactive caller's mark on the provider is live (expired ones dropped). Caller
+        holds the lock."""
+        marks = self._interactive.get(provider)
+        if not marks:
+            return False
+        for member in [m for m, until in marks.items() if until <= now]:
+            del marks[member]
+        return bool(marks)
+
+    async def mark_interactive(self, provider: str, member: str, ttl_ms: int) -> None:
+        with self._state.lock:
+            self._interactive.setdefault(provider, {})[member] = self._state.now_ms() + ttl_ms
+
+    async def unmark_interactive(self, provider: str, member: str) -> None:
+        with self._state.lock:
+            self._interactive.get(provider, {}).pop(member, None)
+
+    async def interactive_waiters(self, provider: str) -> int:
+        with self._state.lock:
+            live = self._interactive_live(provider, self._state.now_ms())
+            return len(self._interactive.get(provider, {})) if live else 0
 
     def _team_level(self, limits: ProviderLimits, now: float) -> float | None:
         """The team share bucket's tokens now (None: no share cap). Caller holds the lock."""

@@ -6,6 +6,8 @@ Keys per provider (hash-tagged so they share a cluster slot):
                           limits set itpm / otpm), ts (ms of the last update), p (429 paused until, ms)
   {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
   {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
+  {prefix}q:{<name>}:iw   sorted set: process waiter id -> mark expiry (server ms): interactive callers of
+                          that process wait for this provider; batch ACQUIREs yield while one is live
   {prefix}q:{<name>}:pause  hash: reason, until (epoch ms, '' = until lifted), message, since (epoch ms) —
                           the provider pause; PEXPIREAT until when it has one. Apart from the bucket
                           hash, so no limit change, bucket expiry or 429 clear_pause touches it.
@@ -18,6 +20,10 @@ of 0: the provider does not set it, no such bucket) — so a changed limit appli
 capacity clamps) on the very next call. Times come from Redis TIME. A missing bucket key or field means
 "full"; the key expires once every bucket would have refilled completely.
 """
+
+# how long a batch ask is told to wait while an interactive caller waits for the provider (ms): it asks
+# again then (docs/engine.md, "Interactive first")
+YIELD_MS = 50
 
 _PRELUDE = """
 local function now_ms()
@@ -117,9 +123,12 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs, pause [, team bucket]. ARGV: bucket args (1..8), n, ni, no [, team rr, team rc].
-# -> {status, wait_ms, now}: status 0 granted, 1 wait (the longest over the buckets), 2 impossible (an
-#    amount above its bucket's capacity); or {3, reason, until, message, since}: the provider is paused.
+# KEYS: bucket, obs, pause, interactive waiters [, team bucket]. ARGV: bucket args (1..8), n, ni, no,
+# yield (1: a batch ask, which yields to waiting interactive callers; 0: an interactive ask)
+# [, team rr, team rc].
+# -> {status, wait_ms, now}: status 0 granted, 1 wait (the longest over the buckets; a batch ask while an
+#    interactive caller waits for this provider: YIELD_MS), 2 impossible (an amount above its bucket's
+#    capacity); or {3, reason, until, message, since}: the provider is paused.
 # Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's share 1) grants, or none does.
 ACQUIRE = (
     _PRELUDE
@@ -129,22 +138,44 @@ if pz then return pz end
 local n, ni, no = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
 if n > tc or ni > ic or no > oc then return {2, 0, fmt(now)} end  -- unset ITPM / OTPM: 0 > 0 never
+if ARGV[12] == '1' and redis.call('ZCOUNT', KEYS[4], '(' .. fmt(now), '+inf') > 0 then
+  return {1, YIELD_MS, fmt(now)}  -- interactive callers wait for this provider: they go first
+end
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 local w = wait_for(now, r, t, i, o, p, n, ni, no)
-local team = #KEYS >= 4
+local team = #KEYS >= 5
 local mr, mrr, mrc
 if team then
-  mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
-  mr = team_load(KEYS[4], now, mrr, mrc)
+  mrr, mrc = tonumber(ARGV[13]), tonumber(ARGV[14])
+  mr = team_load(KEYS[5], now, mrr, mrc)
   if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
 store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)
-if team then team_store(KEYS[4], now, mr - 1, mrr, mrc) end
+if team then team_store(KEYS[5], now, mr - 1, mrr, mrc) end
 observe(KEYS[2], now, 1, n)
 return {0, 0, fmt(now)}
 """
-)
+).replace("YIELD_MS", str(YIELD_MS))
+
+# KEYS: interactive waiters. ARGV: member (one process's waiters for this provider), ttl ms.
+# The member's mark lasts ttl ms (server clock) unless renewed; expired marks are dropped.
+INTERACTIVE_MARK = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+return 1
+"""
+
+# KEYS: interactive waiters. Read-only. -> the number of live marks (processes with a waiting caller)
+INTERACTIVE_COUNT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+"""
 
 # KEYS: bucket, obs. ARGV: bucket args (1..8), d, di, do (actual - reserved per TPM, ITPM, OTPM;
 # negative = refund, clamped to capacity)

@@ -1,12 +1,12 @@
-"""The Redis token buckets: the ACQUIRE, RECONCILE, RELEASE, PENALIZE, UNPAUSE and SNAPSHOT scripts of
-lua.py, shared by every worker process."""
+"""The Redis token buckets: the ACQUIRE, RECONCILE, RELEASE, PENALIZE, UNPAUSE, SNAPSHOT and
+INTERACTIVE_MARK / _COUNT scripts of lua.py, shared by every worker process."""
 
 from __future__ import annotations
 
 from .buckets import TokenBuckets, log_pause
 from .redis_conn import RedisConnection, pause_state
 from .resp import Arg
-from .types import Decision, PauseState, ProviderLimits, ProviderQuotaState
+from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
 
 PAUSED = 3  # ACQUIRE's status when the provider is paused
 
@@ -50,10 +50,19 @@ class RedisTokenBuckets(TokenBuckets):
         return keys, args
 
     async def try_acquire(
-        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        *,
+        lane: Lane = "batch",
     ) -> Decision:
-        call = self._bucket_call(limits, tokens, input_tokens, output_tokens)
-        reply = await self._conn.run("ACQUIRE", *call)
+        keys, args = self._bucket_call(limits, tokens, input_tokens, output_tokens)
+        # ACQUIRE's KEYS[4] is the interactive waiters' set, ARGV[12] whether this ask yields to them
+        keys.insert(3, self._conn.interactive_key(limits.name))
+        args.insert(11, "1" if lane == "batch" else "0")
+        reply = await self._conn.run("ACQUIRE", keys, args)
         status = int(reply[0])
         if status == PAUSED:
             raise pause_state(limits.name, reply[1:]).refusal()
@@ -94,6 +103,17 @@ class RedisTokenBuckets(TokenBuckets):
         key = self._conn.pause_key(provider)
         fields = await self._conn.command("HMGET", key, "reason", "until", "message", "since")
         return None if fields[0] is None else pause_state(provider, fields)
+
+    async def mark_interactive(self, provider: str, member: str, ttl_ms: int) -> None:
+        await self._conn.run(
+            "INTERACTIVE_MARK", [self._conn.interactive_key(provider)], [member, int(ttl_ms)]
+        )
+
+    async def unmark_interactive(self, provider: str, member: str) -> None:
+        await self._conn.command("ZREM", self._conn.interactive_key(provider), member)
+
+    async def interactive_waiters(self, provider: str) -> int:
+        return int(await self._conn.run("INTERACTIVE_COUNT", [self._conn.interactive_key(provider)], []))
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         bucket, obs, leases = self._conn.provider_keys(limits.name)

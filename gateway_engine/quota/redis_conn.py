@@ -20,6 +20,8 @@ from .types import PauseState, QuotaStoreUnavailable
 _UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
 SCRIPT_NAMES = (
     "ACQUIRE",
+    "INTERACTIVE_MARK",
+    "INTERACTIVE_COUNT",
     "RECONCILE",
     "RELEASE",
     "PENALIZE",
@@ -122,6 +124,10 @@ class RedisConnection:
         """The provider's bucket hash, observed-rates hash and lease sorted set (lua.py)."""
         base = f"{self.prefix}q:{{{name}}}:"
         return base + "b", base + "o", base + "l"
+
+    def interactive_key(self, name: str) -> str:
+        """The provider's interactive waiters (lua.py): a mark per process with a waiting interactive call."""
+        return f"{self.prefix}q:{{{name}}}:iw"
 
     def pause_key(self, name: str) -> str:
         """The provider pause hash (lua.py): apart from the bucket hash, so limit changes never touch it."""

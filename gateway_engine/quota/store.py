@@ -23,6 +23,7 @@ from .slots import GlobalSlot, InFlightSlots
 from .types import (
     BudgetReservation,
     Decision,
+    Lane,
     PauseState,
     ProviderLimits,
     ProviderQuotaState,
@@ -64,9 +65,11 @@ class ComposedQuotaStore:
         current: Callable[[], ProviderLimits] | None = None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        lane: Lane = "batch",
     ) -> Reservation:
         """Wait until the provider's buckets grant 1 request and `tokens` tokens, and the ITPM / OTPM
-        buckets (where set) `input_tokens` / `output_tokens`, in one atomic grant (TokenBuckets.acquire)."""
+        buckets (where set) `input_tokens` / `output_tokens`, in one atomic grant (TokenBuckets.acquire;
+        batch asks yield to waiting interactive callers)."""
         return await self.buckets.acquire(
             limits,
             tokens,
@@ -74,14 +77,29 @@ class ComposedQuotaStore:
             current=current,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            lane=lane,
         )
 
     async def try_acquire(
-        self, limits: ProviderLimits, tokens: int = 0, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        *,
+        lane: Lane = "batch",
     ) -> Decision:
         """One atomic attempt at the buckets (ITPM / OTPM amounts only where the limits set them); never
         waits. ProviderPaused while the provider is paused."""
-        return await self.buckets.try_acquire(limits, tokens, input_tokens, output_tokens)
+        return await self.buckets.try_acquire(limits, tokens, input_tokens, output_tokens, lane=lane)
+
+    def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:
+        """Hold this process's interactive mark on the provider while the body waits (priority.py)."""
+        return self.buckets.marks.waiting(provider)
+
+    async def interactive_waiters(self, provider: str) -> int:
+        """How many processes hold an interactive mark on the provider now."""
+        return await self.buckets.interactive_waiters(provider)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back (1 request and the reserved tokens)."""

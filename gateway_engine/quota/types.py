@@ -25,8 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal, TypeAlias
 
 from ..errors import ApplicationError, LimitExceeded, Unavailable
+
+# which traffic an ask belongs to: batch asks yield to interactive callers waiting for the same provider
+# (docs/engine.md, "Interactive first")
+Lane: TypeAlias = Literal["batch", "interactive"]
+LANES: tuple[Lane, ...] = ("batch", "interactive")
 
 # the key (after the store prefix) of the shared provider-config version, bumped on every change
 CONFIG_VERSION_KEY = "config:version"

@@ -22,11 +22,13 @@ from .base import USAGE_KEYS, Answer, Endpoint, ErrorVerdict, ParamProblem, Paus
 from .gemini import GeminiWire
 from .openai import OpenAIWire
 from .params import RequestProblems
+from .sse import SseParser, SseTooLarge
+from .stream_base import SseEvent, StreamDecoder, StreamError, StreamingWire, StreamStep
 
 DEFAULT_KIND = "openai"
-_FORMATS: dict[str, WireFormat] = {
-    w.kind: w for w in (OpenAIWire(), AzureOpenAIWire(), AnthropicWire(), GeminiWire())
-}
+_WIRES = (OpenAIWire(), AzureOpenAIWire(), AnthropicWire(), GeminiWire())
+_FORMATS: dict[str, WireFormat] = {w.kind: w for w in _WIRES}
+_STREAMING: dict[str, StreamingWire] = {w.kind: w for w in _WIRES}  # mypy: every kind streams
 KNOWN_KINDS: tuple[str, ...] = tuple(sorted(_FORMATS))
 
 
@@ -41,6 +43,12 @@ def for_kind(kind: str) -> WireFormat:
     except KeyError:
         known = ", ".join(KNOWN_KINDS)
         raise UnknownWireKind(f"unknown provider kind {kind!r}: known kinds are {known}") from None
+
+
+def streaming_for_kind(kind: str) -> StreamingWire:
+    """The streaming side of kind ``kind``'s wire format (wire.stream_base); UnknownWireKind as for_kind."""
+    for_kind(kind)  # refuses an unknown kind, naming the known ones
+    return _STREAMING[kind]
 
 
 def check_request(
@@ -69,9 +77,17 @@ __all__ = [
     "GeminiWire",
     "OpenAIWire",
     "RequestProblems",
+    "SseEvent",
+    "SseParser",
+    "SseTooLarge",
+    "StreamDecoder",
+    "StreamError",
+    "StreamStep",
+    "StreamingWire",
     "UnknownWireKind",
     "Usage",
     "WireFormat",
     "check_request",
     "for_kind",
+    "streaming_for_kind",
 ]

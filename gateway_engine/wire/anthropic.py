@@ -25,6 +25,7 @@ from ..answers import clamp_count
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .anthropic_request import translate
+from .anthropic_stream import AnthropicStreamDecoder
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 from .chat_shape import chat_completion, choice, normalized_usage, tool_call
 from .openai import RESERVED_PARAMS, provider_message
@@ -71,13 +72,19 @@ def _blocks(content: Any) -> tuple[str, list[dict[str, Any]], list[str]]:
     return "".join(texts), calls, unmapped
 
 
+def finish_reason(stop: Any, has_calls: bool) -> str:
+    """The OpenAI finish_reason of a ``stop_reason`` (FINISH_REASONS); one it has no entry for (or
+    none): ``tool_calls`` when the answer called tools, else ``stop``."""
+    finish = FINISH_REASONS.get(stop) if isinstance(stop, str) else None
+    return finish if finish is not None else ("tool_calls" if has_calls else "stop")
+
+
 def read_answer(body: dict[str, Any]) -> Answer:
     text, calls, unmapped = _blocks(body.get("content"))
     stop = body.get("stop_reason")
-    finish = FINISH_REASONS.get(stop) if isinstance(stop, str) else None
-    if finish is None:
+    if not isinstance(stop, str) or stop not in FINISH_REASONS:
         unmapped.append(f"stop_reason: {stop!r} has no OpenAI finish_reason")
-        finish = "tool_calls" if calls else "stop"
+    finish = finish_reason(stop, bool(calls))
     usage = parse_usage(body)
     response = chat_completion(
         str(body.get("id", "")), str(body.get("model", "")), [choice(0, text, calls, finish)], usage, unmapped
@@ -203,3 +210,25 @@ class AnthropicWire:
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
         return classify_error(status, body)
+
+    # ---- streaming (wire.stream_base.StreamingWire) -------------------------------------------------
+
+    def stream_endpoint(self, config: ProviderConfig) -> Endpoint:
+        return self.endpoint(config)
+
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return {**self.body(config, messages, params), "stream": True}
+
+    def stream_decoder(
+        self, config: ProviderConfig, *, completion_id: str, created: int
+    ) -> AnthropicStreamDecoder:
+        return AnthropicStreamDecoder(
+            parse_usage,
+            classify_error,
+            finish_reason,
+            completion_id=completion_id,
+            created=created,
+            model=config.model,
+        )

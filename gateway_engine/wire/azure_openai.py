@@ -22,6 +22,7 @@ from ..routing import ProviderConfig
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Usage
 from .openai import KEEP_HEADERS, RESERVED_PARAMS, parse_usage, provider_message, without_reserved
 from .openai import classify_error as openai_classify
+from .openai_stream import OpenAIStreamDecoder, streaming_body
 
 KIND = "azure_openai"
 
@@ -98,3 +99,20 @@ class AzureOpenAIWire:
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
         return classify_error(status, body)
+
+    # ---- streaming (wire.stream_base.StreamingWire) -------------------------------------------------
+
+    def stream_endpoint(self, config: ProviderConfig) -> Endpoint:
+        return self.endpoint(config)
+
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return streaming_body(self.body(config, messages, params), params)
+
+    def stream_decoder(
+        self, config: ProviderConfig, *, completion_id: str, created: int
+    ) -> OpenAIStreamDecoder:
+        return OpenAIStreamDecoder(
+            parse_usage, classify_error, completion_id=completion_id, created=created, model=config.model
+        )

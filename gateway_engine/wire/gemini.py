@@ -24,12 +24,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..answers import clamp_count
+from ..answers import clamp_count, sanitize_message
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
 from .chat_shape import chat_completion, choice, normalized_usage, tool_call
 from .gemini_request import translate
+from .gemini_stream import GeminiStreamDecoder
 from .openai import RESERVED_PARAMS, provider_message
 from .translation import checked_body, message_problems, param_problems
 
@@ -100,25 +101,34 @@ def _choice(index: int, candidate: Any, unmapped: list[str]) -> dict[str, Any]:
     text, calls, left_out = _parts(index, candidate)
     unmapped += left_out
     reason = candidate.get("finishReason")
-    finish = FINISH_REASONS.get(reason) if isinstance(reason, str) else None
-    if finish is None:
+    if not isinstance(reason, str) or reason not in FINISH_REASONS:
         unmapped.append(f"candidates[{index}].finishReason: {reason!r} has no OpenAI finish_reason")
-        finish = "stop"
-    if calls and finish == "stop":
-        finish = "tool_calls"
-    return choice(candidate.get("index", index), text, calls, finish)
+    return choice(candidate.get("index", index), text, calls, finish_reason(reason, bool(calls)))
+
+
+def finish_reason(reason: Any, has_calls: bool) -> str:
+    """The OpenAI finish_reason of a candidate's ``finishReason`` (FINISH_REASONS; ``stop`` for one it
+    has no entry for), ``tool_calls`` for a ``stop`` whose candidate called functions."""
+    finish = FINISH_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
+    return "tool_calls" if has_calls and finish == "stop" else finish
+
+
+def blocked_prompt(body: Any) -> ErrorVerdict | None:
+    """The verdict on a prompt the provider blocked (``promptFeedback.blockReason``), else None."""
+    feedback = body.get("promptFeedback") if isinstance(body, dict) else None
+    reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    if not reason:
+        return None
+    return ErrorVerdict(
+        ErrorType.CLIENT_ERROR, f"prompt blocked by the provider ({sanitize_message(str(reason))})"
+    )
 
 
 def read_answer(body: dict[str, Any]) -> Answer:
     usage = parse_usage(body)
     candidates = body.get("candidates")
     if not isinstance(candidates, list) or not candidates:
-        feedback = body.get("promptFeedback")
-        reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
-        if reason:
-            verdict = ErrorVerdict(ErrorType.CLIENT_ERROR, f"prompt blocked by the provider ({reason})")
-        else:
-            verdict = ErrorVerdict(ErrorType.INVALID_RESPONSE, "answer has no candidates")
+        verdict = blocked_prompt(body) or ErrorVerdict(ErrorType.INVALID_RESPONSE, "answer has no candidates")
         return Answer(None, body, usage, refusal=verdict)
     unmapped: list[str] = []
     choices = [_choice(i, c, unmapped) for i, c in enumerate(candidates)]
@@ -178,6 +188,15 @@ def rate_limit_headers(headers: Mapping[str, str], body: Any = None) -> dict[str
     return {"retry-after": headers["retry-after"]} if "retry-after" in headers else {}
 
 
+def model_url(config: ProviderConfig) -> str:
+    """``{base_url}/models/{model}`` (the method follows it: ``:generateContent``)."""
+    return f"{config.base_url.rstrip('/')}/models/{config.model.removeprefix('models/')}"
+
+
+def auth_headers(config: ProviderConfig) -> dict[str, str]:
+    return {"x-goog-api-key": config.api_key} if config.api_key else {}
+
+
 class GeminiWire:
     """The ``gemini`` kind (implements ``wire.base.WireFormat``)."""
 
@@ -185,9 +204,7 @@ class GeminiWire:
     reserved_params = RESERVED_PARAMS
 
     def endpoint(self, config: ProviderConfig) -> Endpoint:
-        model = config.model.removeprefix("models/")
-        headers = {"x-goog-api-key": config.api_key} if config.api_key else {}
-        return Endpoint(f"{config.base_url.rstrip('/')}/models/{model}:generateContent", headers)
+        return Endpoint(f"{model_url(config)}:generateContent", auth_headers(config))
 
     def body(
         self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
@@ -212,3 +229,26 @@ class GeminiWire:
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
         return classify_error(status, body)
+
+    # ---- streaming (wire.stream_base.StreamingWire) -------------------------------------------------
+
+    def stream_endpoint(self, config: ProviderConfig) -> Endpoint:
+        return Endpoint(f"{model_url(config)}:streamGenerateContent?alt=sse", auth_headers(config))
+
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return self.body(config, messages, params)  # the endpoint streams; the body is the same
+
+    def stream_decoder(
+        self, config: ProviderConfig, *, completion_id: str, created: int
+    ) -> GeminiStreamDecoder:
+        return GeminiStreamDecoder(
+            parse_usage,
+            classify_error,
+            finish_reason,
+            blocked_prompt,
+            completion_id=completion_id,
+            created=created,
+            model=config.model.removeprefix("models/"),
+        )

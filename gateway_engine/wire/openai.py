@@ -19,6 +19,7 @@ from ..answers import MAX_USAGE_TOKENS, clamp_count, sanitize_message
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from .base import Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage
+from .openai_stream import OpenAIStreamDecoder, streaming_body
 
 KIND = "openai"
 # The gateway sets these itself ({"model": provider.model, "messages": …, **params}): a caller's value
@@ -140,3 +141,20 @@ class OpenAIWire:
 
     def classify_error(self, status: int, body: Any) -> ErrorVerdict:
         return classify_error(status, body)
+
+    # ---- streaming (wire.stream_base.StreamingWire) -------------------------------------------------
+
+    def stream_endpoint(self, config: ProviderConfig) -> Endpoint:
+        return self.endpoint(config)
+
+    def stream_body(
+        self, config: ProviderConfig, messages: list[Any], params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return streaming_body(self.body(config, messages, params), params)
+
+    def stream_decoder(
+        self, config: ProviderConfig, *, completion_id: str, created: int
+    ) -> OpenAIStreamDecoder:
+        return OpenAIStreamDecoder(
+            parse_usage, classify_error, completion_id=completion_id, created=created, model=config.model
+        )

@@ -59,6 +59,25 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db.setdefault("OPTIONS", {}).update(
         {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"}
     )
+# Under ASGI (gateway_site.asgi sets GATEWAY_ASGI=1 before loading the settings) every request's ORM work
+# runs in a thread of its own: persistent per-thread connections would pile up, so connections come from
+# psycopg's pool instead and are handed back after each use (CONN_MAX_AGE 0, as Django requires there).
+GATEWAY_ASGI = env_bool("GATEWAY_ASGI", False)
+# the ASGI application's threads for the WSGI side of the site (gateway_site.asgi), and, for measuring
+# only, "django": Django's own ASGI handler for every path (docs/benchmarks.md)
+GATEWAY_ASGI_THREADS = env_int("GATEWAY_ASGI_THREADS", 4, minimum=1, maximum=256)
+GATEWAY_ASGI_SYNC_PATHS = env_str("GATEWAY_ASGI_SYNC_PATHS", "wsgi")
+if GATEWAY_ASGI_SYNC_PATHS not in ("wsgi", "django"):
+    raise ImproperlyConfigured(
+        f"GATEWAY_ASGI_SYNC_PATHS={GATEWAY_ASGI_SYNC_PATHS!r}: must be 'wsgi' or 'django'"
+    )
+if GATEWAY_ASGI and _db["ENGINE"] == "django.db.backends.postgresql":
+    _db["CONN_MAX_AGE"] = 0
+    _db.setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", GATEWAY_ASGI_THREADS + 4, minimum=1, maximum=1000),
+        "timeout": 10,
+    }
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -156,6 +175,14 @@ GATEWAY_RETRY_BASE_SECONDS = env_float("GATEWAY_RETRY_BASE_SECONDS", 0.5, minimu
 GATEWAY_RETRY_CAP_SECONDS = env_float("GATEWAY_RETRY_CAP_SECONDS", 30.0, minimum=0.01, maximum=600.0)
 GATEWAY_CONFIG_REFRESH_SECONDS = env_float("GATEWAY_CONFIG_REFRESH_SECONDS", 2.0, minimum=0.1, maximum=600.0)
 GATEWAY_API_THROTTLE_RATE = env_str("GATEWAY_API_THROTTLE_RATE", "600/min")
+# The interactive lane (issue #22, docs/interactive.md): how long a call may wait for quota (a caller may
+# lower it with the X-Gateway-Max-Wait header), how many calls one web process holds at once (more:
+# 429 gateway_busy), and how long the request log keeps its rows.
+GATEWAY_INTERACTIVE_MAX_WAIT_SECONDS = env_float(
+    "GATEWAY_INTERACTIVE_MAX_WAIT_SECONDS", 30.0, minimum=0.0, maximum=3600.0
+)
+GATEWAY_INTERACTIVE_MAX_CALLS = env_int("GATEWAY_INTERACTIVE_MAX_CALLS", 4000, minimum=1, maximum=1_000_000)
+GATEWAY_INTERACTIVE_LOG_RETENTION_DAYS = env_int("GATEWAY_INTERACTIVE_LOG_RETENTION_DAYS", 30, minimum=0)
 # Hardening (issue #13): a provider answer larger than this (decompressed) is invalid_response; a
 # Retry-After / x-ratelimit-reset-* longer than this is ignored as malformed; an item waits at most
 # this long in total for an open circuit breaker.
@@ -221,6 +248,7 @@ INSTALLED_APPS = [
     "sim",
     "observability",
     "audit",
+    "interactive",  # /v1/chat/completions and /v1/models (issue #22)
     "axes",  # admin login lockout (#29)
     "csp",
 ]
@@ -231,7 +259,7 @@ MIDDLEWARE = [
     "gateway_site.hosts.HostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "gateway_site.static.StaticFilesMiddleware",  # WhiteNoise, also async (ASGI)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

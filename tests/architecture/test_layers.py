@@ -7,6 +7,7 @@ into a function to dodge a circle still fails here).
     teams                            Team, API keys, budgets and limits
     providers                        providers, routes, live limits, breakers, prices
     batches                          submission, scheduling, execution, results
+    interactive                      the interactive lane (/v1/chat/completions, /v1/models) on batches' rules
     openai_api | dashboard           the two surfaces built on batches (they do not import each other)
     observability | audit            may import any app below; nothing imports them but the site root
     gateway_site (root)              settings, urls, wsgi/asgi, celery app, host middleware: anything
@@ -30,12 +31,13 @@ LAYERS: list[set[str]] = [
     {"teams"},
     {"providers"},
     {"batches"},
+    {"interactive"},
     {"openai_api", "dashboard"},
     {"observability", "audit"},
     {"gateway_site"},
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "batches", "openai_api", "dashboard",
+CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "batches", "interactive", "openai_api", "dashboard",
            "observability", "audit"]  # fmt: skip
 
 

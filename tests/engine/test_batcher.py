@@ -48,8 +48,8 @@ class CountingBuckets(RedisTokenBuckets):
         super().__init__(conn)
         self.grants = grants
 
-    async def try_acquire(self, limits, tokens=0, *split):  # split: the ITPM / OTPM amounts
-        decision = await super().try_acquire(limits, tokens, *split)
+    async def try_acquire(self, limits, tokens=0, *split, **lane):  # split: the ITPM / OTPM amounts
+        decision = await super().try_acquire(limits, tokens, *split, **lane)
         if decision.granted:
             self.grants[limits.name] += 1
         return decision

@@ -134,7 +134,7 @@ def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_p
         started = pid_files(up_dir)
         assert set(started) == {"sim", "web", "worker1"}, started
 
-        # a small batch through gunicorn → the Redis broker → the worker → the simulator make up started
+        # a small batch through the web server → the Redis broker → the worker → the simulator make up started
         team = create_team("upcheck")[0]
         key = create_api_key(team, "up")[1]
         body = b"".join((ROOT / "examples" / "batch.jsonl").read_bytes().splitlines(keepends=True)[:30])
@@ -156,13 +156,28 @@ def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_p
         assert batch["status"] == "completed", f"{batch}\n{logs()}"
         assert batch["request_counts"]["completed"] == 30, batch
 
+        # the interactive lane on the same port (the ASGI app): one plain call and one stream
+        import openai
+
+        client = openai.OpenAI(base_url=f"{web}/v1", api_key=key, max_retries=0, timeout=30)
+        answer = client.chat.completions.create(
+            model="gpt", messages=[{"role": "user", "content": "hi"}], max_tokens=8
+        )
+        assert answer.choices[0].message.content, answer
+        chunks = list(client.chat.completions.create(model="claude", messages=[{"role": "user", "content": "hi"}],
+                                                     max_tokens=8, stream=True))  # fmt: skip
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices), chunks
+        assert {m.id for m in client.models.list().data} >= {"gpt", "claude", "gemini", "azure"}
+
         # the worker's counters reach the web process's /metrics (one multiprocess directory, created first),
         # which make up protects with the token it generated
         assert httpx.get(f"{web}/metrics", timeout=10).status_code == 403
         token = (up_dir / "metrics_token").read_text()
         assert token == token.strip() and len(token) >= 32
         metrics = httpx.get(f"{web}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
-        succeeded = re.search(r'^gateway_items_total\{status="succeeded"\} (\S+)$', metrics, re.M)
+        succeeded = re.search(
+            r'^gateway_items_total\{lane="batch",status="succeeded"\} (\S+)$', metrics, re.M
+        )
         assert succeeded and float(succeeded.group(1)) >= 30, metrics[-2000:]
 
         t_down = time.monotonic()
@@ -312,7 +327,7 @@ def test_compose_worker_waits_longer_than_the_warm_shutdown():
     services = _compose()["services"]
     bound = float(_env_example().get("GATEWAY_SHUTDOWN_SECONDS") or 30)  # settings' default
     assert _seconds(services["worker"]["stop_grace_period"]) >= bound + 15
-    assert _seconds(services["web"]["stop_grace_period"]) >= 30 + 5  # gunicorn's graceful timeout (30 s)
+    assert _seconds(services["web"]["stop_grace_period"]) >= 30 + 5  # uvicorn's graceful shutdown (30 s)
 
 
 def test_compose_redis_persists_to_a_named_volume():
@@ -332,29 +347,33 @@ def test_image_runs_as_a_non_root_user():
     assert users and users[-1] not in ("root", "0", "0:0"), users
 
 
-def _gunicorn_options(args: list[str]) -> dict[str, str]:
-    aliases = {"-w": "--workers", "-b": "--bind", "-t": "--timeout"}
-    options = {}
+def _server_options(args: list[str]) -> dict[str, str]:
+    options = {"app": next(a for a in args if a.startswith("gateway_site."))}
     for i, arg in enumerate(args):
         if arg.startswith("-") and i + 1 < len(args):
-            options[aliases.get(arg, arg)] = args[i + 1]
+            options[arg] = args[i + 1]
     return options
 
 
 def test_web_server_matches_make_up():
+    """make up, compose and the image run the same web server: uvicorn on the ASGI app (issue #22),
+    2 workers, 30 s graceful shutdown."""
     text = UP_SH.read_text()
-    line = re.search(r"launch web (.*?)--access-logfile", text, re.S).group(1)
-    up_args = shlex.split(line.replace("\\\n", " "))
-    up = _gunicorn_options(up_args)
+    line = re.search(r"launch web (.*?)--access-log", text, re.S).group(1)
+    up = _server_options(shlex.split(line.replace("\\\n", " ")))
     up["--workers"] = re.search(r"WEB_WORKERS=\$\{WEB_WORKERS:-(\d+)\}", text).group(1)
-    want = {k: up[k] for k in ("--workers", "--threads", "--timeout")}
-    assert want == {"--workers": "2", "--threads": "4", "--timeout": "120"}, up
-    compose = _gunicorn_options(_compose()["services"]["web"]["command"])
+    want = {k: up[k] for k in ("app", "--workers", "--timeout-graceful-shutdown")}
+    assert want == {
+        "app": "gateway_site.asgi:application",
+        "--workers": "2",
+        "--timeout-graceful-shutdown": "30",
+    }, up
+    compose = _server_options(_compose()["services"]["web"]["command"])
     assert {k: compose.get(k) for k in want} == want
     cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M).group(1)
     import json
 
-    image = _gunicorn_options(json.loads(cmd))
+    image = _server_options(json.loads(cmd))
     assert {k: image.get(k) for k in want} == want
 
 

@@ -243,7 +243,7 @@ def test_gemini_accepts_both_field_spellings_and_checks_key_and_model(sim):
     other = gemini_post(sim, "gem", "gemini-pro", gemini_body(), headers=GK)
     assert other.status_code == 404 and other.json()["error"]["status"] == "NOT_FOUND"
     assert "models/gemini-pro is not found for API version v1beta" in other.json()["error"]["message"]
-    url = f"{sim.base_url}/gem/v1beta/models/gemini-sim:streamGenerateContent"
+    url = f"{sim.base_url}/gem/v1beta/models/gemini-sim:countTokens"  # a method the simulator does not serve
     assert HTTP.post(url, json=gemini_body(), headers=GK).status_code == 400
 
 

@@ -27,6 +27,9 @@ CONFIG = {
                      "error_script": ["per_minute", "per_day", "overloaded", "ok"]},
         "az": {"kind": "azure_openai", "model": "gpt-4o-sim", "deployment": "dep", "api_key": "zk",
                "median_ms": 0, "api_version": "2024-10-21", "rpm": 60, "window_seconds": 10},
+        "az_stream": {"kind": "azure_openai", "model": "gpt-4o-sim", "deployment": "dep", "api_key": "zk",
+                      "median_ms": 0, "api_version": "2024-10-21"},
+        "gpt": {"model": "gpt-sim", "api_key": "ok", "median_ms": 0, "completion_tokens": 3},
     }
 }  # fmt: skip
 
@@ -49,9 +52,13 @@ def gemini(sim, name="gem", key="gk"):
     return genai.Client(api_key=key, http_options=options)
 
 
-def azure(sim, key="zk", api_version="2024-10-21"):
-    return openai.AzureOpenAI(azure_endpoint=f"{sim.base_url}/az", api_version=api_version, api_key=key,
+def azure(sim, key="zk", api_version="2024-10-21", name="az"):
+    return openai.AzureOpenAI(azure_endpoint=f"{sim.base_url}/{name}", api_version=api_version, api_key=key,
                               max_retries=0)  # fmt: skip
+
+
+def gpt(sim):
+    return openai.OpenAI(base_url=sim.provider_url("gpt"), api_key="ok", max_retries=0)
 
 
 def test_anthropic_sdk_passes_validation_and_parses_the_message(sim):
@@ -195,3 +202,103 @@ def test_azure_openai_sdk_maps_content_filter_rate_limit_and_deployment_errors(s
             client.chat.completions.create(model="dep", messages=msgs, max_tokens=2)
     headers = limited.value.response.headers
     assert int(headers["retry-after-ms"]) > 0 and int(headers["retry-after"]) >= 1
+
+
+# ---- streams -----------------------------------------------------------------------------------------------
+HELLO = [{"role": "user", "content": "hello world, how are you"}]
+
+
+def test_openai_sdk_parses_the_stream_and_its_usage_chunk(sim):
+    chunks = list(gpt(sim).chat.completions.create(model="gpt-sim", messages=HELLO, max_tokens=6, stream=True,
+                                                   stream_options={"include_usage": True}))  # fmt: skip
+    assert all(isinstance(ch, openai.types.chat.ChatCompletionChunk) for ch in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == "[gpt] tok tok tok "  # completion_tokens 3 < max_tokens
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (6, 3)
+    assert all(ch.usage is None for ch in chunks[:-1])
+    # the SDK's stream helper accumulates the chunks into a completion
+    with gpt(sim).chat.completions.stream(model="gpt-sim", messages=HELLO, max_tokens=8,
+                                          stream_options={"include_usage": True}) as stream:  # fmt: skip
+        final = stream.get_final_completion()
+    assert final.choices[0].message.content == "[gpt] tok tok tok " and final.usage.total_tokens == 9
+    assert sim.shape_rejections()["gpt"] == 0
+
+
+def test_openai_sdk_raises_on_the_in_stream_error_and_on_a_cut(sim):
+    failing = [{"role": "user", "content": "[[sim:stream_error_after=1]] hi"}]
+    stream = gpt(sim).chat.completions.create(model="gpt-sim", messages=failing, max_tokens=4, stream=True)
+    with pytest.raises(openai.APIError) as err:
+        list(stream)
+    assert err.value.type == "server_error" and "had an error" in err.value.message
+    with pytest.raises(openai.APIConnectionError):  # the connection closed with the body unfinished
+        list(gpt(sim).chat.completions.create(model="gpt-sim", max_tokens=4, stream=True, messages=[
+            {"role": "user", "content": "[[sim:stream_cut_after=1]] hi"}]))  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as bad:  # stream_options without stream
+        gpt(sim).chat.completions.create(
+            model="gpt-sim", messages=HELLO, stream_options={"include_usage": True}
+        )
+    assert bad.value.param == "stream_options"
+    c = sim.provider_counters("gpt")
+    assert (c["streams_errored"], c["streams_cut"], c["in_flight"]) == (1, 1, 0)
+
+
+def test_azure_openai_sdk_parses_the_stream_with_its_prompt_filter_chunk(sim):
+    chunks = list(azure(sim, name="az_stream").chat.completions.create(
+        model="dep", messages=HELLO, max_tokens=5, stream=True, stream_options={"include_usage": True}))  # fmt: skip
+    assert chunks[0].choices == [] and chunks[0].model_extra["prompt_filter_results"][0]["prompt_index"] == 0
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == "[az_stream] " + "tok " * 5 and chunks[-1].usage.completion_tokens == 5
+    assert chunks[-2].choices[0].finish_reason == "length" and chunks[-2].model == "gpt-4o-sim"
+    assert sim.shape_rejections()["az_stream"] == 0
+
+
+def test_anthropic_sdk_streams_a_message_and_raises_the_error_event(sim):
+    client = claude(sim)
+    with client.messages.stream(
+        model="claude-sim", max_tokens=16, system="Be terse.", messages=HELLO
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert (
+        isinstance(final, anthropic.types.Message)
+        and final.content[0].text == text == "[claude] " + "tok " * 16
+    )
+    assert final.stop_reason == "max_tokens" and final.usage.output_tokens == 16
+    u = final.usage  # 33 characters -> 9 tokens, half read from the cache, a quarter written
+    assert (u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens) == (3, 4, 2)
+    raw = client.messages.create(model="claude-sim", max_tokens=4, messages=HELLO, stream=True)
+    kinds = [event.type for event in raw]  # ping is the SDK's to skip
+    assert kinds == ["message_start", "content_block_start"] + ["content_block_delta"] * 4 + [
+        "content_block_stop", "message_delta", "message_stop"]  # fmt: skip
+    failing = [{"role": "user", "content": "[[sim:stream_error_after=2]] hi"}]
+    with pytest.raises(anthropic.APIStatusError) as err:
+        with client.messages.stream(model="claude-sim", max_tokens=4, messages=failing) as stream:
+            stream.until_done()
+    assert err.value.body["error"]["type"] == "overloaded_error"
+    assert sim.shape_rejections()["claude"] == 0
+
+
+def test_genai_sdk_streams_the_answer_and_raises_the_error_object(sim):
+    client = gemini(sim)  # held: a client collected mid-call closes its connection pool
+    config = genai_types.GenerateContentConfig(max_output_tokens=6, system_instruction="Be terse.")
+    chunks = list(client.models.generate_content_stream(model="gemini-sim", contents="hello world, how are you",
+                                                        config=config))  # fmt: skip
+    assert len(chunks) == 4 and "".join(ch.text for ch in chunks) == "[gem] " + "tok " * 6
+    assert chunks[-1].candidates[0].finish_reason == genai_types.FinishReason.MAX_TOKENS
+    usage = chunks[-1].usage_metadata  # 33 characters -> 9 tokens, half of them cached
+    assert (usage.prompt_token_count, usage.candidates_token_count, usage.cached_content_token_count) == (
+        9,
+        6,
+        4,
+    )
+    with pytest.raises(genai_errors.ServerError) as err:
+        list(
+            client.models.generate_content_stream(
+                model="gemini-sim", contents="[[sim:stream_error_after=1]] hi"
+            )
+        )
+    assert err.value.code == 503 and err.value.status == "UNAVAILABLE"
+    assert sim.shape_rejections()["gem"] == 0

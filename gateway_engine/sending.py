@@ -1,0 +1,60 @@
+"""One attempt's HTTP call, holding what admission gave it: the long lane and the provider lease are
+released as soon as the answer is in (a stream's: when it ends, ``ItemLife.end_stream``); the in-flight
+slot stays with the caller. Returns the outcome and when it was sent."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from .outage import is_store_failure
+from .outcomes import HttpOutcome
+from .routing import ProviderConfig
+
+if TYPE_CHECKING:
+    from .admission import Admitted
+    from .attempts import ItemState
+    from .context import RunContext
+
+__all__ = ["now_iso", "send_attempt"]
+
+log = logging.getLogger("gateway_engine.attempts")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+async def send_attempt(
+    ctx: RunContext, state: ItemState, choice: ProviderConfig, admitted: Admitted
+) -> tuple[HttpOutcome, str]:
+    """The call (``open_stream`` when the item streams, else ``chat``) and when it was sent. An
+    exception without an answer closes the slot and propagates; a store failure while giving the lease
+    back after the answer is logged (the lease expires by itself)."""
+    sent: HttpOutcome | None = None
+    started = ""
+    try:
+        streaming = False
+        try:
+            started = now_iso()
+            item, attempt, journal = state.item, state.result.attempts + 1, ctx.journal
+            client = ctx.http.get(choice)
+            call = client.open_stream if state.stream else client.chat
+            sent = await call(
+                item.messages,
+                item.params,
+                request_id=state.key,
+                on_sent=lambda: journal.sent(item, attempt),
+            )
+            streaming = sent.stream is not None
+        finally:
+            if not streaming:
+                await admitted.held.aclose()
+    except BaseException as exc:
+        if sent is None or not is_store_failure(exc):
+            await admitted.slot.aclose()
+            raise
+        log.warning("%s: lease not released (quota store unavailable); it expires", choice.name)
+    assert sent is not None  # the call returned (an exception without an answer was re-raised)
+    return sent, started

@@ -1,0 +1,146 @@
+"""One ``/v1/chat/completions`` request as the engine runs it: the body read and checked with the same
+rules as a batch item (batches.submission: message shapes, sizes, and the params every provider the
+model can reach would refuse, #18), ``model`` resolved to a route (else a provider), the caller's max
+wait, and the engine's ``WorkItem`` with its queue deadline. Pure apart from the clock: the routing
+data comes in as a value (targets.Targets)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from batches.submission.caps import Limits
+from batches.submission.targets import HINT_SEPARATOR, KnownTargets
+from batches.submission.validation import ItemValidator
+from gateway_engine.items import WorkItem
+
+from .errors import CallError
+
+MAX_WAIT_HEADER = "X-Gateway-Max-Wait"
+# what the request body carries that is not an item param: the gateway sets these itself
+LANE_FIELDS = frozenset({"model", "messages", "stream", "stream_options"})
+_ITEM_PARAM = re.compile(r"^params\.")
+
+
+@dataclass(frozen=True)
+class Call:
+    """A checked call: its id, the engine item (its deadline = now + max wait), what it asked for."""
+
+    call_id: str
+    item: WorkItem
+    model: str
+    stream: bool
+    include_usage: bool
+    max_wait: float
+    body: dict[str, Any]
+    received: float  # time.monotonic() the request came in
+    received_at: float = 0.0  # time.time() the request came in (the attempt log's clock)
+
+
+def max_wait(header: str | None, setting: float) -> float:
+    """The caller's max wait for quota: the setting, or the header's value if lower (clamped to the
+    setting); a non-number or a negative value → 400 naming the header."""
+    if header is None or header == "":
+        return setting
+    try:
+        value = float(header)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise CallError(400, f"{MAX_WAIT_HEADER}: must be a number of seconds >= 0, got {header[:40]!r}",
+                        param=MAX_WAIT_HEADER, code="invalid_header")  # fmt: skip
+    return min(value, setting)
+
+
+def read_body(raw: bytes, limit: int) -> dict[str, Any]:
+    if len(raw) > limit:
+        raise CallError(413, f"request body is {len(raw)} bytes; at most {limit}", code="request_too_large")
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CallError(400, "the request body must be a JSON object", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise CallError(400, "the request body must be a JSON object", code="invalid_json")
+    return body
+
+
+def _stream_fields(body: dict[str, Any]) -> tuple[bool, bool]:
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise CallError(400, "stream: must be a boolean", param="stream", code="invalid_type")
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not stream:
+        raise CallError(400, "stream_options: only allowed when stream is true", param="stream_options",
+                        code="invalid_value")  # fmt: skip
+    if not isinstance(options, dict) or set(options) - {"include_usage", "include_obfuscation"}:
+        raise CallError(400, "stream_options: must be an object with include_usage", param="stream_options",
+                        code="invalid_value")  # fmt: skip
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise CallError(400, "stream_options.include_usage: must be a boolean",
+                        param="stream_options.include_usage", code="invalid_type")  # fmt: skip
+    return stream, include
+
+
+def prepare(
+    body: dict[str, Any], *, team: str, targets: KnownTargets, limits: Limits, wait: float, raw_size: int
+) -> Call:
+    """The checked call, or the first problem as a CallError naming its param (an unknown model: 404
+    model_not_found, as OpenAI answers)."""
+    received = time.monotonic()
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise CallError(400, "model: required, the name of a route or a provider", param="model",
+                        code="missing_required_parameter")  # fmt: skip
+    stream, include_usage = _stream_fields(body)
+    if "messages" not in body:
+        raise CallError(400, "messages: required", param="messages", code="missing_required_parameter")
+    call_id = f"chatcmpl-{uuid.uuid4().hex}"
+    item: dict[str, Any] = {
+        "custom_id": call_id,
+        "messages": body["messages"],
+        "params": {k: v for k, v in body.items() if k not in LANE_FIELDS},
+    }
+    if model in targets.routes or model not in targets.providers:
+        item["route"] = model  # an unknown model is reported as an unknown route (→ 404)
+    else:
+        item["provider"] = model
+    validator = ItemValidator(limits, targets)
+    valid = validator.item(0, item, raw_size)
+    if valid is None:
+        raise _refusal(validator, model)
+    work = WorkItem(
+        custom_id=call_id,
+        messages=valid.payload["messages"],
+        params=valid.payload["params"],
+        route=valid.route,
+        provider=valid.provider,
+        key=call_id,
+        deadline=time.time() + wait,
+        team=team,
+    )
+    return Call(call_id, work, model, stream, include_usage, wait, body, received, time.time())
+
+
+def _refusal(validator: ItemValidator, model: str) -> CallError:
+    error = validator.errors[0]
+    field, message = error.field, error.message
+    if field in ("route", "provider"):
+        if message.startswith("unknown"):
+            hint = message.split(HINT_SEPARATOR, 1)[1] if HINT_SEPARATOR in message else ""
+            text = f"The model {model!r} does not exist: no route or provider of that name"
+            return CallError(
+                404, f"{text}{' — ' + hint if hint else ''}", param="model", code="model_not_found"
+            )
+        return CallError(400, f"model: {message}", param="model", code="invalid_value")
+    param = _ITEM_PARAM.sub("", field) if field != "item" else None
+    return CallError(400, f"{param or 'request'}: {message}", param=param, code="invalid_value")

@@ -1,0 +1,124 @@
+"""``stream: true``: Server-Sent Events in OpenAI's chunk format.
+
+The engine retries and falls back until the first chunk is in (``InteractiveLane.open_stream``); a call
+that fails before that is answered like a plain one (an HTTP error in OpenAI's shape). Once the 200 and
+its first bytes are out, the call is committed: the chunks are passed on as they come; an upstream
+failure after that (an in-stream provider error, a cut connection, an idle timeout) ends the stream
+with ``data: {"error": {"message", "type", "code"}}`` and no ``[DONE]``. The usage chunk is held back
+unless the client asked for it (``stream_options.include_usage``); the upstream is always asked for
+it, and it settles the buckets and the budget. The provider lease and the in-flight slot are held until
+the stream ends; a client that disconnects closes the upstream connection (the provider sees it) and
+the grant is settled at its estimate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+
+from batches.api.auth import ApiClient
+from gateway_engine.attempts import OpenStream
+from gateway_engine.interactive import InteractiveLane
+from gateway_engine.items import ItemResult, estimate_split
+from gateway_engine.quota.types import QuotaStoreUnavailable
+from gateway_engine.streaming import UpstreamStream, final_outcome
+
+from .calls import Call
+from .errors import CallError, call_failure
+from .outcome import finish_record, retry_after_for
+
+log = logging.getLogger(__name__)
+
+DONE = b"data: [DONE]\n\n"
+
+
+def event(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def open_response(
+    lane: InteractiveLane, call: Call, client: ApiClient, on_end: Callable[[], None]
+) -> HttpResponse:
+    """The streaming answer, or the HTTP error of a call that failed before its first chunk. ``on_end``
+    runs once the stream is over (sent to its end, failed, or the client left)."""
+    try:
+        finished = await lane.open_stream(call.item)
+    except QuotaStoreUnavailable as exc:
+        return CallError(
+            503, str(exc), "server_error", None, "quota_store_unavailable", {"Retry-After": "5"}
+        ).response()
+    if finished.stream is None:
+        result = finished.result
+        retry_after = await retry_after_for(lane, result, call)
+        answer = call_failure(result, max_wait=call.max_wait, retry_after=retry_after).response()
+        finish_record(call, client, result, answer.status_code, None)
+        return answer
+    opened = finished.stream
+    response = StreamingHttpResponse(
+        _events(lane, call, client, opened, on_end), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
+    response["x-gateway-provider"] = opened.choice.name
+    response["x-gateway-attempts"] = str(finished.result.attempts + 1)
+    return response
+
+
+async def _events(
+    lane: InteractiveLane, call: Call, client: ApiClient, opened: OpenStream, on_end: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    stream: UpstreamStream = opened.outcome.stream
+    client_gone = True
+    try:
+        async for chunk in stream.chunks():
+            yield event(chunk)
+        client_gone = False
+        if stream.error is None:
+            if call.include_usage and (usage_chunk := stream.decoder.usage_chunk()) is not None:
+                yield event(usage_chunk)
+            yield DONE
+        else:
+            error = stream.error
+            yield event(
+                {"error": {"message": error.message, "type": _type(error.error_type), "code": error.code}}
+            )
+    finally:
+        # the client may be gone (this generator is then closed or cancelled): finish in a task of its
+        # own, so the lease, the slot and the settle never depend on this one surviving
+        on_end()
+        done = asyncio.ensure_future(_end(lane, call, client, opened, stream, client_gone))
+        try:
+            await asyncio.shield(done)
+        except (asyncio.CancelledError, GeneratorExit):
+            pass
+
+
+def _type(error_type: str) -> str:
+    return "rate_limit_error" if error_type == "rate_limited" else "server_error"
+
+
+async def _end(
+    lane: InteractiveLane,
+    call: Call,
+    client: ApiClient,
+    opened: OpenStream,
+    stream: UpstreamStream,
+    client_gone: bool,
+) -> None:
+    try:
+        await stream.aclose()
+        est_in, est_out = estimate_split(
+            call.item.messages, call.item.params, lane.options.default_max_tokens
+        )
+        estimate = {"prompt_tokens": est_in, "completion_tokens": est_out, "total_tokens": est_in + est_out}
+        final = final_outcome(stream, client_gone=client_gone, estimate=estimate)
+        result: ItemResult = await lane.end_stream(opened, final)
+        status = 200 if result.ok else 499 if client_gone else 200
+        finish_record(call, client, result, status, result.response if result.ok else None)
+    except Exception:  # noqa: BLE001 - a failed record must not hide the stream's end
+        log.exception("could not end the stream of %s", call.call_id)

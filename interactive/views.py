@@ -1,0 +1,118 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models``: async views (served by gateway_site.asgi), so a
+process holds thousands of waiting or streaming calls without a thread each. Thin: authenticate,
+check the call (calls.py), run it on this process's interactive lane (lane.py), answer (errors.py,
+streams.py), record it (records.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from batches.submission.caps import Limits
+from gateway_engine.quota.types import QuotaStoreUnavailable
+
+from . import calls, streams
+from .auth import authenticate
+from .errors import CallError, call_failure
+from .lane import current_lane, targets
+from .outcome import finish_record, retry_after_for
+
+_active = 0  # calls this process holds now (GATEWAY_INTERACTIVE_MAX_CALLS)
+
+
+def _json_error(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JsonResponse:
+    return CallError(status, message, type_, None, code).response()
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    global _active
+    if request.method != "POST":
+        response = _json_error(405, f"method {request.method} not allowed; use POST", "method_not_allowed")
+        response["Allow"] = "POST"
+        return response
+    if not settings.GATEWAY_ASGI:  # a WSGI process would build an engine per call and hold a thread per wait
+        error = CallError(503, "POST /v1/chat/completions is served by the ASGI application "
+                          "(gateway_site.asgi:application, docs/operations.md); this process runs the WSGI one",
+                          "server_error", None, "asgi_required")  # fmt: skip
+        return error.response()
+    if _active >= int(settings.GATEWAY_INTERACTIVE_MAX_CALLS):
+        error = CallError(429, "this web process holds as many calls as it may (GATEWAY_INTERACTIVE_MAX_CALLS)",
+                          "rate_limit_error", None, "gateway_busy", {"Retry-After": "1"})  # fmt: skip
+        return error.response()
+    _active += 1
+    handed_to_stream = False
+    try:
+        try:
+            client = await authenticate(request)
+            wait = calls.max_wait(request.headers.get(calls.MAX_WAIT_HEADER),
+                                  float(settings.GATEWAY_INTERACTIVE_MAX_WAIT_SECONDS))  # fmt: skip
+            limits = Limits.from_settings()
+            body = calls.read_body(request.body, limits.max_body_bytes)
+            known, _ = await targets.current()
+            call = calls.prepare(body, team=client.team.name, targets=known, limits=limits, wait=wait,
+                                 raw_size=len(request.body))  # fmt: skip
+        except CallError as error:
+            return error.response()
+        except QuotaStoreUnavailable as exc:
+            return _unavailable(str(exc))
+        lane = current_lane()
+        if call.stream:
+            response = await streams.open_response(lane, call, client, _leave)
+            handed_to_stream = isinstance(response, StreamingHttpResponse)  # the stream's end calls _leave
+            return response
+        try:
+            result = await lane.complete(call.item)
+        except QuotaStoreUnavailable as exc:
+            return _unavailable(str(exc))
+        if result.ok:
+            answer = JsonResponse(result.response, status=200)
+        else:
+            retry_after = await retry_after_for(lane, result, call)
+            answer = call_failure(result, max_wait=call.max_wait, retry_after=retry_after).response()
+        answer["x-gateway-provider"] = result.provider
+        answer["x-gateway-attempts"] = str(result.attempts)
+        finish_record(call, client, result, answer.status_code, result.response if result.ok else None)
+        return answer
+    finally:
+        if not handed_to_stream:
+            _active -= 1
+
+
+def _leave() -> None:
+    global _active
+    _active -= 1
+
+
+def _unavailable(message: str) -> JsonResponse:
+    response = CallError(503, message, "server_error", None, "quota_store_unavailable", {"Retry-After": "5"})
+    return response.response()
+
+
+@csrf_exempt
+async def models(request: HttpRequest) -> HttpResponse:
+    """The team's routes and providers as OpenAI model objects (``owned_by``: "route" or the provider's
+    kind); sorted by id."""
+    if request.method != "GET":
+        response = _json_error(405, f"method {request.method} not allowed; use GET", "method_not_allowed")
+        response["Allow"] = "GET"
+        return response
+    try:
+        await authenticate(request)
+        known, table = await targets.current()
+    except CallError as error:
+        return error.response()
+    created = int(time.time())
+    data = [
+        {"id": r, "object": "model", "created": created, "owned_by": "route"} for r in sorted(known.routes)
+    ]
+    for name in sorted(p for p, enabled in known.providers.items() if enabled):
+        config = table.providers.get(name)
+        if name not in known.routes:
+            data.append({"id": name, "object": "model", "created": created,
+                         "owned_by": f"provider:{config.kind if config else 'openai'}"})  # fmt: skip
+    return HttpResponse(json.dumps({"object": "list", "data": data}), content_type="application/json")
