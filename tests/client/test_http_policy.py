@@ -4,8 +4,10 @@ bodies, the stream parser, the progress line without tqdm, and the version."""
 
 from __future__ import annotations
 
+import ast
 import io
 import json
+import sys
 import tomllib
 from importlib import metadata
 
@@ -208,3 +210,15 @@ def test_the_client_is_versioned_with_the_gateway():
     client = tomllib.loads((CLIENT_DIR / "pyproject.toml").read_text())["project"]
     assert client["dependencies"] == ["httpx>=0.25,<1"]  # httpx is the one required dependency
     assert Gateway("http://h:1/api/v1/", "k").base_url == "http://h:1"
+
+
+def test_the_client_imports_only_httpx_langchain_core_tqdm_and_the_standard_library():
+    allowed = {"httpx", "langchain_core", "tqdm", "batch_gateway_client"}
+    found = set()
+    for path in sorted((CLIENT_DIR / "batch_gateway_client").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    assert found - set(sys.stdlib_module_names) - {"__future__"} <= allowed, found
