@@ -141,6 +141,12 @@ def test_the_asyncio_twins_streaming_options_and_a_failed_item(stack, sim_server
     whole = sum(chunks[1:], chunks[0])
     assert whole.content == "[gpt] tok tok tok " and whole.usage_metadata["output_tokens"] == 3
 
+    async def astreamed() -> list[AIMessageChunk]:
+        return [chunk async for chunk in llm.astream("hi")]
+
+    achunks = asyncio.run(astreamed())
+    assert sum(achunks[1:], achunks[0]).content == "[gpt] tok tok "
+
     # one item fails at the provider ([[sim:fault:server_error]], no retries): in its place with
     # return_exceptions, the others answered; priority reaches the batch, unset options stay unsent
     inputs = ["a", "b [[sim:fault:server_error]]", ("human", "c")]
