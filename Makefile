@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml client/pyproject.toml | sha1sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gateway
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # this machine's pip config names local mirrors that may not exist; pip warns once per package. And
@@ -13,11 +13,11 @@ PIP_QUIET := awk '/BuildBackendWarning: Editable installation/ {skip = 1} \
 
 .PHONY: demo test up down lint venv services migrate clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "==> installing into $(VENV) (pyproject.toml changed)"
 	@$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(PIP_QUIET); test $${PIPESTATUS[0]} -eq 0
-	@$(PY) -m pip install --quiet -e '.[dev,bench]' 2>&1 | $(PIP_QUIET); test $${PIPESTATUS[0]} -eq 0
+	@$(PY) -m pip install --quiet -e '.[dev,bench]' -e './client[langchain]' 2>&1 | $(PIP_QUIET); test $${PIPESTATUS[0]} -eq 0
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
