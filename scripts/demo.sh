@@ -24,9 +24,22 @@ rm -f "$ROOT"/var/demo.sqlite3*
 
 PIDS=()
 cleanup() {
-  local pid
+  local pid left i
   for pid in "${PIDS[@]:-}"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  # the servers stop within a second or two; one that has not after 10 s is killed, and named
+  for i in $(seq 1 100); do
+    left=""
+    for pid in "${PIDS[@]:-}"; do
+      [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && left="$left $pid"
+    done
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  for pid in $left; do
+    echo "process $pid ($(ps -o args= -p "$pid" 2>/dev/null | cut -c1-80)) still running 10 s after SIGTERM: killed" >&2
+    kill -9 "$pid" 2>/dev/null || true
   done
   for pid in "${PIDS[@]:-}"; do
     [ -n "$pid" ] && wait "$pid" 2>/dev/null || true
