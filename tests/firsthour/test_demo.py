@@ -58,6 +58,9 @@ def test_kept_demo_logs_short_lines_gives_a_working_login_and_stops_on_ctrl_c():
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # its own process group, like a terminal's foreground job
+        # and, like a shell a terminal starts, with Ctrl-C's default disposition: a signal ignored when a
+        # shell starts can never be trapped, and an earlier test of the session may leave SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
     try:
