@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, close_old_connections, transaction
 
-from batches.models import TeamUsageDaily
+from batches.execution.finalize import upsert_team_usage
 from gateway_engine.items import ItemResult
 
 from .models import InteractiveCall
@@ -86,41 +86,24 @@ def usage_rows(records: list[CallRecord]) -> list[tuple]:
 
 def write(records: list[CallRecord]) -> None:
     """The log rows and the usage increments of ``records``, in one transaction (sync: a thread)."""
-    table = TeamUsageDaily._meta.db_table
-    sql = (
-        f"INSERT INTO {table} (team_id, provider, day, requests, items_succeeded, items_failed, "
-        "prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (team_id, provider, day) DO UPDATE SET "
-        f"requests = {table}.requests + excluded.requests, "
-        f"items_succeeded = {table}.items_succeeded + excluded.items_succeeded, "
-        f"items_failed = {table}.items_failed + excluded.items_failed, "
-        f"prompt_tokens = {table}.prompt_tokens + excluded.prompt_tokens, "
-        f"completion_tokens = {table}.completion_tokens + excluded.completion_tokens, "
-        f"wasted_tokens = {table}.wasted_tokens + excluded.wasted_tokens, "
-        f"cached_tokens = {table}.cached_tokens + excluded.cached_tokens, "
-        f"cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens"
-    )
     try:
         try:
-            _write(records, sql)
+            _write(records)
         except IntegrityError:  # e.g. a team deleted since its call: write the others one by one
             for record in records:
                 try:
-                    _write([record], sql)
+                    _write([record])
                 except IntegrityError:
                     log.warning("interactive call %s not recorded: its team or key is gone", record.call_id)
     finally:
         close_old_connections()
 
 
-def _write(records: list[CallRecord], sql: str) -> None:
+def _write(records: list[CallRecord]) -> None:
     rows = sorted(usage_rows(records))  # one order for every writer: no deadlock between processes
     with transaction.atomic():
         InteractiveCall.objects.bulk_create([r.row() for r in records], ignore_conflicts=True)
-        if rows:
-            with connection.cursor() as cursor:
-                cursor.executemany(sql, rows)
+        upsert_team_usage(rows)
 
 
 class CallLog:

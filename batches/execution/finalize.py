@@ -71,8 +71,7 @@ def with_cache_tokens(stats: dict, cache: dict[str, list[int]]) -> dict:
 
 
 def _upsert_usage(batch: Batch, stats: dict, day) -> None:
-    """TeamUsageDaily += this batch's numbers, per provider, race-free (INSERT … ON CONFLICT)."""
-    table = TeamUsageDaily._meta.db_table
+    """TeamUsageDaily += this batch's numbers, per provider (upsert_team_usage)."""
     rows = []
     for provider, p in stats["providers"].items():
         rows.append(
@@ -90,6 +89,14 @@ def _upsert_usage(batch: Batch, stats: dict, day) -> None:
                 p.get("cache_write_tokens", 0),
             )
         )
+    upsert_team_usage(rows)
+
+
+def upsert_team_usage(rows: list[tuple]) -> None:
+    """TeamUsageDaily += each row (team_id, provider, day, requests, items_succeeded, items_failed,
+    prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens), race-free
+    (INSERT … ON CONFLICT): the batch finalizer's and the interactive lane's one writer."""
+    table = TeamUsageDaily._meta.db_table
     if not rows:
         return
     sql = (
