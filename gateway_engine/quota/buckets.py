@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
-from .adaptive import RemainingQuota
+from .following import RemainingFollower
 from .pauses import ProviderPauses
 from .priority import InteractiveMarks
 from .token_ask import TokenAsk, settle_deltas
@@ -50,7 +50,7 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
-class TokenBuckets(ProviderPauses, ABC):
+class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
     """A provider's RPM, TPM (and ITPM / OTPM, where set) buckets shared by every caller of the backend
     (and the team share)."""
 
@@ -102,13 +102,6 @@ class TokenBuckets(ProviderPauses, ABC):
     ) -> None:
         """Atomically give back 1 RPM token, the TPM / ITPM / OTPM tokens (and the team-share token),
         each clamped to its capacity."""
-
-    @abstractmethod
-    async def follow(
-        self, limits: ProviderLimits, sent_mark: tuple[int, int] | None, quota: RemainingQuota
-    ) -> None:
-        """Apply an answer's (checked) remaining quota to the RPM / TPM buckets, atomically (adaptive.py:
-        the level at most what is left, the refill at most what is left over the time to the reset)."""
 
     @abstractmethod
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
@@ -289,22 +282,6 @@ class TokenBuckets(ProviderPauses, ABC):
         deltas = settle_deltas(limits, reservation, actual_tokens, actual_input, actual_output)
         if any(deltas):
             await self.reconcile_delta(limits, *deltas)
-
-    async def follow_remaining(
-        self, limits: ProviderLimits, reservation: Reservation | None, quota: RemainingQuota
-    ) -> bool:
-        """An answer's remaining-quota headers (docs/quota.md "Shared keys"), for every worker: until the
-        reset, each reported dimension refills at min(configured, (remaining − sent since the request) /
-        seconds to the reset) and holds at most that remainder. Ignored unless the (live) limits are
-        ``adaptive``; a value that is not finite, negative or above the configured limits changes nothing
-        (the caller logs it). True if something was applied."""
-        if reservation is not None and reservation.current is not None:
-            limits = reservation.current()
-        checked = quota.checked(limits)
-        if not limits.adaptive or checked.empty:
-            return False
-        await self.follow(limits, None if reservation is None else reservation.sent_mark, checked)
-        return True
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.

@@ -296,6 +296,7 @@ class ProviderQuotaState:
         the waits, the leases, the (requests, tokens) ``observed`` in the last 60 s, the pause) beside
         what ``limits`` configure (capacities and rates, filled in here for every backend alike)."""
         rpm, tpm, itpm, otpm = available
+        view = adaptive if adaptive is not None and limits.adaptive else AdaptiveView()
         return cls(
             provider=limits.name,
             rpm_tokens_available=rpm,
@@ -317,7 +318,10 @@ class ProviderQuotaState:
             configured_itpm=limits.itpm,
             configured_otpm=limits.otpm,
             pause=pause,
-            **(adaptive.fields() if adaptive is not None and limits.adaptive else {}),
+            adjusted_rpm=view.rpm,
+            adjusted_tpm=view.tpm,
+            outside_rpm=view.outside_rpm or 0.0,
+            outside_tpm=view.outside_tpm or 0.0,
         )
 
 
@@ -330,14 +334,6 @@ class AdaptiveView:
     tpm: float | None = None
     outside_rpm: float | None = None
     outside_tpm: float | None = None
-
-    def fields(self) -> dict[str, float | None]:
-        return {
-            "adjusted_rpm": self.rpm,
-            "adjusted_tpm": self.tpm,
-            "outside_rpm": self.outside_rpm or 0.0,
-            "outside_tpm": self.outside_tpm or 0.0,
-        }
 
 
 @dataclass(frozen=True)
