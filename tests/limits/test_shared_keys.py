@@ -5,6 +5,8 @@ its 429 count per provider (docs/quota.md "Shared keys")."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from batches.models import Batch, BatchStatus
@@ -18,13 +20,26 @@ TIME_SCALE = 5
 SIM_RPM = 1200  # per simulated minute: 100 requests per real second
 REAL_RPM = SIM_RPM * TIME_SCALE
 ITEMS = 600
+SLICE_ENDED = re.compile(r"dispatcher slice ended: owner=\S+ claimed=(\d+)")
 
 
 @pytest.fixture
 def workers(tmp_path):
-    w = Workers(tmp_path, GATEWAY_CHUNK_SIZE="50")
+    # INFO: the dispatcher's slice-end lines say which worker claimed items (short slices: both do)
+    w = Workers(tmp_path, loglevel="INFO", DJANGO_LOG_LEVEL="INFO", GATEWAY_CHUNK_SIZE="50",
+                GATEWAY_DISPATCH_SLICE_SECONDS="1")  # fmt: skip
     yield w
     w.stop()
+
+
+def claimed_per_worker(w: Workers) -> dict[str, int]:
+    """Worker → items its dispatcher slices claimed so far (from its log)."""
+    return {
+        name: sum(
+            int(n) for n in SLICE_ENDED.findall((w.tmp_path / f"{name}.log").read_text(errors="replace"))
+        )
+        for name in w.procs
+    }
 
 
 def run_batch(w: Workers, team, provider: str, sim) -> dict:
@@ -62,9 +77,12 @@ def test_an_outside_client_using_half_the_key_costs_the_adaptive_provider_no_429
     workers.start("w1")
     workers.start("w2")  # two workers, four processes: one adjusted state in Redis for all of them
     on = run_batch(workers, team, "on", sim)
+    claimed = claimed_per_worker(workers)
+    assert all(claimed.values()), claimed  # both workers sent the adaptive provider's items
     off = run_batch(workers, team, "off", sim)
     outside = sim.counters()["shared_keys"]["key"]
-    print(f"\nshared key, outside client at 50 %: adaptive on {on}, adaptive off {off}, outside {outside}")
+    print(f"\nshared key, outside client at 50 %: adaptive on {on} (items claimed per worker: {claimed}), "
+          f"adaptive off {off}, outside {outside}")  # fmt: skip
     assert outside["outside_sent"] > ITEMS  # it ran through both batches
     assert on["rate"] <= 0.01, (on, off)
     assert off["rate"] > 5 * max(on["rate"], 0.01), (on, off)  # the same run without it: many more
