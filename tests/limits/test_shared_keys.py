@@ -60,7 +60,7 @@ def run_batch(w: Workers, team, provider: str, sim) -> dict:
 
 @pytest.mark.timeout(360)
 def test_an_outside_client_using_half_the_key_costs_the_adaptive_provider_no_429s(
-    sim_server, make_provider, team, workers, redis_sync
+    sim_server, make_provider, team, workers, redis_sync, capsys
 ):
     sim = sim_server({
         "time_scale": TIME_SCALE,
@@ -81,8 +81,9 @@ def test_an_outside_client_using_half_the_key_costs_the_adaptive_provider_no_429
     assert all(claimed.values()), claimed  # both workers sent the adaptive provider's items
     off = run_batch(workers, team, "off", sim)
     outside = sim.counters()["shared_keys"]["key"]
-    print(f"\nshared key, outside client at 50 %: adaptive on {on} (items claimed per worker: {claimed}), "
-          f"adaptive off {off}, outside {outside}")  # fmt: skip
+    with capsys.disabled():  # in the test output, passed or not
+        print(f"\nshared key, outside client at 50 %: adaptive on {on} (items claimed per worker: {claimed}), "
+              f"adaptive off {off}, outside {outside}")  # fmt: skip
     assert outside["outside_sent"] > ITEMS  # it ran through both batches
     assert on["rate"] <= 0.01, (on, off)
     assert off["rate"] > 5 * max(on["rate"], 0.01), (on, off)  # the same run without it: many more
