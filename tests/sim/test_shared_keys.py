@@ -3,13 +3,11 @@ and by an outside client the simulator drives; the remaining-quota headers show 
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from sim.config import ConfigError, load_config
+from tests.sim.helpers import HTTP
 from tests.waiting import wait_until
-
-HTTP = httpx.Client(timeout=10)
 
 
 def post(sim, name):
