@@ -32,9 +32,7 @@ def provider_limits(provider, margin_seconds: float | None = None) -> ProviderLi
         margin_seconds=min(float(margin_seconds), burst / 2.0),
         itpm=int(provider.itpm or 0),  # NULL: not configured (ProviderLimits' 0)
         otpm=int(provider.otpm or 0),
-        adaptive=effective_adaptive(
-            getattr(provider, "kind", "openai"), getattr(provider, "adaptive", False)
-        ),
+        adaptive=effective_adaptive(provider.kind, provider.adaptive),
     )
 
 
