@@ -55,6 +55,9 @@ class Batch(models.Model):
         help_text="Deadline as given, e.g. '15m', '24h'; counted from created_at.",
     )
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Where the batch's end is POSTed as a signed event (webhooks app; "" = the team's default, if any).
+    # Checked at submission by batches.submission.webhook_url.
+    webhook_url = models.CharField(max_length=2048, blank=True, default="")
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")

@@ -1,0 +1,15 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("batches", "0010_item_native_answer_cache_tokens"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="batch",
+            name="webhook_url",
+            field=models.CharField(blank=True, default="", max_length=2048),
+        ),
+    ]
