@@ -195,8 +195,8 @@ def test_every_resolved_address_is_checked_and_the_connection_goes_to_a_checked_
 
 
 def test_redirects_are_not_followed(settings):
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     hits = []
 
