@@ -205,7 +205,9 @@ GATEWAY_MAX_BREAKER_WAIT_SECONDS = env_float(
 # receivers, tests). Delivery: a timeout per attempt, exponential backoff from the base (doubling, capped)
 # for at most GATEWAY_WEBHOOK_MAX_AGE_SECONDS after the batch ended.
 GATEWAY_WEBHOOK_ALLOW_PRIVATE = env_bool("GATEWAY_WEBHOOK_ALLOW_PRIVATE", False)
-GATEWAY_WEBHOOK_TIMEOUT_SECONDS = env_float("GATEWAY_WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.5, maximum=60.0)
+GATEWAY_WEBHOOK_TIMEOUT_SECONDS = env_float(
+    "GATEWAY_WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.5, maximum=60.0
+)
 GATEWAY_WEBHOOK_RETRY_BASE_SECONDS = env_float(
     "GATEWAY_WEBHOOK_RETRY_BASE_SECONDS", 5.0, minimum=0.01, maximum=3600.0
 )
