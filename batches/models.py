@@ -88,6 +88,12 @@ class Batch(models.Model):
             models.Index(fields=["team", "-created_at"], name="batch_team_created"),
             models.Index(fields=["status", "-created_at"], name="batch_status_created"),
             models.Index(fields=["-created_at"], name="batch_created"),
+            # batches by their end: the webhooks app's sweep for ends without an event, retention
+            models.Index(
+                fields=["completed_at"],
+                name="batch_completed",
+                condition=models.Q(completed_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -12,7 +12,7 @@ class WebhooksConfig(AppConfig):
         from batches import signals
         from batches.execution import due
 
-        from . import events, selectors, services, tasks
+        from . import events, services, sweep, tasks
 
         signals.batch_finished.connect(events.on_batch_finished, dispatch_uid="webhooks.batch_finished")
-        due.register(due.DueQueue(name=services.QUEUE, next_due=selectors.next_due, kick=tasks.kick))
+        due.register(due.DueQueue(name=services.QUEUE, next_due=sweep.next_due, kick=tasks.kick))

@@ -12,4 +12,10 @@ class Migration(migrations.Migration):
             name="webhook_url",
             field=models.CharField(blank=True, default="", max_length=2048),
         ),
+        migrations.AddIndex(
+            model_name="batch",
+            index=models.Index(
+                condition=models.Q(("completed_at__isnull", False)), fields=["completed_at"], name="batch_completed"
+            ),
+        ),
     ]

@@ -351,3 +351,26 @@ def test_the_event_type_follows_the_batch_status(team, monkeypatch):
 
 def test_batch_options_default_has_no_webhook():
     assert BatchOptions().webhook_url == "" and webhook_url.FIELD == "webhook_url"
+
+
+def test_the_sweep_makes_the_event_a_dead_process_never_wrote_and_only_that(team, monkeypatch):
+    from webhooks import sweep
+
+    kicks = []
+    monkeypatch.setattr(services, "kick", lambda: kicks.append(1))
+    ended = timezone.now() - dt.timedelta(minutes=2)
+    lost = make_batch(
+        team, [ITEM], status=BatchStatus.COMPLETED, completed_at=ended, webhook_url="https://h.example/x"
+    )
+    make_batch(team, [ITEM], status=BatchStatus.COMPLETED, completed_at=ended)  # no webhook: no event
+    just_now = make_batch(
+        team,
+        [ITEM],
+        status=BatchStatus.COMPLETED,
+        completed_at=timezone.now(),
+        webhook_url="https://h.example/x",
+    )  # fmt: skip  (the receiver's own insert is due)
+    assert sweep.sweep() == 1
+    assert list(WebhookEvent.objects.values_list("batch_id", flat=True)) == [lost.pk]
+    assert sweep.sweep() == 0 and kicks == [1]  # idempotent: nothing made twice
+    assert not WebhookEvent.objects.filter(batch=just_now).exists()
