@@ -374,3 +374,17 @@ def test_the_sweep_makes_the_event_a_dead_process_never_wrote_and_only_that(team
     assert list(WebhookEvent.objects.values_list("batch_id", flat=True)) == [lost.pk]
     assert sweep.sweep() == 0 and kicks == [1]  # idempotent: nothing made twice
     assert not WebhookEvent.objects.filter(batch=just_now).exists()
+
+
+def test_the_admin_sets_a_team_default_url_with_the_same_rule_and_makes_a_secret(team, client, settings):
+    settings.GATEWAY_WEBHOOK_ALLOW_PRIVATE = False
+    login_superuser(client)
+    bad = client.post("/admin/webhooks/teamwebhook/add/", {"team": team.pk, "url": "https://10.0.0.5/x"})
+    assert bad.status_code == 200 and "webhook_url" in bad.content.decode()
+    assert not TeamWebhook.objects.exists()
+    ok = client.post(
+        "/admin/webhooks/teamwebhook/add/", {"team": team.pk, "url": "https://hooks.example.com/t"}
+    )
+    assert ok.status_code == 302, ok.content.decode()[:2000]
+    hook = TeamWebhook.objects.get(team=team)
+    assert hook.url == "https://hooks.example.com/t" and hook.secret.startswith("whsec_")
