@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sim.kind_config import ALL_KIND_KEYS, COMMON_KIND_KEYS, ConfigError, KindConfig, parse_kind, window
-from sim.prompt_cache import KEYS as PROMPT_CACHE_KEYS
-from sim.prompt_cache import PromptCacheConfig, check_config, parse_prompt_cache
 from sim.kind_config import WindowConfig as OutageConfig
 from sim.kind_config import number as _num
+from sim.prompt_cache import KEYS as PROMPT_CACHE_KEYS
+from sim.prompt_cache import PromptCacheConfig, check_config, parse_prompt_cache
 
 __all__ = ["ConfigError", "OutageConfig", "ProviderConfig", "SimConfig", "load_config", "parse_config"]
 
