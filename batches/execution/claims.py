@@ -98,7 +98,8 @@ def claim_queued(
             if prefix is None:
                 items = _lock(pending, limit - len(taken))
             else:
-                items = _claim_groups(pending, limit - len(taken), prefix)
+                running = BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.RUNNING)
+                items = _claim_groups(pending, running, limit - len(taken), prefix)
             _mark_claimed(items, owner, now)
         taken += items
     return taken
@@ -111,14 +112,20 @@ def _lock(qs, limit: int) -> list[BatchItem]:
     )
 
 
-def _claim_groups(pending, limit: int, current: str) -> list[BatchItem]:
-    """Whole prefix groups of one batch's pending items, ``current``'s first (see ``claim_queued``)."""
+def _claim_groups(pending, running, limit: int, current: str) -> list[BatchItem]:
+    """Whole prefix groups of one batch's pending items (see ``claim_queued``): ``current``'s first,
+    then a group another dispatcher is sending (its items running: the dispatchers converge on the
+    groups in flight instead of each opening one), then the group of the lowest pending seq."""
     items: list[BatchItem] = []
     key: str | None = current or None
     while len(items) < limit:
         rest = pending.exclude(id__in=[i.id for i in items]) if items else pending
-        if key is None:  # the group of the lowest pending seq
-            first = rest.order_by("seq").values_list("prefix_key", flat=True)[:1]
+        if key is None:
+            in_flight = running.exclude(prefix_key="").values("prefix_key")
+            first = list(
+                rest.filter(prefix_key__in=in_flight).order_by("seq").values_list("prefix_key", flat=True)[:1]
+            )
+            first = first or list(rest.order_by("seq").values_list("prefix_key", flat=True)[:1])
             if not first:
                 break
             key = first[0]
