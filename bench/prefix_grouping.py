@@ -83,6 +83,11 @@ def run(gw: GatewayStack, sim, grouping: bool, prompts: int, per_prompt: int) ->
     possible = (prompts * per_prompt - prompts) * sum(HIT.values())
     seen = {n: sim.provider_counters(n) for n in PROVIDERS}
     reported = sum(c["cached_prompt_tokens"] for c in seen.values())
+    shapes = sum(c["shape_rejections"] for c in seen.values())
+    if stats["success_count"] != prompts * per_prompt * len(PROVIDERS) or shapes:
+        raise RuntimeError(
+            f"{stats['success_count']} items succeeded, {shapes} requests refused as malformed"
+        )
     if batch["status"] != "completed" or stats["token_usage"]["cached_tokens"] != reported:
         raise RuntimeError(
             f"batch {batch['status']}: stats say {stats['token_usage']} cached, the simulator {reported}"
