@@ -133,6 +133,9 @@ class BatchItem(models.Model):
     # The scheduler's queue: the provider the item is expected to go to first (routing at submission;
     # the engine may still fall back elsewhere). "" = no routable provider.
     queue_provider = models.CharField(max_length=64, blank=True, default="")
+    # The item's prompt-prefix group (batches.scheduling.prefix.prefix_key, at submission): items of one
+    # key are sent back to back for the providers' prompt caches. "" = nothing worth sharing.
+    prefix_key = models.CharField(max_length=32, blank=True, default="")
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
@@ -179,6 +182,12 @@ class BatchItem(models.Model):
                 fields=["batch", "queue_provider", "seq"],
                 name="batchitem_queue",
                 condition=models.Q(status="pending"),
+            ),
+            # prefix grouping: a team's pending items of one prefix key, in seq order (claims.claim_queued)
+            models.Index(
+                fields=["batch", "queue_provider", "prefix_key", "seq"],
+                name="batchitem_queue_prefix",
+                condition=models.Q(status="pending") & ~models.Q(prefix_key=""),
             ),
             models.Index(
                 fields=["-finished_at"],

@@ -163,6 +163,9 @@ GATEWAY_DISPATCH_LOOKAHEAD_SECONDS = env_float(
 GATEWAY_PRIORITY_AGING_SECONDS = env_float(
     "GATEWAY_PRIORITY_AGING_SECONDS", 300.0, minimum=0.0, maximum=86400.0
 )
+# Prefix grouping (issue #25, batches/scheduling/prefix.py): a team's items sharing a prompt prefix are
+# claimed and sent back to back, for the providers' prompt caches. Off: claims in submission order.
+GATEWAY_PREFIX_GROUPING = env_bool("GATEWAY_PREFIX_GROUPING", True)
 # Per-team queued-work limits (batches.queue_limits); a team's own value in the admin overrides these.
 GATEWAY_TEAM_MAX_PENDING_ITEMS = env_int("GATEWAY_TEAM_MAX_PENDING_ITEMS", 200_000, minimum=1)
 GATEWAY_TEAM_MAX_OPEN_BATCHES = env_int("GATEWAY_TEAM_MAX_OPEN_BATCHES", 500, minimum=1)
