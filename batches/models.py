@@ -55,6 +55,9 @@ class Batch(models.Model):
         help_text="Deadline as given, e.g. '15m', '24h'; counted from created_at.",
     )
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Where the batch's end is POSTed as a signed event (webhooks app; "" = the team's default, if any).
+    # Checked at submission by batches.submission.webhook_url.
+    webhook_url = models.CharField(max_length=2048, blank=True, default="")
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
@@ -85,6 +88,12 @@ class Batch(models.Model):
             models.Index(fields=["team", "-created_at"], name="batch_team_created"),
             models.Index(fields=["status", "-created_at"], name="batch_status_created"),
             models.Index(fields=["-created_at"], name="batch_created"),
+            # batches by their end: the webhooks app's sweep for ends without an event, retention
+            models.Index(
+                fields=["completed_at"],
+                name="batch_completed",
+                condition=models.Q(completed_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -124,6 +133,9 @@ class BatchItem(models.Model):
     # The scheduler's queue: the provider the item is expected to go to first (routing at submission;
     # the engine may still fall back elsewhere). "" = no routable provider.
     queue_provider = models.CharField(max_length=64, blank=True, default="")
+    # The item's prompt-prefix group (batches.scheduling.prefix.prefix_key, at submission): items of one
+    # key are sent back to back for the providers' prompt caches. "" = nothing worth sharing.
+    prefix_key = models.CharField(max_length=32, blank=True, default="")
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
@@ -170,6 +182,12 @@ class BatchItem(models.Model):
                 fields=["batch", "queue_provider", "seq"],
                 name="batchitem_queue",
                 condition=models.Q(status="pending"),
+            ),
+            # prefix grouping: a team's pending items of one prefix key, in seq order (claims.claim_queued)
+            models.Index(
+                fields=["batch", "queue_provider", "prefix_key", "seq"],
+                name="batchitem_queue_prefix",
+                condition=models.Q(status="pending") & ~models.Q(prefix_key=""),
             ),
             models.Index(
                 fields=["-finished_at"],

@@ -8,6 +8,11 @@ urlpatterns = [
     path("batches/<uuid:batch_id>/", views.batch_detail, name="batch_detail"),
     path("batches/<uuid:batch_id>/retry-failed", views.batch_retry_failed, name="batch_retry_failed"),
     path("batches/<uuid:batch_id>/cancel", views.batch_cancel, name="batch_cancel"),
+    path(
+        "batches/<uuid:batch_id>/webhook/redeliver",
+        views.batch_webhook_redeliver,
+        name="batch_webhook_redeliver",
+    ),
     path("items/<int:item_id>/", views.item_detail, name="item_detail"),
     path("failures/", views.failures, name="failures"),
     path("providers/", views.providers, name="providers"),

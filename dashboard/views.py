@@ -20,6 +20,8 @@ from batches.selectors import item_status_counts
 from batches.submission import SubmissionError
 from gateway_engine.retry import error_class
 from providers.adapters import provider_limits
+from webhooks import selectors as webhook_reads
+from webhooks import services as webhook_services
 
 from . import charts, live
 from .access import permission_required, staff_required
@@ -103,6 +105,7 @@ def batch_detail(request, batch_id):
     status_counts = item_status_counts(batch)
     item_status = _item_status_choice(request.GET.get("items"), status_counts)
     page = _page(request, detail_reads.batch_items(batch, item_status or None))
+    webhook_event = webhook_reads.event_for_batch(batch)
     return render(
         request,
         "dashboard/batch_detail.html",
@@ -128,6 +131,8 @@ def batch_detail(request, batch_id):
             "progress_chart": progress_chart,
             "page": page,
             "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
+            "webhook_event": webhook_event,
+            "webhook_attempts": webhook_reads.attempts_of(webhook_event) if webhook_event else [],
             **_place_context(batch),
         },
     )
@@ -195,6 +200,20 @@ def batch_cancel(request, batch_id):
             "running": counts[ItemStatus.RUNNING],
         },
     )
+
+
+@require_POST
+@staff_required
+def batch_webhook_redeliver(request, batch_id):
+    """The batch page's "Redeliver": the event again now, same webhook-id (webhooks.services.redeliver)."""
+    batch = get_object_or_404(Batch, pk=batch_id)
+    event = webhook_reads.event_for_batch(batch)
+    if event is None:
+        messages.warning(request, "This batch has no webhook event.")
+    else:
+        webhook_services.redeliver([event.pk])
+        messages.success(request, f"Webhook event {event.pk} will be delivered again now.")
+    return redirect("dashboard:batch_detail", batch.pk)
 
 
 def _place_context(batch) -> dict:

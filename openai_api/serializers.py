@@ -96,6 +96,12 @@ class OpenAIBatchCreateSerializer(serializers.Serializer):
     priority = serializers.CharField(
         required=False, allow_null=True, help_text="Gateway extension: high | normal | low (SDK: extra_body)."
     )
+    webhook_url = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text="Gateway extension (SDK: extra_body): where a signed event is POSTed when the batch ends.",
+    )
 
 
 class OpenAIBatchListQuerySerializer(serializers.Serializer):

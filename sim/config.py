@@ -20,6 +20,8 @@ from typing import Any
 from sim.kind_config import ALL_KIND_KEYS, COMMON_KIND_KEYS, ConfigError, KindConfig, parse_kind, window
 from sim.kind_config import WindowConfig as OutageConfig
 from sim.kind_config import number as _num
+from sim.prompt_cache import KEYS as PROMPT_CACHE_KEYS
+from sim.prompt_cache import PromptCacheConfig, check_config, parse_prompt_cache
 from sim.shared_keys import SharedKeyConfig, check_users, parse_shared_keys
 
 __all__ = ["ConfigError", "OutageConfig", "ProviderConfig", "SimConfig", "load_config", "parse_config"]
@@ -66,6 +68,8 @@ class ProviderConfig:
     stream_error_after: int | None = None
     stream_cut_after: int | None = None
     shared_key: str | None = None  # RPM / TPM from this shared key (sim/shared_keys.py)
+    # the provider's prompt cache (sim/prompt_cache.py); fixed cache_read_ratio / cache_write_ratio win
+    prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
 
     @property
     def kind(self) -> str:
@@ -99,7 +103,7 @@ _PROVIDER_KEYS = {
     "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
     "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
     "stream_chunks", "chunk_delay_ms", "stream_error_after", "stream_cut_after", "shared_key",
-} | COMMON_KIND_KEYS | ALL_KIND_KEYS  # fmt: skip
+} | COMMON_KIND_KEYS | ALL_KIND_KEYS | PROMPT_CACHE_KEYS  # fmt: skip
 
 
 def parse_provider(name: str, raw: dict) -> ProviderConfig:
@@ -112,6 +116,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
     native = parse_kind(raw, where)
+    check_config(raw, where)
     if native.kind == "azure_openai" and native.deployment is None:
         native = replace(native, deployment=raw.get("model", f"{name}-chat"))
     outage = window(raw.get("outage"), f"{where}.outage")
@@ -178,6 +183,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         stream_error_after=error_after,
         stream_cut_after=cut_after,
         shared_key=raw.get("shared_key"),
+        prompt_cache=parse_prompt_cache(raw, where),
     )
 
 

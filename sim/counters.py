@@ -56,6 +56,12 @@ class ProviderCounters:
     overloaded: int = 0  # the kind's overloaded form (Anthropic 529, Gemini 503 UNAVAILABLE, ...)
     spend_exhausted: int = 0  # spend forms sent after spend_exhausted_after
     per_day_429: int = 0  # Gemini per-day quota answers
+    # prompt cache (sim/prompt_cache.py), per accepted request: hits read some prefix, misses read none
+    prompt_cache_hits: int = 0
+    prompt_cache_misses: int = 0
+    cached_prompt_tokens: int = 0  # cache reads
+    cache_write_tokens: int = 0  # cache writes (Anthropic)
+    prompt_cache_evictions: int = 0  # entries pushed out of the LRU
     # streamed answers (sim/streaming.py): started = the 200 stream's headers went out; then exactly one of
     # completed (the end marker was written), errored (the in-stream error event was written),
     # cut (stream_cut_after closed the connection), aborted_by_client (the client went away first)
@@ -131,6 +137,14 @@ class ProviderCounters:
             self.streams_aborted_by_client += 1
             self.disconnects += 1
 
+    def record_cache(self, read: int, write: int) -> None:
+        if read:
+            self.prompt_cache_hits += 1
+        else:
+            self.prompt_cache_misses += 1
+        self.cached_prompt_tokens += read
+        self.cache_write_tokens += write
+
     def bill(self, prompt: int, completion: int) -> None:
         self.billed_prompt_tokens += prompt
         self.billed_completion_tokens += completion
@@ -174,6 +188,11 @@ class ProviderCounters:
             "overloaded": self.overloaded,
             "spend_exhausted": self.spend_exhausted,
             "per_day_429": self.per_day_429,
+            "prompt_cache_hits": self.prompt_cache_hits,
+            "prompt_cache_misses": self.prompt_cache_misses,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "prompt_cache_evictions": self.prompt_cache_evictions,
             "streams_started": self.streams_started,
             "streams_completed": self.streams_completed,
             "streams_errored": self.streams_errored,

@@ -38,6 +38,7 @@ from sim.counters import ProviderCounters
 from sim.kind_config import KIND_FORMS
 from sim.kinds import ANSWER_FORMS, adapter
 from sim.limits import Charge, Limits
+from sim.prompt_cache import PromptCache
 from sim.streaming import Event, StreamPlan, StreamShape, stream_shape
 from sim.tokens import estimate_text_tokens
 from sim.wire_common import Call, Reply, Usage, split_cache
@@ -65,6 +66,7 @@ class SimProvider:
         self.counters = ProviderCounters(minute_s=60.0 / self.time_scale)
         self.limits = Limits(self.cfg, self.time_scale, now)
         self.served = 0  # requests accepted for processing (spend_exhausted_after counts these)
+        self.prompt_cache = PromptCache(self.cfg.kind, self.cfg.prompt_cache, self.time_scale)
 
     # --- helpers ------------------------------------------------------------------------------
     def in_window(self, window, now: float) -> bool:
@@ -179,11 +181,18 @@ class SimProvider:
         self.counters.forced += 1
         return self.reply(self.kind.forced(status, retry_after))
 
-    def usage_for(self, call: Call) -> tuple[Usage, Charge]:
+    def usage_for(self, call: Call, now: float) -> tuple[Usage, Charge]:
+        """The call's usage (cache reads / writes: the fixed ratios when configured, else the prompt
+        cache's rule; sim/prompt_cache.py) and what the rate limiter charges for it."""
         native = self.cfg.native
         prompt = estimate_text_tokens(call.texts)
         write = native.cache_write_ratio if self.cfg.kind == "anthropic" else 0.0
-        split = split_cache(prompt, native.cache_read_ratio, write)
+        if native.cache_read_ratio or write:
+            split = split_cache(prompt, native.cache_read_ratio, write)
+        else:
+            call.cache_lookup = lookup = self.prompt_cache.lookup(call.texts, call.breakpoints, now)
+            read = min(lookup.read, prompt)
+            split = Usage(prompt, 0, read, min(lookup.write, prompt - read))
         tokens = prompt if self.kind.input_only_tpm else prompt + call.max_tokens
         return split, Charge(1, tokens, prompt - split.cache_read, call.max_tokens)
 
@@ -219,7 +228,7 @@ class SimProvider:
             return self.form_reply("unavailable", call)
         if self.in_window(cfg.native.overload, now):
             return self.form_reply("overloaded", call)
-        split, charge = self.usage_for(call)
+        split, charge = self.usage_for(call, now)
         short = self.limits.check(charge, now)
         if short is not None and short.wait == math.inf:
             return self.reply(self.kind.too_large(charge.tokens))
@@ -249,6 +258,7 @@ class SimProvider:
     ) -> web.StreamResponse:
         c, cfg = self.counters, self.cfg
         c.record_accept(loop_time())
+        c.record_cache(split.cache_read, split.cache_write)
         self.served += 1
         completion = 0 if answer_form == "blocked" else self.completion_tokens(call.max_tokens)
         hang = cfg.hang_rate > 0 and self.rng.random() < cfg.hang_rate
@@ -263,6 +273,9 @@ class SimProvider:
             c.disconnects += 1
             self._finish(split, completion, call.max_tokens, loop_time())
             raise
+        if call.cache_lookup is not None and not fail:  # the answer begins: its prefixes become readable
+            self.prompt_cache.put(call.cache_lookup, loop_time())
+            c.prompt_cache_evictions = self.prompt_cache.evictions
         if shape is not None and not fail:  # a stream is in flight (and billed) until its last byte
             return await self._stream(request, call, split, completion, answer_form, shape, loop_time)
         self._finish(split, completion, call.max_tokens, loop_time())

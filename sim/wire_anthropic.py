@@ -69,6 +69,30 @@ def check_headers(headers, api_key: str | None) -> Reply | None:
     return None
 
 
+def cache_control_problem(value, loc: str) -> str | None:
+    """``{"type": "ephemeral", "ttl"?: "5m" | "1h"}`` (null: no breakpoint), as the API checks it."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"{loc}: Input should be a valid dictionary or object to extract fields from"
+    if value.get("type") != "ephemeral":
+        return f"{loc}.type: Input should be 'ephemeral'"
+    for key in sorted(set(value) - {"type", "ttl"}):
+        return f"{loc}.{key}: Extra inputs are not permitted"
+    if "ttl" in value and value["ttl"] not in ("5m", "1h"):
+        return f"{loc}.ttl: Input should be '5m' or '1h'"
+    return None
+
+
+def _breakpoint_count(body: dict) -> int:
+    blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    blocks += [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    count = sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control") is not None)
+    return count + (body.get("cache_control") is not None)
+
+
 def _blocks(blocks, where: str, *, text_only: bool = False) -> str | None:
     for j, block in enumerate(blocks):
         loc = f"{where}.{j}"
@@ -83,6 +107,10 @@ def _blocks(blocks, where: str, *, text_only: bool = False) -> str | None:
             return f"{loc}.{kind}.{key}: Field required"
         for key in sorted(set(block) - required - optional):
             return f"{loc}.{kind}.{key}: Extra inputs are not permitted"
+        if "cache_control" in block:
+            problem = cache_control_problem(block["cache_control"], f"{loc}.{kind}.cache_control")
+            if problem:
+                return problem
         if kind == "text":
             if not isinstance(block["text"], str):
                 return f"{loc}.text.text: Input should be a valid string"
@@ -167,6 +195,12 @@ def validate(body, version: str = "2023-06-01") -> str | None:
         problem = _blocks(system, "system", text_only=True)
         if problem:
             return problem
+    problem = cache_control_problem(body.get("cache_control"), "cache_control")
+    if problem:
+        return problem
+    marked = _breakpoint_count(body)
+    if marked > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {marked}."
     problem = (_bounded(body, "temperature", 0, 1) or _bounded(body, "top_p", 0, 1)
                or _bounded(body, "top_k", 0, None, integer=True))  # fmt: skip
     if problem:
@@ -192,14 +226,35 @@ def _texts(content) -> list[str]:
     return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"]
 
 
+def _marked_texts(content, texts: list[str], breakpoints: list[int]) -> None:
+    """Append a system / message content's texts; a block with ``cache_control`` ends a cache prefix
+    (its index into ``texts``: the texts before the breakpoint, that block's included)."""
+    if isinstance(content, str):
+        texts.append(content)
+        return
+    for b in content:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            texts.append(b["text"])
+        if b.get("cache_control") is not None:
+            breakpoints.append(len(texts))
+
+
 def call(body: dict) -> Call:
-    texts = _texts(body.get("system") or [])
+    """The prompt's texts in the order Anthropic caches them (system, then messages) and the
+    ``cache_control`` breakpoints; a top-level ``cache_control`` marks the last block."""
+    texts: list[str] = []
+    breakpoints: list[int] = []
+    _marked_texts(body.get("system") or [], texts, breakpoints)
     for m in body["messages"]:
-        texts.extend(_texts(m["content"]))
+        _marked_texts(m["content"], texts, breakpoints)
+    if body.get("cache_control") is not None:
+        breakpoints.append(len(texts))
     last = _texts(body["messages"][-1]["content"])
     return Call(texts=texts, last_text=" ".join(last), max_tokens=body["max_tokens"], model=body["model"],
                 stop_sequences=list(body.get("stop_sequences") or []),
-                stream="sse" if body.get("stream") is True else None)  # fmt: skip
+                stream="sse" if body.get("stream") is True else None, breakpoints=breakpoints)  # fmt: skip
 
 
 def _ending(name: str, c: Call, usage: Usage, refusal: bool) -> tuple[str, str | None, str]:

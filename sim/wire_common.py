@@ -6,6 +6,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 # Content triggers: a message text containing one of these makes that one request answer a fault form.
 #   [[sim:blocked]]        gemini: 200 with promptFeedback.blockReason SAFETY and no candidates
@@ -31,6 +32,10 @@ class Call:
     # (streamGenerateContent without alt=sse); include_usage: OpenAI's stream_options.include_usage
     stream: str | None = None
     include_usage: bool = False
+    # Anthropic cache_control breakpoints: indexes into ``texts`` after which a marked block ends
+    # (sim/prompt_cache.py); other kinds cache automatically
+    breakpoints: list[int] = field(default_factory=list)
+    cache_lookup: Any = None  # the provider's prompt-cache lookup for this call (sim/prompt_cache.Lookup)
 
     def trigger(self, forms) -> str | None:
         """The form named by the first content trigger in the prompt that is one of ``forms`` (the

@@ -122,6 +122,11 @@ class BatchCreateSerializer(serializers.Serializer):
     metadata = serializers.DictField(
         required=False, help_text="Free-form JSON object kept with the batch (≤16 KB)."
     )
+    webhook_url = serializers.CharField(
+        required=False,
+        help_text="Where a signed event is POSTed when the batch ends (https://; docs/webhooks.md). "
+        "A JSONL body gives it as the query parameter `webhook_url`.",
+    )
 
 
 # --- batch object ---------------------------------------------------------------------------------
@@ -235,6 +240,9 @@ class BatchSerializer(serializers.Serializer):
         allow_null=True, help_text="As submitted, e.g. '24h'; null = none."
     )
     expires_at = serializers.DateTimeField(allow_null=True)
+    webhook_url = serializers.CharField(
+        allow_null=True, help_text="As submitted; null = none (the team's default URL, if any, is used)."
+    )
 
     @extend_schema_field(RequestCountsSerializer)
     def get_request_counts(self, batch: Batch) -> dict[str, int]:
@@ -249,6 +257,7 @@ class BatchSerializer(serializers.Serializer):
     def to_representation(self, batch: Batch) -> dict[str, Any]:
         data = super().to_representation(batch)
         data["completion_window"] = batch.completion_window or None
+        data["webhook_url"] = batch.webhook_url or None
         return data
 
     @extend_schema_field(StatsSerializer)

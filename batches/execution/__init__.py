@@ -7,7 +7,8 @@
     runner      the thread bridge to the async engine; run a fixed list of claimed items
     dispatcher  time-bounded slices: fair, provider-aware claiming into one streaming engine run
     finalize    finalize exactly once, progress snapshots, cancel (and whether a cancel changes anything)
-    reaper      the reconciler thread (dead claims, overdue batches, dispatchers alive)
+    reaper      the reconciler thread (dead claims, overdue batches, dispatchers alive, due work)
+    due         due-work queues (rows with a due_at) other apps register; the reconciler kicks them
 
 The async engine (gateway_engine) never touches the ORM; the pure scheduling rules are in
 batches.scheduling.

@@ -27,6 +27,7 @@ CLAIM_FIELDS = (
     "route",
     "requested_provider",
     "queue_provider",
+    "prefix_key",
     "payload",
     "started_at",
 )
@@ -76,9 +77,15 @@ def claim_queued(
     limit: int,
     owner: str,
     known: Sequence[str] | None = None,
+    prefix: str | None = None,
 ) -> list[BatchItem]:
     """Take up to ``limit`` pending items queued for ``provider``, from the batches in the given order
-    (the scheduler's order), lowest seq first inside a batch. One short transaction per batch tried."""
+    (the scheduler's order), lowest seq first inside a batch. One short transaction per batch tried.
+
+    ``prefix`` not None (prefix grouping, batches.scheduling.prefix): inside each batch, whole prefix
+    groups — first the pending items of key ``prefix`` (the group the dispatcher is sending), then the
+    group of the lowest pending seq, and so on (keyless items, "", in seq order as one run) — which of
+    the batch's items, never how many or from which batch."""
     _check_owner(owner)
     where = queue_filter(provider, known)
     taken: list[BatchItem] = []
@@ -87,16 +94,47 @@ def claim_queued(
             break
         now = timezone.now()
         with transaction.atomic():
-            qs = (
-                BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.PENDING)
-                .order_by("seq")
-                .select_for_update(skip_locked=True, of=("self",))
-                .only(*CLAIM_FIELDS)
-            )
-            items = list(qs[: limit - len(taken)])
+            pending = BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.PENDING)
+            if prefix is None:
+                items = _lock(pending, limit - len(taken))
+            else:
+                running = BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.RUNNING)
+                items = _claim_groups(pending, running, limit - len(taken), prefix)
             _mark_claimed(items, owner, now)
         taken += items
     return taken
+
+
+def _lock(qs, limit: int) -> list[BatchItem]:
+    """Up to ``limit`` rows of ``qs``, lowest seq first, locked (rows another claim holds are skipped)."""
+    return list(
+        qs.order_by("seq").select_for_update(skip_locked=True, of=("self",)).only(*CLAIM_FIELDS)[:limit]
+    )
+
+
+def _claim_groups(pending, running, limit: int, current: str) -> list[BatchItem]:
+    """Whole prefix groups of one batch's pending items (see ``claim_queued``): ``current``'s first,
+    then a group another dispatcher is sending (its items running: the dispatchers converge on the
+    groups in flight instead of each opening one), then the group of the lowest pending seq."""
+    items: list[BatchItem] = []
+    key: str | None = current or None
+    while len(items) < limit:
+        rest = pending.exclude(id__in=[i.id for i in items]) if items else pending
+        if key is None:
+            in_flight = running.exclude(prefix_key="").values("prefix_key")
+            first = list(
+                rest.filter(prefix_key__in=in_flight).order_by("seq").values_list("prefix_key", flat=True)[:1]
+            )
+            first = first or list(rest.order_by("seq").values_list("prefix_key", flat=True)[:1])
+            if not first:
+                break
+            key = first[0]
+        got = _lock(rest.filter(prefix_key=key), limit - len(items))
+        if not got and key != current:
+            break  # what is pending is locked by another claim
+        items += got
+        key = None
+    return items
 
 
 def _check_owner(owner: str) -> None:

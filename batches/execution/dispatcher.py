@@ -38,6 +38,7 @@ from django.utils import timezone
 from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
+from batches.scheduling.prefix import PrefixGrouping
 from gateway_engine import ItemFeed, ItemResult, RunControl
 from gateway_engine.redis_errors import REDIS_ERRORS
 
@@ -146,6 +147,7 @@ class DispatchSlice:
         self.heartbeat = heartbeat
         self.lookahead = float(settings.GATEWAY_DISPATCH_LOOKAHEAD_SECONDS)
         self.aging = float(settings.GATEWAY_PRIORITY_AGING_SECONDS)
+        self.grouping = PrefixGrouping(bool(settings.GATEWAY_PREFIX_GROUPING))
         self.dispatchers = 1 if settings.CELERY_TASK_ALWAYS_EAGER else int(settings.GATEWAY_DISPATCHERS)
         self.report = SliceReport()
         self.rows: list[BatchItem] = []  # engine index → claimed row
@@ -289,11 +291,13 @@ class DispatchSlice:
                     pick_name, size = pick.team, min(want, quantum(rate))
                 team = teams[pick_name]
                 order = [c.batch_id for c in order_batches(team.batches, now, self.aging)]
-                got = claim_queued(provider, order, size, self.owner, list(self.table.providers))
+                prefer = self.grouping.prefer(provider, pick_name)  # prefix grouping: continue a group
+                got = claim_queued(provider, order, size, self.owner, list(self.table.providers), prefer)
                 if not got:
                     del teams[pick_name]  # nothing claimable for this team here until the next refresh
                     continue
                 self.clock.charge(provider, pick_name, len(got), team.weight)
+                got = self.grouping.order(provider, pick_name, got)  # only within this team's quantum
                 self.hand_over(provider, got, {c.batch_id: c for c in team.batches})
                 want -= len(got)
             if not teams:

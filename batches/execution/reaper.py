@@ -5,7 +5,8 @@ that, every lease/3 seconds,
 * expires the pending items of overdue batches in bulk and finalizes batches with nothing open
   (e.g. a worker died right after storing the last result);
 * makes sure dispatchers run while work is queued — this also covers a POST whose enqueue failed
-  (broker down) and a dispatcher task lost with its worker.
+  (broker down) and a dispatcher task lost with its worker;
+* kicks the due-work queues other apps registered (``due.py``: rows with a ``due_at``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.db.models import Exists, OuterRef
 
 from batches.models import Batch, BatchItem
 
+from . import due
 from .claims import (
     ACTIVE_BATCH_STATUSES,
     cancel_claimable,
@@ -57,6 +59,7 @@ def reconcile(ensure: Callable[[], object]) -> dict:
     if work_remains():
         ensure()
         ensured = True
+    kicked = due.kick_due()
     if requeued or expired or finalized:
         log.info(
             "reconciler: requeued claims of %d batch(es), expired %d, finalized %d",
@@ -64,7 +67,13 @@ def reconcile(ensure: Callable[[], object]) -> dict:
             len(expired),
             len(finalized),
         )
-    return {"requeued": requeued, "expired": expired, "finalized": finalized, "ensured": ensured}
+    return {
+        "requeued": requeued,
+        "expired": expired,
+        "finalized": finalized,
+        "ensured": ensured,
+        "due": kicked,
+    }
 
 
 class Reaper(threading.Thread):

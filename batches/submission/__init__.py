@@ -9,7 +9,8 @@ errors, and no row is written.
 One job per module:
 
 * ``parsing``      the body (JSON document or JSONL lines), bounded before and while parsing
-* ``options``      priority and completion_window → ``BatchOptions``
+* ``options``      priority, completion_window and webhook_url → ``BatchOptions``
+* ``webhook_url``  where a webhook may be sent (https, no private/loopback/metadata address)
 * ``metadata``     the batch's metadata (size, JSON-storable, no gateway-written keys)
 * ``validation``   the items, purely: the item-shape rule (gateway_engine.item_shape) + submission's
   limits against ``KnownTargets`` (``targets``) passed in; ``messages`` checks an item's messages

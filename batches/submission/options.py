@@ -1,5 +1,5 @@
-"""Batch options: ``priority`` and ``completion_window`` (top-level JSON fields, or query parameters
-for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
+"""Batch options: ``priority``, ``completion_window`` and ``webhook_url`` (top-level JSON fields, or query
+parameters for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+
 from ..models import BatchPriority
+from . import webhook_url as webhook_urls
 from .errors import FieldError, SubmissionError
 from .json_values import type_name
 
@@ -24,6 +27,7 @@ class BatchOptions:
     priority: str = BatchPriority.NORMAL
     completion_window: str = ""
     window: timedelta | None = None
+    webhook_url: str = ""  # "" = none given (the team's default URL, if any, is used at the batch's end)
 
 
 def parse_window(value: str) -> timedelta | None:
@@ -55,14 +59,35 @@ def _window(completion_window: Any, errors: list[FieldError]) -> tuple[str, time
     return completion_window, window
 
 
-def batch_options(priority: Any = None, completion_window: Any = None) -> BatchOptions:
-    """Validate the batch options; raise SubmissionError(400) naming each bad field."""
+def _webhook_url(value: Any, allow_private: bool | None, errors: list[FieldError]) -> str:
+    if value is None or value == "":
+        return ""
+    allow = bool(settings.GATEWAY_WEBHOOK_ALLOW_PRIVATE) if allow_private is None else allow_private
+    try:
+        return webhook_urls.check(value, allow_private=allow)
+    except webhook_urls.WebhookUrlError as exc:
+        errors.append(FieldError(None, webhook_urls.FIELD, str(exc)))
+        return ""
+
+
+def batch_options(
+    priority: Any = None,
+    completion_window: Any = None,
+    webhook_url: Any = None,
+    *,
+    allow_private_webhooks: bool | None = None,
+) -> BatchOptions:
+    """Validate the batch options; raise SubmissionError(400) naming each bad field. Private webhook
+    targets follow ``GATEWAY_WEBHOOK_ALLOW_PRIVATE`` unless ``allow_private_webhooks`` says otherwise."""
     errors: list[FieldError] = []
     if priority is None or priority == "":
         priority = BatchPriority.NORMAL.value
     elif priority not in PRIORITIES:
         errors.append(FieldError(None, "priority", f"must be one of {', '.join(PRIORITIES)}"))
     completion_window, window = _window(completion_window, errors)
+    url = _webhook_url(webhook_url, allow_private_webhooks, errors)
     if errors:
         raise SubmissionError(400, errors)
-    return BatchOptions(priority=str(priority), completion_window=completion_window, window=window)
+    return BatchOptions(
+        priority=str(priority), completion_window=completion_window, window=window, webhook_url=url
+    )

@@ -1,5 +1,6 @@
 """Writing a validated batch's items: PostgreSQL COPY (psycopg 3) or, on other databases,
-bulk_create in large chunks, each item with its scheduler queue (the preferred provider)."""
+bulk_create in large chunks, each item with its scheduler queue (the preferred provider) and its prompt-prefix
+group (batches.scheduling.prefix.prefix_key)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable, Iterable
 from django.db import connection
 from django.utils import timezone
 
+from batches.scheduling.prefix import prefix_keyer
 from gateway_engine.routing import RoutingTable, draw_free_preference, preferred_provider
 
 from ..models import Batch, BatchItem, ItemStatus
@@ -20,6 +22,7 @@ COPY_COLUMNS = (
     "route",
     "requested_provider",
     "queue_provider",
+    "prefix_key",
     "payload",
     "status",
     "provider",
@@ -67,16 +70,18 @@ def _copy_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[Valid
     now = timezone.now()
     pending = ItemStatus.PENDING.value
     batch_id = batch.id
+    prefix = prefix_keyer()
     with connection.cursor() as cursor:
         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for v in valid:
                 copy.write_row(
-                    (batch_id, v.seq, v.custom_id, v.route, v.provider, queue(v), v.payload_json, pending, "", 0, "", "", 0,
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, queue(v), prefix(v.payload), v.payload_json, pending, "", 0, "", "", 0,
                      "[]", "", now)
                 )  # fmt: skip
 
 
 def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
+    prefix = prefix_keyer()
     rows = [
         BatchItem(
             batch=batch,
@@ -85,6 +90,7 @@ def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable
             route=v.route,
             requested_provider=v.provider,
             queue_provider=queue(v),
+            prefix_key=prefix(v.payload),
             payload=v.payload,
             status=ItemStatus.PENDING,
         )

@@ -54,12 +54,61 @@ def _turn(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
+def _cache_control(value: Any) -> bool:
+    """A ``cache_control`` marker the Messages API takes: ``{"type": "ephemeral", "ttl"?: "5m" | "1h"}``."""
+    return (
+        isinstance(value, dict)
+        and value.get("type") == "ephemeral"
+        and set(value) <= {"type", "ttl"}
+        and value.get("ttl", "5m") in ("5m", "1h")
+    )
+
+
+CACHE_CONTROL_RULE = 'must be {"type": "ephemeral"} (with an optional "ttl": "5m" or "1h")'
+
+
 class _Walk(MessageWalk):
-    """One pass over an item's messages: the system prompt, the turns, the problems."""
+    """One pass over an item's messages: the system prompt, the turns, the problems. Anthropic
+    ``cache_control`` markers on content parts pass through untouched (prompt caching breakpoints);
+    a marked part of a system message marks that message's system block."""
 
     def __init__(self, config: ProviderConfig) -> None:
         super().__init__(config)
         self.turns: list[dict[str, Any]] = []
+        self.system_marks: list[Any] = []  # per system text: its cache_control marker, or None
+
+    def message(self, i: int, msg: Any) -> None:
+        before = len(self.system)
+        super().message(i, msg)
+        if len(self.system) > before:
+            self.system_marks.append(self.marker(f"messages[{i}].content", msg.get("content")))
+
+    def marker(self, field: str, content: Any) -> Any:
+        """The last cache_control marker among a system message's parts (None: unmarked)."""
+        mark = None
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, dict) and part.get("cache_control") is not None:
+                mark = self.checked_mark(f"{field}[{j}]", part["cache_control"])
+        return mark
+
+    def checked_mark(self, field: str, value: Any) -> Any:
+        if not _cache_control(value):
+            self.refuse(f"{field}.cache_control", CACHE_CONTROL_RULE)
+        return value
+
+    def marked(self, field: str, block: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+        if part.get("cache_control") is not None:
+            block["cache_control"] = self.checked_mark(field, part["cache_control"])
+        return block
+
+    def system_value(self) -> str | list[dict[str, Any]]:
+        """The top-level ``system``: one string, or text blocks when a system message is marked."""
+        if not any(mark is not None for mark in self.system_marks):
+            return "\n\n".join(self.system)
+        return [
+            {"type": "text", "text": text, **({"cache_control": mark} if mark is not None else {})}
+            for text, mark in zip(self.system, self.system_marks, strict=True)
+        ]
 
     def add(self, role: str, blocks: Blocks | str) -> None:
         """Consecutive turns of one role become one (tool results after tool results, a user turn
@@ -88,16 +137,15 @@ class _Walk(MessageWalk):
     def part(self, field: str, part: Any) -> dict[str, Any] | None:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text" and isinstance(part.get("text"), str):
-            return {"type": "text", "text": part["text"]}
+            return self.marked(field, {"type": "text", "text": part["text"]}, part)
         url = image_url(part) if kind == "image_url" else None
         if url is not None:
             inline = data_url(url)
             if inline is not None:
-                return {
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": inline[0], "data": inline[1]},
-                }
-            return {"type": "image", "source": {"type": "url", "url": url}}
+                source = {"type": "base64", "media_type": inline[0], "data": inline[1]}
+            else:
+                source = {"type": "url", "url": url}
+            return self.marked(field, {"type": "image", "source": source}, part)
         self.refuse(field, f"content part type {kind!r} does not map (text and image_url do)")
         return None
 
@@ -127,7 +175,7 @@ def _plain(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A turn that is one text block is sent as a plain string (the common, smallest form)."""
     for turn in turns:
         blocks = turn["content"]
-        if isinstance(blocks, list) and len(blocks) == 1 and blocks[0]["type"] == "text":
+        if isinstance(blocks, list) and len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
             turn["content"] = blocks[0]["text"]
     return turns
 
@@ -189,15 +237,17 @@ def translate(
     walk = _Walk(config)
     if plain is None:
         walk.walk(messages)
-        plain = walk.system, _plain(walk.turns)
-    system, turns = plain
+        system: str | list[dict[str, Any]] = walk.system_value()
+        turns = _plain(walk.turns)
+    else:
+        system, turns = "\n\n".join(plain[0]), plain[1]
     body: dict[str, Any] = {
         "model": config.model,
         "max_tokens": max_output_tokens(params) or config.default_max_tokens,
         "messages": turns,
     }
     if system:
-        body["system"] = "\n\n".join(system)
+        body["system"] = system
     if not problems:  # only valid params are translated
         _apply_params(body, params)
     return body, problems + walk.problems

@@ -163,6 +163,9 @@ GATEWAY_DISPATCH_LOOKAHEAD_SECONDS = env_float(
 GATEWAY_PRIORITY_AGING_SECONDS = env_float(
     "GATEWAY_PRIORITY_AGING_SECONDS", 300.0, minimum=0.0, maximum=86400.0
 )
+# Prefix grouping (issue #25, batches/scheduling/prefix.py): a team's items sharing a prompt prefix are
+# claimed and sent back to back, for the providers' prompt caches. Off: claims in submission order.
+GATEWAY_PREFIX_GROUPING = env_bool("GATEWAY_PREFIX_GROUPING", True)
 # Per-team queued-work limits (batches.queue_limits); a team's own value in the admin overrides these.
 GATEWAY_TEAM_MAX_PENDING_ITEMS = env_int("GATEWAY_TEAM_MAX_PENDING_ITEMS", 200_000, minimum=1)
 GATEWAY_TEAM_MAX_OPEN_BATCHES = env_int("GATEWAY_TEAM_MAX_OPEN_BATCHES", 500, minimum=1)
@@ -199,6 +202,23 @@ GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS = env_float(
 )
 GATEWAY_MAX_BREAKER_WAIT_SECONDS = env_float(
     "GATEWAY_MAX_BREAKER_WAIT_SECONDS", 120.0, minimum=0.0, maximum=86_400.0
+)
+# Webhooks when a batch ends (issue #26, docs/webhooks.md): a webhook_url must be https:// and may not
+# name a loopback/private/link-local/metadata address unless GATEWAY_WEBHOOK_ALLOW_PRIVATE is on (local
+# receivers, tests). Delivery: a timeout per attempt, exponential backoff from the base (doubling, capped)
+# for at most GATEWAY_WEBHOOK_MAX_AGE_SECONDS after the batch ended.
+GATEWAY_WEBHOOK_ALLOW_PRIVATE = env_bool("GATEWAY_WEBHOOK_ALLOW_PRIVATE", False)
+GATEWAY_WEBHOOK_TIMEOUT_SECONDS = env_float(
+    "GATEWAY_WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.5, maximum=60.0
+)
+GATEWAY_WEBHOOK_RETRY_BASE_SECONDS = env_float(
+    "GATEWAY_WEBHOOK_RETRY_BASE_SECONDS", 5.0, minimum=0.01, maximum=3600.0
+)
+GATEWAY_WEBHOOK_RETRY_CAP_SECONDS = env_float(
+    "GATEWAY_WEBHOOK_RETRY_CAP_SECONDS", 3600.0, minimum=0.1, maximum=86_400.0
+)
+GATEWAY_WEBHOOK_MAX_AGE_SECONDS = env_float(
+    "GATEWAY_WEBHOOK_MAX_AGE_SECONDS", 86_400.0, minimum=1.0, maximum=7 * 86_400.0
 )
 # DATA_UPLOAD_MAX_MEMORY_SIZE stays Django's default (2.5 MB) for every form and login POST; only
 # POST /api/v1/batches reads a larger body, itself (request.stream), capped by GATEWAY_MAX_BODY_BYTES.
@@ -249,6 +269,7 @@ INSTALLED_APPS = [
     "observability",
     "audit",
     "interactive",  # /v1/chat/completions and /v1/models (issue #22)
+    "webhooks",  # signed events when a batch ends (issue #26)
     "axes",  # admin login lockout (#29)
     "csp",
 ]

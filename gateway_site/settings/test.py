@@ -9,6 +9,11 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 # Each run gets its own key space in the shared Redis; subprocesses (workers) inherit it.
 os.environ.setdefault("GATEWAY_REDIS_PREFIX", f"bgwtest:{uuid.uuid4().hex[:10]}:")
+# Under pytest-xdist (`make test` runs the suite on several processes) each worker process has a key
+# space of its own: the controller's prefix plus the worker's id (inherited by its subprocesses).
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER and not os.environ["GATEWAY_REDIS_PREFIX"].endswith(f":{_XDIST_WORKER}:"):
+    os.environ["GATEWAY_REDIS_PREFIX"] += f"{_XDIST_WORKER}:"
 
 from .base import *  # noqa: E402,F403
 from .base import DATABASES  # noqa: E402

@@ -1,4 +1,5 @@
-"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W] (docs/contract.md §3).
+"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W]
+[--webhook-url URL] (docs/contract.md §3).
 
 Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
 the batch object (docs/contract.md §4) is printed as JSON on stdout at the end.
@@ -65,6 +66,11 @@ class Command(DatabaseCommand):
             help="Deadline, e.g. 15m, 1h, 24h: items not sent by then end 'expired'.",
         )
         parser.add_argument(
+            "--webhook-url",
+            default=None,
+            help="POST a signed event here when the batch ends (https://; docs/webhooks.md).",
+        )
+        parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
         parser.add_argument(
@@ -83,7 +89,9 @@ class Command(DatabaseCommand):
             raise CommandError("--poll: must be a positive number of seconds")
         body = self._read(options["file"])
         try:
-            batch_opts = batch_options(options["priority"], options["completion_window"])
+            batch_opts = batch_options(
+                options["priority"], options["completion_window"], options["webhook_url"]
+            )
             parsed = parse_jsonl(body)
             batch = submit_batch(
                 team=team,
