@@ -25,6 +25,7 @@ from .items import ItemResult, RawItem, WorkItem
 
 if TYPE_CHECKING:  # annotations only
     from .breaker import Permit
+    from .quota.adaptive import RemainingQuota
     from .quota.leases import Lease
     from .quota.ledger import BudgetSeed
     from .quota.slots import GlobalSlot
@@ -115,6 +116,12 @@ class QuotaStore(AsyncCloseable, Protocol):
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         """Pause the provider's bucket for every worker (a 429 with Retry-After)."""
+        ...
+
+    async def follow_remaining(
+        self, limits: ProviderLimits, reservation: Reservation | None, quota: RemainingQuota
+    ) -> bool:
+        """An answer's remaining-quota headers for every worker (adaptive providers); True if applied."""
         ...
 
     async def try_lease(self, limits: ProviderLimits) -> Lease | None:

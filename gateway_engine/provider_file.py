@@ -58,6 +58,8 @@ PROVIDER_FIELDS: dict[str, FieldSpec] = {
     "api_version": FieldSpec(str, default=""),
     "itpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
     "otpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
+    # shared keys: follow the provider's remaining-quota headers (kinds that send none: no effect)
+    "adaptive": FieldSpec(bool, default=True),
 }
 ROUTE_FIELDS: dict[str, FieldSpec] = {
     "route": FieldSpec(str, required=True),
@@ -69,14 +71,13 @@ ROUTE_FIELDS: dict[str, FieldSpec] = {
 SECRET_FIELDS = frozenset({"api_key"})
 # the file's top level
 FILE_KEYS: tuple[str, ...] = ("providers", "routes")
-# provider fields docs/contract.md §3 names for the provider-batch and adaptive-quota work, which this
+# provider fields docs/contract.md §3 names for the provider-batch work, which this
 # gateway does not implement yet: a file may carry them, they are ignored (and said so)
 CONTRACT_ONLY_PROVIDER_FIELDS = frozenset(
     {
         "batch_api",
         "batch_deployment",
         "batch_price_factor",
-        "adaptive",
     }
 )
 # a free-text note, allowed anywhere without a warning (as in examples/sim.json)
@@ -87,6 +88,17 @@ NOTE_KEYS = frozenset({"comment"})
 # once every wire module is in). Sorted, as KNOWN_KINDS is.
 PROVIDER_KINDS: tuple[str, ...] = ("anthropic", "azure_openai", "gemini", "openai")
 AZURE_KIND = "azure_openai"
+# the kinds whose answers carry remaining-quota headers (x-ratelimit-remaining-*, anthropic-ratelimit-*):
+# ``adaptive`` has an effect only there (Gemini sends none)
+REMAINING_HEADER_KINDS: frozenset[str] = frozenset({"anthropic", AZURE_KIND, "openai"})
+
+
+def effective_adaptive(kind: str, adaptive: bool) -> bool:
+    """Whether the buckets follow the provider's remaining-quota headers: ``adaptive`` on a kind that
+    sends them."""
+    return bool(adaptive) and kind in REMAINING_HEADER_KINDS
+
+
 # fields only one kind reads: given for another kind they would be silently ignored, so they are refused
 KIND_ONLY_FIELDS: dict[str, str] = {"deployment": AZURE_KIND, "api_version": AZURE_KIND}
 # Azure enforces its RPM/TPM over 1–10 s windows: a bucket holding more than one second of quota would

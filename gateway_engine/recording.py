@@ -18,6 +18,7 @@ from .items import AttemptEntry, ItemResult, WorkItem
 from .outage import OutageRide
 from .outcomes import HttpOutcome
 from .quota.types import ProviderLimits, ProviderPaused
+from .remaining import remaining_quota
 from .retry import ErrorType, rate_limit_wait
 from .routing import ProviderConfig
 
@@ -59,11 +60,24 @@ class OutcomeRecorder:
         usage = outcome.usage
         if usage is not None:
             await self.ride("reconcile", self.admission.settle, admitted, usage)
+        await self.follow(choice, admitted, outcome)
         entry = attempt_entry(choice.name, outcome, started)
         result.attempt_log.append(entry)
         self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id, cached_tokens=(usage or {}).get("cached_tokens", 0), cache_write_tokens=(usage or {}).get("cache_write_tokens", 0))  # fmt: skip
         result.provider, result.latency_ms = choice.name, outcome.latency_ms
         return entry
+
+    async def follow(self, choice: ProviderConfig, admitted: Admitted, outcome: HttpOutcome) -> None:
+        """Shared keys: an answer's remaining-quota headers adjust the provider's buckets for every worker
+        (adaptive providers; docs/quota.md "Shared keys"). Every answer counts, 429s too."""
+        reservation = admitted.reservation
+        limits = reservation.current() if reservation.current is not None else admitted.request.limits
+        if outcome.status_code is None or not outcome.headers or not limits.adaptive:
+            return
+        ceiling = self.ctx.options.retry.max_rate_limit_wait_seconds
+        quota = remaining_quota(outcome.headers, choice.kind, limits, ceiling=ceiling)
+        if not quota.empty:
+            await self.ride("follow", self.ctx.store.follow_remaining, limits, reservation, quota)
 
     async def succeeded(
         self, result: ItemResult, choice: ProviderConfig, entry: AttemptEntry, outcome: HttpOutcome

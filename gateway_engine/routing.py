@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ApplicationError
-from .provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, parse_entry
+from .provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, effective_adaptive, parse_entry
 from .quota.types import ProviderLimits
 
 
@@ -69,6 +69,7 @@ class ProviderConfig:
             timeout_seconds=v["timeout_seconds"],
             itpm=v["itpm"] or 0,
             otpm=v["otpm"] or 0,
+            adaptive=effective_adaptive(v["kind"], v["adaptive"]),
         )
         return cls(
             name=limits.name,

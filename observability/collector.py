@@ -54,7 +54,27 @@ def quota_families(limits: list) -> list[Metric]:
     rpm = GaugeMetricFamily(
         "gateway_provider_configured_rpm", "A provider's configured requests per minute.", labels=["provider"]
     )
+    adjusted = GaugeMetricFamily(
+        "gateway_quota_adjusted_rate",
+        "Shared keys: the per-minute rate a provider's bucket refills at while its remaining-quota headers "
+        "hold it below the configured rate (adaptive providers; absent: the configured rate holds).",
+        labels=["provider", "bucket"],
+    )
+    outside = GaugeMetricFamily(
+        "gateway_quota_outside_use",
+        "Shared keys: per minute, what the provider's headers say was used of its limit minus what the "
+        "gateway sent (adaptive providers; absent: no estimate in the last minute).",
+        labels=["provider", "bucket"],
+    )
     for s in snapshot_all_sync(limits) if limits else []:
+        for bucket, rate, used in (
+            ("rpm", s.adjusted_rpm, s.outside_rpm),
+            ("tpm", s.adjusted_tpm, s.outside_tpm),
+        ):
+            if rate is not None:
+                adjusted.add_metric([s.provider, bucket], rate)
+            if used:
+                outside.add_metric([s.provider, bucket], used)
         available.add_metric([s.provider, "rpm"], s.rpm_tokens_available)
         available.add_metric([s.provider, "tpm"], s.tpm_tokens_available)
         capacity.add_metric([s.provider, "rpm"], s.rpm_capacity)
@@ -67,7 +87,7 @@ def quota_families(limits: list) -> list[Metric]:
         in_flight.add_metric([s.provider], s.leases_in_flight)
         leases_max.add_metric([s.provider], s.max_concurrency)
         rpm.add_metric([s.provider], s.configured_rpm)
-    return [available, capacity, paused, in_flight, leases_max, rpm]
+    return [available, capacity, paused, in_flight, leases_max, rpm, adjusted, outside]
 
 
 def breaker_family(names: list[str]) -> Metric:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
+from gateway_engine.provider_file import effective_adaptive
 from gateway_engine.quota.types import ProviderLimits
 from gateway_engine.routing import ProviderConfig, RouteRule, RoutingTable, routing_table
 
@@ -31,6 +32,7 @@ def provider_limits(provider, margin_seconds: float | None = None) -> ProviderLi
         margin_seconds=min(float(margin_seconds), burst / 2.0),
         itpm=int(provider.itpm or 0),  # NULL: not configured (ProviderLimits' 0)
         otpm=int(provider.otpm or 0),
+        adaptive=effective_adaptive(provider.kind, provider.adaptive),
     )
 
 

@@ -42,6 +42,7 @@ class ProviderForm(forms.ModelForm):
             "timeout_seconds",
             "max_retries",
             "enabled",
+            "adaptive",
             "price_prompt_per_million",
             "price_completion_per_million",
             "price_cached_prompt_per_million",
@@ -101,7 +102,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
         (None, {"fields": ["name", "kind", "base_url", "origin_status", "model", "enabled"]}),
         ("Azure OpenAI (kind azure_openai only)", {"fields": ["deployment", "api_version"]}),
         ("Credentials", {"fields": ["api_key", "clear_api_key", "key_source"]}),
-        ("Quota", {"fields": ["rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"]}),
+        ("Quota", {"fields": ["rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds", "adaptive"]}),
         ("Calls", {"fields": ["timeout_seconds", "max_retries"]}),
         (
             "Prices",

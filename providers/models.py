@@ -136,6 +136,12 @@ class Provider(models.Model):
         default=_P["max_retries"].default, validators=_bounds(_P["max_retries"])
     )
     enabled = models.BooleanField(default=_P["enabled"].default)
+    adaptive = models.BooleanField(
+        default=_P["adaptive"].default,
+        help_text="Shared keys: the buckets follow the remaining-quota headers the provider sends "
+        "(x-ratelimit-remaining-*, anthropic-ratelimit-*), so traffic outside the gateway on the same key "
+        "slows it down instead of causing 429s. No effect for kinds that send none (gemini).",
+    )
     # scheme://host:port the provider's key was last confirmed for; a different base_url origin
     # disables the provider until a superuser confirms it (the key must not follow a typo or a staff edit).
     confirmed_origin = models.CharField(max_length=500, blank=True, default="", editable=False)

@@ -22,6 +22,7 @@ from sim.kind_config import WindowConfig as OutageConfig
 from sim.kind_config import number as _num
 from sim.prompt_cache import KEYS as PROMPT_CACHE_KEYS
 from sim.prompt_cache import PromptCacheConfig, check_config, parse_prompt_cache
+from sim.shared_keys import SharedKeyConfig, check_users, parse_shared_keys
 
 __all__ = ["ConfigError", "OutageConfig", "ProviderConfig", "SimConfig", "load_config", "parse_config"]
 
@@ -66,6 +67,7 @@ class ProviderConfig:
     chunk_delay_ms: float = 0.0
     stream_error_after: int | None = None
     stream_cut_after: int | None = None
+    shared_key: str | None = None  # RPM / TPM from this shared key (sim/shared_keys.py)
     # the provider's prompt cache (sim/prompt_cache.py); fixed cache_read_ratio / cache_write_ratio win
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
 
@@ -82,6 +84,7 @@ class SimConfig:
     # When set, every request is recorded in GET /_sim/trace with a tag: the first group of this regex
     # matched against the last message's content (benchmarks tag each user request this way).
     trace_tag_regex: str | None = None
+    shared_keys: dict[str, SharedKeyConfig] = field(default_factory=dict)  # sim/shared_keys.py
 
     @property
     def minute_s(self) -> float:
@@ -99,7 +102,7 @@ _PROVIDER_KEYS = {
     "name", "model", "rpm", "tpm", "burst_seconds", "median_ms", "sigma", "min_ms", "max_ms",
     "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
     "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
-    "stream_chunks", "chunk_delay_ms", "stream_error_after", "stream_cut_after",
+    "stream_chunks", "chunk_delay_ms", "stream_error_after", "stream_cut_after", "shared_key",
 } | COMMON_KIND_KEYS | ALL_KIND_KEYS | PROMPT_CACHE_KEYS  # fmt: skip
 
 
@@ -179,6 +182,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         chunk_delay_ms=_num(raw, "chunk_delay_ms", where, 0.0, minimum=0),
         stream_error_after=error_after,
         stream_cut_after=cut_after,
+        shared_key=raw.get("shared_key"),
         prompt_cache=parse_prompt_cache(raw, where),
     )
 
@@ -187,7 +191,7 @@ def parse_config(raw: dict) -> SimConfig:
     """Validate a config dict: {"time_scale": 1, "seed": 1, "providers": {name: {...}} or [{name,...}]}."""
     if not isinstance(raw, dict):
         raise ConfigError("config: expected a JSON object")
-    unknown = set(raw) - {"providers", "time_scale", "seed", "comment", "trace_tag_regex"}
+    unknown = set(raw) - {"providers", "time_scale", "seed", "comment", "trace_tag_regex", "shared_keys"}
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}")
     provs = raw.get("providers")
@@ -214,7 +218,10 @@ def parse_config(raw: dict) -> SimConfig:
                 raise ConfigError("config.trace_tag_regex: expected a regex with one group")
         except re.error as exc:
             raise ConfigError(f"config.trace_tag_regex: invalid regex: {exc}") from exc
+    shared_keys = parse_shared_keys(raw.get("shared_keys"))
+    check_users(shared_keys, dict(items))
     return SimConfig(
+        shared_keys=shared_keys,
         providers={name: parse_provider(name, p) for name, p in items},
         time_scale=time_scale,
         seed=_num(raw, "seed", "config", None, integer=True),

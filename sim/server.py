@@ -37,6 +37,7 @@ from aiohttp import web
 from sim.config import SimConfig, load_config
 from sim.kinds import fmt_duration
 from sim.provider import SimProvider
+from sim.shared_keys import SharedKeys
 from sim.wire_openai import error_body, validate_openai
 
 __all__ = ["SimProvider", "SimState", "build_app", "error_body", "fmt_duration", "serve", "start"]
@@ -59,6 +60,18 @@ class SimState:
             name: SimProvider(p, config.time_scale, config.seed, now, tracer, config.trace_tag_regex)
             for name, p in config.providers.items()
         }
+        self._share_keys(now)
+
+    def _share_keys(self, now: float) -> None:
+        """(Re)build the shared keys (sim/shared_keys.py), hand their buckets to their providers and
+        start their outside clients (on the running loop; without one: at the app's startup)."""
+        old = getattr(self, "shared", None)
+        if old is not None:
+            old.stop()
+        self.shared = SharedKeys(self.config.shared_keys, self.config.time_scale, now)
+        self.shared.attach(self.providers)
+        if _loop_running():
+            self.shared.start()
 
     def record(self, provider: str, tag, status: int, arrival: float, done: float) -> None:
         self.trace.append(
@@ -71,6 +84,7 @@ class SimState:
         self.trace = []
         for p in self.providers.values():
             p.reset(now)
+        self._share_keys(now)
 
     def request_counts(self) -> dict:
         return {"providers": {name: p.counters.by_request_id for name, p in self.providers.items()}}
@@ -90,6 +104,7 @@ class SimState:
             "uptime_s": round(now - self.started, 3),
             "providers": per,
             "totals": totals,
+            "shared_keys": self.shared.snapshot(now),
         }
 
 
@@ -155,6 +170,14 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
         state.install(config)
         return web.json_response({"ok": True, "providers": sorted(state.providers)})
 
+    async def start_outside(app: web.Application) -> None:
+        state.shared.start()  # no-op when already started
+
+    async def stop_outside(app: web.Application) -> None:
+        state.shared.stop()
+
+    app.on_startup.append(start_outside)
+    app.on_cleanup.append(stop_outside)
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/counters", counters)
     app.router.add_get("/_sim/requests", requests)

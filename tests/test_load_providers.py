@@ -215,7 +215,7 @@ def test_contract_example_names_every_field_with_the_tables_defaults():
     data = _contract_provider_file()
     entry = data["providers"][0]
     # the provider-adapter fields (#21) are the contract's table of optional fields, not the example's
-    adapter_fields = {"kind", "deployment", "api_version", "itpm", "otpm"}
+    adapter_fields = {"kind", "deployment", "api_version", "itpm", "otpm", "adaptive"}  # + shared keys (#24)
     assert set(entry) == set(PROVIDER_FIELDS) - adapter_fields
     for name, f in PROVIDER_FIELDS.items():
         if not f.required and name not in ("api_key", *adapter_fields):

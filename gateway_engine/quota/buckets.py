@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
+from .following import RemainingFollower
 from .pauses import ProviderPauses
 from .priority import InteractiveMarks
 from .token_ask import TokenAsk, settle_deltas
@@ -49,7 +50,7 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
-class TokenBuckets(ProviderPauses, ABC):
+class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
     """A provider's RPM, TPM (and ITPM / OTPM, where set) buckets shared by every caller of the backend
     (and the team share)."""
 
@@ -213,7 +214,7 @@ class TokenBuckets(ProviderPauses, ABC):
         n, ni, no = ask.amounts(limits)
         decision = await self.try_acquire(limits, n, ni, no, lane=lane)
         if decision.granted:
-            return Reservation(limits.name, n, ni, no)
+            return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark)
         if decision.impossible:  # amounts() checked these limits: only if the backend disagrees
             raise QuotaImpossible(limits.name, n, limits.tpm_capacity)
         return decision

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 
+from .adaptive import RemainingQuota
 from .buckets import TokenBuckets, log_pause
 from .local_state import EPS, LocalState, put, refill, wait_ms_for
 from .lua import YIELD_MS
@@ -51,7 +52,8 @@ class LocalTokenBuckets(TokenBuckets):
                 return Decision(False, YIELD_MS, now)  # interactive callers wait here: they go first
             b = self._state.cell(limits.name)
             rpm, tpm, itpm, otpm = refill(b, limits, now)
-            wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, need)
+            slow = b.slowdowns(limits)
+            wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, need, slow)
             team = self._team_level(limits, now)
             if team is not None and team < 1 - EPS:
                 wait = max(wait, (1 - team) / limits.team_rpm_per_ms)
@@ -61,7 +63,8 @@ class LocalTokenBuckets(TokenBuckets):
             if team is not None:
                 self._team_buckets[(limits.name, limits.team)] = (team - 1, now)
             b.observe(now, 1, need[0])
-            return Decision(True, 0, now)
+            mark = b.adaptive.grant(need[0]) if limits.adaptive else None
+            return Decision(True, 0, now, sent_mark=mark)
 
     async def try_acquire(
         self,
@@ -144,6 +147,16 @@ class LocalTokenBuckets(TokenBuckets):
                 )
             b.observe(now, -1, -int(tokens))
 
+    async def follow(
+        self, limits: ProviderLimits, sent_mark: tuple[int, int] | None, quota: RemainingQuota
+    ) -> None:
+        with self._state.lock:
+            now = self._state.now_ms()
+            b = self._state.cell(limits.name)
+            rpm, tpm, itpm, otpm = refill(b, limits, now)
+            rpm, tpm = b.adaptive.follow(now, (rpm, tpm), limits, sent_mark, quota)
+            put(b, limits, (rpm, tpm, itpm, otpm), now)
+
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         log_pause(limits.name, retry_after_seconds)
         with self._state.lock:
@@ -173,7 +186,8 @@ class LocalTokenBuckets(TokenBuckets):
             now = self._state.now_ms()
             b = self._state.cell(limits.name)
             rpm, tpm, itpm, otpm = refill(b, limits, now)
-            wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, (1, 1, 1))
+            slow = b.slowdowns(limits)
+            wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, (1, 1, 1), slow)
             in_flight = sum(1 for exp in b.leases.values() if exp > now)
             return ProviderQuotaState.measured(
                 limits,
@@ -184,4 +198,5 @@ class LocalTokenBuckets(TokenBuckets):
                 leases_in_flight=in_flight,
                 observed=b.observed(now),
                 pause=self._state.pause(limits.name, now),
+                adaptive=b.adaptive.view(now, limits),
             )

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..protocols import Clock
+from .adaptive import AdaptiveCell, Slowdown, slowed_level, slowed_wait
 from .types import PauseState, ProviderLimits
 
 OBS_SLOTS = 60
@@ -30,6 +31,13 @@ class ProviderCell:
     obs_sec: list[int] = field(default_factory=lambda: [-1] * OBS_SLOTS)
     obs_req: list[int] = field(default_factory=lambda: [0] * OBS_SLOTS)
     obs_tok: list[int] = field(default_factory=lambda: [0] * OBS_SLOTS)
+    adaptive: AdaptiveCell = field(default_factory=AdaptiveCell)  # shared keys (adaptive.py)
+
+    def slowdowns(self, limits: ProviderLimits) -> tuple[Slowdown | None, Slowdown | None]:
+        """The adjusted refill of RPM and TPM (adaptive providers only; None: configured)."""
+        if not limits.adaptive:
+            return None, None
+        return self.adaptive.requests.slow, self.adaptive.tokens.slow
 
     def observe(self, now: float, requests: int, tokens: int) -> None:
         """Count a grant (or, negative, a give-back) in the current one-second slot of the last minute."""
@@ -62,9 +70,10 @@ def refill(b: ProviderCell, limits: ProviderLimits, now: float) -> Levels:
     if b.rpm is None:
         return rc, tc, ic, oc
     elapsed = max(0.0, now - b.ts)
+    slow_r, slow_t = b.slowdowns(limits)
     return (
-        min(rc, b.rpm + elapsed * limits.rpm_per_ms),
-        min(tc, b.tpm + elapsed * limits.tpm_per_ms),
+        slowed_level(b.rpm, b.ts, now, limits.rpm_per_ms, rc, slow_r),
+        slowed_level(b.tpm, b.ts, now, limits.tpm_per_ms, tc, slow_t),
         ic if b.itpm is None else min(ic, b.itpm + elapsed * limits.itpm_per_ms),
         oc if b.otpm is None else min(oc, b.otpm + elapsed * limits.otpm_per_ms),
     )
@@ -79,17 +88,20 @@ def put(b: ProviderCell, limits: ProviderLimits, levels: Levels, now: float) -> 
 
 
 def wait_ms_for(
-    limits: ProviderLimits, levels: Levels, paused_until: float, now: float, need: tuple[int, int, int]
+    limits: ProviderLimits,
+    levels: Levels,
+    paused_until: float,
+    now: float,
+    need: tuple[int, int, int],
+    slow: tuple[Slowdown | None, Slowdown | None] = (None, None),
 ) -> float:
     """ms until every bucket holds what ``need`` (TPM, ITPM, OTPM tokens; and 1 request) asks, and any
-    429 pause is over: the longest of the waits."""
+    429 pause is over: the longest of the waits (RPM / TPM at their adjusted refill, ``slow``)."""
     rpm, tpm, itpm, otpm = levels
     n, ni, no = need
     wait = max(0.0, paused_until - now)
-    if rpm < 1 - EPS:
-        wait = max(wait, (1 - rpm) / limits.rpm_per_ms)
-    if tpm < n - EPS:
-        wait = max(wait, (n - tpm) / limits.tpm_per_ms)
+    wait = max(wait, slowed_wait(rpm, 1, now, limits.rpm_per_ms, slow[0]))
+    wait = max(wait, slowed_wait(tpm, n, now, limits.tpm_per_ms, slow[1]))
     if limits.itpm and itpm < ni - EPS:
         wait = max(wait, (ni - itpm) / limits.itpm_per_ms)
     if limits.otpm and otpm < no - EPS:

@@ -3,7 +3,10 @@ local_leases.py, local_ledger.py over local_state.py).
 
 Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:b   hash: r (RPM tokens), t (TPM tokens), i / o (ITPM / OTPM tokens, only while the
-                          limits set itpm / otpm), ts (ms of the last update), p (429 paused until, ms)
+                          limits set itpm / otpm), ts (ms of the last update), p (429 paused until, ms);
+                          adaptive providers (shared keys, ADAPT): n / k (requests / tokens granted),
+                          ra / ru and ta / tu (adjusted RPM / TPM rate per ms, until ms), rx / tx (outside
+                          use per ms, at rxt / txt) and the outside-use window rw* / tw*
   {prefix}q:{<name>}:o   hash: 60 one-second slots s<i> (second), r<i> (grants), t<i> (tokens) — observed rates
   {prefix}q:{<name>}:l   sorted set: lease id -> expiry (server ms)
   {prefix}q:{<name>}:iw   sorted set: process waiter id -> mark expiry (server ms): interactive callers of
@@ -15,8 +18,8 @@ Keys per provider (hash-tagged so they share a cluster slot):
   {prefix}q:{<name>}:tm:<team>   hash: r, ts — a team's share of the provider's RPM (share cap)
   {prefix}budget:{<team>}:d:<YYYY-MM-DD> / :m:<YYYY-MM>   string: tokens used in that UTC day / month
 
-Bucket ARGV[1..8] on every call: rate per ms and capacity of RPM, TPM, ITPM, OTPM (an ITPM / OTPM rate
-of 0: the provider does not set it, no such bucket) — so a changed limit applies (and a lowered
+Bucket ARGV[1..9] on every call: rate per ms and capacity of RPM, TPM, ITPM, OTPM (an ITPM / OTPM rate
+of 0: the provider does not set it, no such bucket) and whether the provider is adaptive — so a changed limit applies (and a lowered
 capacity clamps) on the very next call. Times come from Redis TIME. A missing bucket key or field means
 "full"; the key expires once every bucket would have refilled completely.
 """
@@ -25,19 +28,21 @@ capacity clamps) on the very next call. Times come from Redis TIME. A missing bu
 # again then (docs/engine.md, "Interactive first")
 YIELD_MS = 50
 
-_PRELUDE = """
+PRELUDE = """
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 local function fmt(x) return string.format('%.17g', x) end
 local EPS = 1e-9
-
--- ARGV[1..8]: rate per ms and capacity of RPM, TPM, ITPM, OTPM (ITPM / OTPM rate 0: not configured).
+-- ARGV[1..8]: rate per ms and capacity of RPM, TPM, ITPM, OTPM (ITPM / OTPM rate 0: not configured);
+-- ARGV[9]: '1' when the provider is adaptive (shared keys: RPM / TPM follow the ADAPT state).
 -- Plain locals, no tables: ACQUIRE runs on every grant of every worker, and Redis runs one script at a time.
 local rr, rc, tr, tc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ir, ic, orr, oc = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-
+local adaptive = ARGV[9] == '1'
+-- the adjusted refill of RPM / TPM (adaptive: rate per ms and until when, server ms; nil: configured)
+local ra, ru, ta, tu = nil, 0, nil, 0
 -- one bucket's level refilled over el ms, clamped to its capacity (a missing field: full; unset: 0)
 local function level(v, el, rate, cap)
   v = tonumber(v)
@@ -45,12 +50,29 @@ local function level(v, el, rate, cap)
   return math.min(cap, v + el * rate)
 end
 
+-- an RPM / TPM level at ts refilled to now: at min(rate, a) until u, then at rate (adaptive.py slowed_level)
+local function alevel(v, ts, now, rate, cap, a, u)
+  v = tonumber(v)
+  if v == nil then return cap end
+  local el = now - ts
+  if el < 0 then el = 0 end
+  if a ~= nil and u > ts then
+    local part = math.min(now, u) - ts
+    return math.min(cap, v + part * math.min(rate, a) + (el - part) * rate)
+  end
+  return math.min(cap, v + el * rate)
+end
+
 -- -> r, t, i, o tokens now, the 429 pause end, and whether i / o are stored (store HDELs them once unset)
 local function load(key, now)
-  local h = redis.call('HMGET', key, 'r', 't', 'i', 'o', 'ts', 'p')
-  local el = now - (tonumber(h[5]) or now)
+  local h = redis.call('HMGET', key, 'r', 't', 'i', 'o', 'ts', 'p', 'ra', 'ru', 'ta', 'tu')
+  local ts = tonumber(h[5]) or now
+  local el = now - ts
   if el < 0 then el = 0 end
-  return level(h[1], el, rr, rc), level(h[2], el, tr, tc), level(h[3], el, ir, ic),
+  if adaptive then
+    ra, ru, ta, tu = tonumber(h[7]), tonumber(h[8]) or 0, tonumber(h[9]), tonumber(h[10]) or 0
+  end
+  return alevel(h[1], ts, now, rr, rc, ra, ru), alevel(h[2], ts, now, tr, tc, ta, tu), level(h[3], el, ir, ic),
     level(h[4], el, orr, oc), tonumber(h[6]) or 0, h[3] ~= false, h[4] ~= false
 end
 
@@ -59,12 +81,23 @@ local function short(w, have, need, rate)
   return w
 end
 
+-- short() for RPM / TPM at their adjusted refill (adaptive.py slowed_wait)
+local function ashort(w, now, have, need, rate, a, u)
+  if rate <= 0 or have >= need - EPS then return w end
+  if a ~= nil and u > now then
+    local slower = math.min(rate, a)
+    local gain = (u - now) * slower
+    if have + gain >= need - EPS then return math.max(w, (need - have) / slower) end
+    return math.max(w, (u - now) + (need - have - gain) / rate)
+  end
+  return math.max(w, (need - have) / rate)
+end
 -- ms until 1 request, n / ni / no tokens fit (ITPM / OTPM where set) and the 429 pause p is over:
 -- the longest of the waits
 local function wait_for(now, r, t, i, o, p, n, ni, no)
   local w = 0
   if p > now then w = p - now end
-  w = short(short(w, r, 1, rr), t, n, tr)
+  w = ashort(ashort(w, now, r, 1, rr, ra, ru), now, t, n, tr, ta, tu)
   return short(short(w, i, ni, ir), o, no, orr)
 end
 
@@ -81,6 +114,8 @@ local function store(key, now, r, t, i, o, p, hi, ho)
   end
   -- expire once every bucket is full again (and any 429 pause is over): a missing key means full
   local ttl = math.max((rc - r) / rr, (tc - t) / tr, p - now, 0)
+  -- an adjusted refill is slower: the key lives at least until it ends, plus the configured refill
+  if adaptive then ttl = ttl + math.max(0, ru - now, tu - now) end
   -- an unset itpm / otpm drops its field: set again later, that bucket starts full, not stale
   if ir > 0 then ttl = math.max(ttl, (ic - i) / ir) elseif hi then redis.call('HDEL', key, 'i') end
   if orr > 0 then ttl = math.max(ttl, (oc - o) / orr) elseif ho then redis.call('HDEL', key, 'o') end
@@ -123,22 +158,23 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs, pause, interactive waiters [, team bucket]. ARGV: bucket args (1..8), n, ni, no,
+# KEYS: bucket, obs, pause, interactive waiters [, team bucket]. ARGV: bucket args (1..9), n, ni, no,
 # yield (1: a batch ask, which yields to waiting interactive callers; 0: an interactive ask)
 # [, team rr, team rc].
-# -> {status, wait_ms, now}: status 0 granted, 1 wait (the longest over the buckets; a batch ask while an
+# -> {status, wait_ms, now [, requests granted, tokens granted]}: status 0 granted (adaptive: with the
+#    grant counters n / k just after this grant, the reservation's sent mark), 1 wait (the longest over the buckets; a batch ask while an
 #    interactive caller waits for this provider: YIELD_MS), 2 impossible (an amount above its bucket's
 #    capacity); or {3, reason, until, message, since}: the provider is paused.
 # Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's share 1) grants, or none does.
 ACQUIRE = (
-    _PRELUDE
+    PRELUDE
     + """
 local pz = paused(KEYS[3])
 if pz then return pz end
-local n, ni, no = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local n, ni, no = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local now = now_ms()
 if n > tc or ni > ic or no > oc then return {2, 0, fmt(now)} end  -- unset ITPM / OTPM: 0 > 0 never
-if ARGV[12] == '1' and redis.call('ZCOUNT', KEYS[4], '(' .. fmt(now), '+inf') > 0 then
+if ARGV[13] == '1' and redis.call('ZCOUNT', KEYS[4], '(' .. fmt(now), '+inf') > 0 then
   return {1, YIELD_MS, fmt(now)}  -- interactive callers wait for this provider: they go first
 end
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
@@ -146,7 +182,7 @@ local w = wait_for(now, r, t, i, o, p, n, ni, no)
 local team = #KEYS >= 5
 local mr, mrr, mrc
 if team then
-  mrr, mrc = tonumber(ARGV[13]), tonumber(ARGV[14])
+  mrr, mrc = tonumber(ARGV[14]), tonumber(ARGV[15])
   mr = team_load(KEYS[5], now, mrr, mrc)
   if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
 end
@@ -154,6 +190,9 @@ if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
 store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)
 if team then team_store(KEYS[5], now, mr - 1, mrr, mrc) end
 observe(KEYS[2], now, 1, n)
+if adaptive then
+  return {0, 0, fmt(now), redis.call('HINCRBY', KEYS[1], 'n', 1), redis.call('HINCRBY', KEYS[1], 'k', ARGV[10])}
+end
 return {0, 0, fmt(now)}
 """
 ).replace("YIELD_MS", str(YIELD_MS))
@@ -177,34 +216,34 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 """
 
-# KEYS: bucket, obs. ARGV: bucket args (1..8), d, di, do (actual - reserved per TPM, ITPM, OTPM;
+# KEYS: bucket, obs. ARGV: bucket args (1..9), d, di, do (actual - reserved per TPM, ITPM, OTPM;
 # negative = refund, clamped to capacity)
 RECONCILE = (
-    _PRELUDE
+    PRELUDE
     + """
-local d = tonumber(ARGV[9])
+local d = tonumber(ARGV[10])
 local now = now_ms()
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
-store(KEYS[1], now, r, math.min(tc, t - d), math.min(ic, i - tonumber(ARGV[10])),
-  math.min(oc, o - tonumber(ARGV[11])), p, hi, ho)
+store(KEYS[1], now, r, math.min(tc, t - d), math.min(ic, i - tonumber(ARGV[11])),
+  math.min(oc, o - tonumber(ARGV[12])), p, hi, ho)
 observe(KEYS[2], now, 0, d)
 return 1
 """
 )
 
-# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: bucket args (1..8), n, ni, no [, team rr,
+# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: bucket args (1..9), n, ni, no [, team rr,
 # team rc]. Gives back an unused grant (1 request, the tokens; 1 team token), each clamped to its
 # capacity; the observed counters are decremented too.
 RELEASE = (
-    _PRELUDE
+    PRELUDE
     + """
-local n = tonumber(ARGV[9])
+local n = tonumber(ARGV[10])
 local now = now_ms()
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
-store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, t + n), math.min(ic, i + tonumber(ARGV[10])),
-  math.min(oc, o + tonumber(ARGV[11])), p, hi, ho)
+store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, t + n), math.min(ic, i + tonumber(ARGV[11])),
+  math.min(oc, o + tonumber(ARGV[12])), p, hi, ho)
 if #KEYS >= 4 then
-  local mrr, mrc = tonumber(ARGV[12]), tonumber(ARGV[13])
+  local mrr, mrc = tonumber(ARGV[13]), tonumber(ARGV[14])
   team_store(KEYS[4], now, math.min(mrc, team_load(KEYS[4], now, mrr, mrc) + 1), mrr, mrc)
 end
 observe(KEYS[2], now, -1, -n)
@@ -212,13 +251,13 @@ return 1
 """
 )
 
-# KEYS: bucket. ARGV: bucket args (1..8), pause_ms. Never shortens an existing pause. -> paused_until (ms)
+# KEYS: bucket. ARGV: bucket args (1..9), pause_ms. Never shortens an existing pause. -> paused_until (ms)
 PENALIZE = (
-    _PRELUDE
+    PRELUDE
     + """
 local now = now_ms()
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
-p = math.max(p, now + tonumber(ARGV[9]))
+p = math.max(p, now + tonumber(ARGV[10]))
 store(KEYS[1], now, r, t, i, o, p, hi, ho)
 return fmt(p)
 """
@@ -227,7 +266,7 @@ return fmt(p)
 # KEYS: pause. ARGV: reason, until (epoch ms, '' = until lifted), message. Sets the provider pause unless
 # the one held lasts longer ('' outlasts everything); expires at until (PEXPIREAT, server clock). -> 1 set, 0 kept
 PAUSE_SET = (
-    _PRELUDE
+    PRELUDE
     + """
 local held = redis.call('HMGET', KEYS[1], 'reason', 'until')
 if held[1] then
@@ -247,11 +286,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'p', 0) e
 return 1
 """
 
-# KEYS: bucket, obs, leases, pause. ARGV: bucket args (1..8). Read-only.
+# KEYS: bucket, obs, leases, pause. ARGV: bucket args (1..9). Read-only.
 # -> {r, t, i, o, p, now, wait_ms (1 request of 1 token each), leases in flight, observed requests,
-#     observed tokens, pause reason, until, message, since (false: not paused)}
+#     observed tokens, pause reason, until, message, since (false: not paused),
+#     ra, ru, ta, tu, rx, rxt, tx, txt (the adjusted state, adaptive providers; false: none)}
 SNAPSHOT = (
-    _PRELUDE
+    PRELUDE
     + """
 local now = now_ms()
 local r, t, i, o, p = load(KEYS[1], now)
@@ -273,8 +313,9 @@ for slot, st in pairs(stamps) do
   end
 end
 local z = redis.call('HMGET', KEYS[4], 'reason', 'until', 'message', 'since')
+local a = redis.call('HMGET', KEYS[1], 'ra', 'ru', 'ta', 'tu', 'rx', 'rxt', 'tx', 'txt')
 return {fmt(r), fmt(t), fmt(i), fmt(o), fmt(p), fmt(now), math.ceil(w), leases, orq, otk,
-        z[1], z[2], z[3], z[4]}
+        z[1], z[2], z[3], z[4], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}
 """
 )
 

@@ -3,10 +3,13 @@ INTERACTIVE_MARK / _COUNT scripts of lua.py, shared by every worker process."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from .adaptive import OUTSIDE_SHOWN_MS, RemainingQuota
 from .buckets import TokenBuckets, log_pause
 from .redis_conn import RedisConnection, pause_state
 from .resp import Arg
-from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import AdaptiveView, Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
 
 PAUSED = 3  # ACQUIRE's status when the provider is paused
 
@@ -22,6 +25,7 @@ def rates(limits: ProviderLimits) -> list[Arg]:
     ]
     args += [repr(limits.itpm_per_ms), repr(float(limits.itpm_capacity))] if limits.itpm else UNSET
     args += [repr(limits.otpm_per_ms), repr(float(limits.otpm_capacity))] if limits.otpm else UNSET
+    args.append("1" if limits.adaptive else "0")
     return args
 
 
@@ -59,14 +63,27 @@ class RedisTokenBuckets(TokenBuckets):
         lane: Lane = "batch",
     ) -> Decision:
         keys, args = self._bucket_call(limits, tokens, input_tokens, output_tokens)
-        # ACQUIRE's KEYS[4] is the interactive waiters' set, ARGV[12] whether this ask yields to them
+        # ACQUIRE's KEYS[4] is the interactive waiters' set, ARGV[13] whether this ask yields to them
         keys.insert(3, self._conn.interactive_key(limits.name))
-        args.insert(11, "1" if lane == "batch" else "0")
+        args.insert(12, "1" if lane == "batch" else "0")
         reply = await self._conn.run("ACQUIRE", keys, args)
         status = int(reply[0])
         if status == PAUSED:
             raise pause_state(limits.name, reply[1:]).refusal()
-        return Decision(status == 0, int(reply[1]), float(reply[2]), impossible=status == 2)
+        mark = (int(reply[3]), int(reply[4])) if status == 0 and len(reply) >= 5 else None
+        return Decision(status == 0, int(reply[1]), float(reply[2]), impossible=status == 2, sent_mark=mark)
+
+    async def follow(
+        self, limits: ProviderLimits, sent_mark: tuple[int, int] | None, quota: RemainingQuota
+    ) -> None:
+        bucket, _, _ = self._conn.provider_keys(limits.name)
+        mark = sent_mark if sent_mark is not None else (-1, -1)
+        said: list[Arg] = []
+        for dim in (quota.requests, quota.tokens):
+            said += (
+                ["-1", "0"] if dim is None else [repr(float(dim.remaining)), repr(dim.reset_seconds * 1000.0)]
+            )
+        await self._conn.run("ADAPT", [bucket], [*rates(limits), int(mark[0]), int(mark[1]), *said])
 
     async def reconcile_delta(
         self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
@@ -129,4 +146,18 @@ class RedisTokenBuckets(TokenBuckets):
             leases_in_flight=in_flight,
             observed=(obs_req, obs_tok),
             pause=None if reply[10] is None else pause_state(limits.name, reply[10:14]),
+            adaptive=adaptive_view(reply[14:22], now),
         )
+
+
+def adaptive_view(fields: list[Any], now: float) -> AdaptiveView:
+    """SNAPSHOT's ra, ru, ta, tu, rx, rxt, tx, txt (the adjusted state) at ``now`` (server ms), per minute."""
+    ra, ru, ta, tu, rx, rxt, tx, txt = (None if v is None else float(v) for v in fields)
+
+    def rate(per_ms: float | None, until: float | None) -> float | None:
+        return None if per_ms is None or until is None or until <= now else per_ms * 60_000.0
+
+    def outside(per_ms: float | None, at: float | None) -> float | None:
+        return None if per_ms is None or at is None or now - at > OUTSIDE_SHOWN_MS else per_ms * 60_000.0
+
+    return AdaptiveView(rate(ra, ru), rate(ta, tu), outside(rx, rxt), outside(tx, txt))

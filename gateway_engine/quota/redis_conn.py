@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..redis_errors import REDIS_ERRORS
-from . import lua
+from . import lua, lua_adaptive
 from .resp import Arg, Reply, RespClient, Script
 from .types import PauseState, QuotaStoreUnavailable
 
@@ -34,6 +34,7 @@ SCRIPT_NAMES = (
     "BUDGET_RESERVE",
     "BUDGET_ADJUST",
 )
+ADAPTIVE_SCRIPT_NAMES = ("ADAPT",)
 
 
 def pause_state(provider: str, fields: list[Reply]) -> PauseState:
@@ -70,6 +71,7 @@ class RedisConnection:
         )
         self._clients_lock = threading.Lock()
         self.scripts = {name: Script(getattr(lua, name)) for name in SCRIPT_NAMES}
+        self.scripts.update({name: Script(getattr(lua_adaptive, name)) for name in ADAPTIVE_SCRIPT_NAMES})
 
     def client(self) -> RespClient:
         loop = asyncio.get_running_loop()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
+from .adaptive import RemainingQuota
 from .buckets import TokenBuckets
 from .config_version import ConfigVersion
 from .leases import ConcurrencyLeases, Lease
@@ -122,6 +123,13 @@ class ComposedQuotaStore:
         )
         if reservation.budget is not None:
             await self.ledger.settle_budget(reservation.budget, actual_tokens)
+
+    async def follow_remaining(
+        self, limits: ProviderLimits, reservation: Reservation | None, quota: RemainingQuota
+    ) -> bool:
+        """An answer's remaining-quota headers, for every worker (adaptive providers; docs/quota.md
+        "Shared keys"); True if applied."""
+        return await self.buckets.follow_remaining(limits, reservation, quota)
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         """Pause the provider for every worker (a 429's Retry-After); never shortens a pause."""

@@ -137,6 +137,9 @@ class ProviderLimits:
     # atomic acquire (Anthropic counts them apart; docs/contract.md §3)
     itpm: int = 0
     otpm: int = 0
+    # follow the remaining-quota headers the provider sends (docs/quota.md "Shared keys"): until the
+    # reported reset, RPM / TPM refill at most at what the provider says is left
+    adaptive: bool = False
 
     def __post_init__(self) -> None:
         for field_name in ("rpm", "tpm", "max_concurrency"):
@@ -229,6 +232,9 @@ class Reservation:
     # the live limits (a LimitsSource lookup): reconcile and release use them rather than the limits the
     # caller holds, so a settle after a limit change never refills the bucket at the old rate
     current: Callable[[], ProviderLimits] | None = field(default=None, compare=False, repr=False)
+    # the store's counters of requests and tokens granted, just after this grant (adaptive providers;
+    # None: not counted): what the gateway sent since this request is the counters now minus these
+    sent_mark: tuple[int, int] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -239,6 +245,7 @@ class Decision:
     wait_ms: int  # 0 when granted; else ms until both buckets (and any 429 pause) would allow
     now_ms: float  # the store's clock at the decision (Redis server TIME, or time.monotonic locally)
     impossible: bool = False  # tokens > TPM capacity: waiting will never help
+    sent_mark: tuple[int, int] | None = None  # granted, adaptive: the grant counters (Reservation.sent_mark)
 
 
 @dataclass(frozen=True)
@@ -265,6 +272,12 @@ class ProviderQuotaState:
     configured_otpm: int = 0
     # the provider pause (billing exhausted, per-day quota), if one holds: nothing is granted meanwhile
     pause: PauseState | None = None
+    # shared keys (adaptive): the adjusted RPM / TPM while the provider's headers hold them below the
+    # configured rates (None: not adjusted), and the outside use estimated from those headers (per minute)
+    adjusted_rpm: float | None = None
+    adjusted_tpm: float | None = None
+    outside_rpm: float = 0.0
+    outside_tpm: float = 0.0
 
     @classmethod
     def measured(
@@ -277,11 +290,13 @@ class ProviderQuotaState:
         leases_in_flight: int,
         observed: tuple[int, int],
         pause: PauseState | None,
+        adaptive: AdaptiveView | None = None,
     ) -> ProviderQuotaState:
         """A backend's snapshot: what it measured (the RPM / TPM / ITPM / OTPM tokens ``available``,
         the waits, the leases, the (requests, tokens) ``observed`` in the last 60 s, the pause) beside
         what ``limits`` configure (capacities and rates, filled in here for every backend alike)."""
         rpm, tpm, itpm, otpm = available
+        view = adaptive if adaptive is not None and limits.adaptive else AdaptiveView()
         return cls(
             provider=limits.name,
             rpm_tokens_available=rpm,
@@ -303,7 +318,22 @@ class ProviderQuotaState:
             configured_itpm=limits.itpm,
             configured_otpm=limits.otpm,
             pause=pause,
+            adjusted_rpm=view.rpm,
+            adjusted_tpm=view.tpm,
+            outside_rpm=view.outside_rpm or 0.0,
+            outside_tpm=view.outside_tpm or 0.0,
         )
+
+
+@dataclass(frozen=True)
+class AdaptiveView:
+    """What a backend holds of a provider's adjusted state, per minute: the adjusted RPM / TPM (None: the
+    configured rate holds) and the outside use (None: no estimate in the last minute)."""
+
+    rpm: float | None = None
+    tpm: float | None = None
+    outside_rpm: float | None = None
+    outside_tpm: float | None = None
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,38 @@ def test_drained_bucket_shows_its_wait(staff_client, seeded, redis_sync, fresh_s
     assert row["quota"].rpm_tokens_available < 1
     assert row["rpm_wait_ms"] > 0
     assert b"empty: next in" in response.content
+
+
+def test_providers_page_shows_the_adjusted_rate_and_outside_use_of_a_shared_key(
+    staff_client, seeded, redis_sync, fresh_stores
+):
+    from gateway_engine.quota.adaptive import Remaining, RemainingQuota
+    from providers.limits import get_quota_store
+
+    alpha = provider_limits(seeded.providers["alpha"])
+    assert alpha.adaptive  # the default for an openai provider
+
+    async def run():
+        store = get_quota_store()
+        try:
+            res = await store.acquire(alpha, 10)
+            await store.follow_remaining(alpha, res, RemainingQuota(requests=Remaining(2, 0.0)))
+            await asyncio.sleep(1.05)  # an outside-use estimate spans at least a second
+            await store.follow_remaining(alpha, res, RemainingQuota(requests=Remaining(1, 30.0)))
+        finally:
+            await store.aclose()
+
+    asyncio.run(run())
+    response = staff_client.get(reverse("dashboard:providers"))
+    state = {r["config"].name: r for r in response.context["rows"]}["alpha"]["quota"]
+    assert state.adjusted_rpm == pytest.approx(2.0, rel=0.05)  # 1 left over 30 s
+    assert state.outside_rpm and state.outside_rpm > 0
+    assert b"adjusted 2/min" in response.content and b"outside use" in response.content
+    # and the metrics export both (observability/collector.py, read at scrape time from the shared store)
+    from observability.collector import quota_families
+
+    families = {f.name: f for f in quota_families([alpha])}
+    adjusted = {tuple(s.labels.values()): s.value for s in families["gateway_quota_adjusted_rate"].samples}
+    assert adjusted[("alpha", "rpm")] == pytest.approx(2.0, rel=0.05)
+    outside = {tuple(s.labels.values()): s.value for s in families["gateway_quota_outside_use"].samples}
+    assert outside[("alpha", "rpm")] > 0

@@ -79,3 +79,41 @@ def test_the_deadline_bounds_the_wait_and_batch_asks_yield_meanwhile():
 
         asyncio.run(main())
         assert sim.request_counts()["gpt"] == {"first": 1}
+
+
+def test_interactive_answers_feed_the_shared_key_state():
+    """A plain answer and a stream's end both carry the provider's remaining-quota headers into the
+    store (recording.OutcomeRecorder.follow): a key an outside client drained below half is followed."""
+    from tests.waiting import wait_until
+
+    # the key: 600 rpm (10/s), a bucket of 50; the outside client takes 30/s for 1.5 s: ~20 left
+    config = {"shared_keys": {"key": {"rpm": 600, "burst_seconds": 5, "outside": {"rps": 30, "duration_s": 1.5}}},
+              "providers": {"gpt": {"model": "gpt-sim", "median_ms": 2, "shared_key": "key"}}}  # fmt: skip
+    with run_simulator_in_thread(config) as sim:
+        wait_until(
+            lambda: sim.counters()["shared_keys"]["key"]["outside_sent"] == 45, 10, what="outside done"
+        )
+
+        async def main():
+            adjusted = []
+            for streamed in (False, True):
+                store = LocalQuotaStore()
+                lane = lane_for(sim, store, rpm=600, burst_seconds=1.0)
+                try:
+                    if streamed:
+                        opened = await lane.open_stream(item("s1"))
+                        stream = opened.stream.outcome.stream
+                        _ = [c async for c in stream.chunks()]
+                        assert (await lane.end_stream(opened.stream, final_outcome(stream))).ok
+                    else:
+                        assert (await lane.complete(item("p1"))).ok
+                    limits = await lane.limits.provider((await lane.table()).providers["gpt"])
+                    assert limits.adaptive  # the default for an openai provider
+                    adjusted.append((await store.snapshot(limits)).adjusted_rpm)
+                finally:
+                    await lane.aclose()
+            return adjusted
+
+        adjusted = asyncio.run(main())
+    # ~20 left of 50, the bucket full again in ~3 s: about 400/min instead of the configured 600
+    assert all(a is not None and a < 600 for a in adjusted), adjusted

@@ -42,7 +42,7 @@ def change_form(p: Provider, **overrides) -> dict:
     data = {
         "name": p.name, "base_url": p.base_url, "model": p.model, "api_key": "", "rpm": p.rpm, "tpm": p.tpm,
         "max_concurrency": p.max_concurrency, "burst_seconds": p.burst_seconds,
-        "timeout_seconds": p.timeout_seconds, "max_retries": p.max_retries, "enabled": "on",
+        "timeout_seconds": p.timeout_seconds, "max_retries": p.max_retries, "enabled": "on", "adaptive": "on",
         "price_prompt_per_million": "", "price_completion_per_million": "",
         "routes-TOTAL_FORMS": "0", "routes-INITIAL_FORMS": "0", "routes-MIN_NUM_FORMS": "0",
         "routes-MAX_NUM_FORMS": "1000",

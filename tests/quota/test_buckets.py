@@ -385,6 +385,8 @@ def test_margin_comes_from_settings_and_is_at_most_half_the_burst(settings):
         timeout_seconds=5,
         itpm=None,
         otpm=None,
+        kind="openai",
+        adaptive=True,
     )
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.25
     limits = provider_limits(row)
