@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from rest_framework.test import APIClient
@@ -56,7 +55,14 @@ def test_unknown_v1_paths_answer_openai_error_shape(anon, path):
 
 
 @pytest.mark.parametrize(
-    "suffix", ["not-a-uuid", "not-a-uuid/results", "not-a-uuid/cancel", "123/retry_failed", f"{uuid.uuid4()}"]
+    "suffix",
+    [
+        "not-a-uuid",
+        "not-a-uuid/results",
+        "not-a-uuid/cancel",
+        "123/retry_failed",
+        "3f2b8c1e-9d4a-4e6b-8a71-5c0d2e9f4b13",
+    ],
 )
 def test_malformed_or_unknown_batch_id_is_json_batch_not_found(client, suffix):
     method = client.post if suffix.endswith(("cancel", "retry_failed")) else client.get
