@@ -96,6 +96,12 @@ class OpenAIBatchCreateSerializer(serializers.Serializer):
     priority = serializers.CharField(
         required=False, allow_null=True, help_text="Gateway extension: high | normal | low (SDK: extra_body)."
     )
+    cache = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Gateway extension: true | false, the response cache for every line (SDK: extra_body; "
+        "docs/cache.md). Omitted: the route's cache setting.",
+    )
 
 
 class OpenAIBatchListQuerySerializer(serializers.Serializer):

@@ -278,7 +278,8 @@ class BatchesView(OpenAIView):
             "Validates the input file and submits it as a native batch (answered `in_progress`). An invalid "
             "file gives a `failed` batch whose `errors` name each bad line; nothing runs. Each line's "
             "`body.model` names a route (or else a provider). `completion_window` is the deadline "
-            "('24h', '1h', '15m', …); `priority` (high|normal|low) is a gateway extension."
+            "('24h', '1h', '15m', …); `priority` (high|normal|low) and `cache` (true|false: the "
+            "response cache, docs/cache.md) are gateway extensions."
         ),
         request=OpenAIBatchCreateSerializer,
         examples=[
@@ -320,6 +321,7 @@ class BatchesView(OpenAIView):
                 completion_window=params["completion_window"],
                 metadata=params.get("metadata"),
                 priority=params.get("priority"),
+                cache=params.get("cache"),
             ),
         )
         ob = services.refresh_batch(selectors.get_batch_for_team(self.team, ob.id))

@@ -196,6 +196,9 @@ class StatsSerializer(serializers.Serializer):
     total_elapsed_ms = serializers.IntegerField()
     providers = serializers.DictField(child=ProviderStatsSerializer(), help_text="Keyed by provider name.")
     token_usage = TokenUsageSerializer()
+    cache_hits = serializers.IntegerField(
+        help_text="Items answered by the response cache or by an identical item's answer (no call, nothing billed)."
+    )
 
 
 def zero_stats(batch: Batch) -> dict[str, Any]:
@@ -213,6 +216,7 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
             "cached_tokens": 0,
             "cache_write_tokens": 0,
         },
+        "cache_hits": 0,
     }
 
 
@@ -235,6 +239,11 @@ class BatchSerializer(serializers.Serializer):
         allow_null=True, help_text="As submitted, e.g. '24h'; null = none."
     )
     expires_at = serializers.DateTimeField(allow_null=True)
+    cache = serializers.BooleanField(
+        allow_null=True,
+        help_text="The response cache as submitted: true (every item), false (none), null (the route's "
+        "`cache` setting, items at temperature 0). docs/cache.md",
+    )
 
     @extend_schema_field(RequestCountsSerializer)
     def get_request_counts(self, batch: Batch) -> dict[str, int]:

@@ -1,5 +1,5 @@
-"""Batch options: ``priority`` and ``completion_window`` (top-level JSON fields, or query parameters
-for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
+"""Batch options: ``priority``, ``completion_window`` and ``cache`` (top-level JSON fields, or query
+parameters for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,24 @@ class BatchOptions:
     priority: str = BatchPriority.NORMAL
     completion_window: str = ""
     window: timedelta | None = None
+    cache: bool | None = None  # the response cache (docs/cache.md); None: the route's setting decides
+
+
+# a JSONL body's ``cache`` query parameter (text); the JSON body's field is a JSON boolean
+CACHE_WORDS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _cache(value: Any, errors: list[FieldError]) -> bool | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in CACHE_WORDS:
+        return CACHE_WORDS[value.strip().lower()]
+    errors.append(
+        FieldError(None, "cache", f"must be true or false, got {type_name(value)} {str(value)[:40]!r}")
+    )
+    return None
 
 
 def parse_window(value: str) -> timedelta | None:
@@ -55,7 +73,7 @@ def _window(completion_window: Any, errors: list[FieldError]) -> tuple[str, time
     return completion_window, window
 
 
-def batch_options(priority: Any = None, completion_window: Any = None) -> BatchOptions:
+def batch_options(priority: Any = None, completion_window: Any = None, cache: Any = None) -> BatchOptions:
     """Validate the batch options; raise SubmissionError(400) naming each bad field."""
     errors: list[FieldError] = []
     if priority is None or priority == "":
@@ -63,6 +81,9 @@ def batch_options(priority: Any = None, completion_window: Any = None) -> BatchO
     elif priority not in PRIORITIES:
         errors.append(FieldError(None, "priority", f"must be one of {', '.join(PRIORITIES)}"))
     completion_window, window = _window(completion_window, errors)
+    cached = _cache(cache, errors)
     if errors:
         raise SubmissionError(400, errors)
-    return BatchOptions(priority=str(priority), completion_window=completion_window, window=window)
+    return BatchOptions(
+        priority=str(priority), completion_window=completion_window, window=window, cache=cached
+    )

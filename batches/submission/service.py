@@ -100,6 +100,7 @@ def submit_batch(
             priority=options.priority,
             completion_window=options.completion_window,
             expires_at=now + options.window if options.window else None,
+            cache=options.cache,
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
@@ -136,7 +137,8 @@ def submit_body(
     if parsed.item_sizes is not None:  # JSONL: options travel as query parameters
         query = query or {}
         parsed.priority, parsed.completion_window = query.get("priority"), query.get("completion_window")
-    options = batch_options(parsed.priority, parsed.completion_window)
+        parsed.cache = query.get("cache")
+    options = batch_options(parsed.priority, parsed.completion_window, parsed.cache)
     return submit_batch(
         team=team,
         items=parsed.items,

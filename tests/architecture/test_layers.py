@@ -6,6 +6,7 @@ into a function to dodge a circle still fails here).
     gateway_site helpers             env, forksafe, redis, security, commands, admin_tools, errors
     teams                            Team, API keys, budgets and limits
     providers                        providers, routes, live limits, breakers, prices
+    response_cache                   the response cache and in-flight dedup (issue #25): keys, entries, leaders
     batches                          submission, scheduling, execution, results
     interactive                      the interactive lane (/v1/chat/completions, /v1/models) on batches' rules
     openai_api | dashboard           the two surfaces built on batches (they do not import each other)
@@ -30,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"gateway_site.helpers"},
     {"teams"},
     {"providers"},
+    {"response_cache"},
     {"batches"},
     {"interactive"},
     {"openai_api", "dashboard"},
@@ -37,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"gateway_site"},
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "batches", "interactive", "openai_api", "dashboard",
+CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "response_cache", "batches", "interactive", "openai_api", "dashboard",
            "observability", "audit"]  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W] (docs/contract.md §3).
+"""manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W] [--cache|--no-cache] (docs/contract.md §3).
 
 Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
 the batch object (docs/contract.md §4) is printed as JSON on stdout at the end.
@@ -64,6 +64,15 @@ class Command(DatabaseCommand):
             default=None,
             help="Deadline, e.g. 15m, 1h, 24h: items not sent by then end 'expired'.",
         )
+        cache = parser.add_mutually_exclusive_group()
+        cache.add_argument(
+            "--cache", dest="cache", action="store_const", const=True, default=None,
+            help="Answer every item from the response cache when an identical one was answered (docs/cache.md).",
+        )  # fmt: skip
+        cache.add_argument(
+            "--no-cache", dest="cache", action="store_const", const=False,
+            help="Never use the response cache for this batch (default: the route's cache setting).",
+        )  # fmt: skip
         parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
@@ -83,7 +92,7 @@ class Command(DatabaseCommand):
             raise CommandError("--poll: must be a positive number of seconds")
         body = self._read(options["file"])
         try:
-            batch_opts = batch_options(options["priority"], options["completion_window"])
+            batch_opts = batch_options(options["priority"], options["completion_window"], options["cache"])
             parsed = parse_jsonl(body)
             batch = submit_batch(
                 team=team,
