@@ -3,7 +3,8 @@ team's entries, purge expired ones, and the in-flight leaders of dedup (lead / r
 
 Only successful answers are stored (the caller's rule, batches.execution.cache_stage). A key stored
 twice keeps the later answer (``ON CONFLICT (key) DO UPDATE``). The bound is enforced after every store
-by the gateway itself: entries beyond GATEWAY_CACHE_MAX_BYTES, counted from the newest, are deleted."""
+by the gateway itself: entries beyond GATEWAY_CACHE_MAX_BYTES, counted from the newest, are deleted
+(checked once per 1/64 of the bound stored by a process)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def store(entries: Iterable[NewEntry], *, now: dt.datetime | None = None) -> int
         unique_fields=["key"],
         update_fields=["team", "provider", "answer", "bytes", "created_at", "expires_at"],
     )
-    evict_to_bound()
+    evict_to_bound(added=sum(row.bytes for row in rows.values()))
     return len(rows)
 
 
@@ -76,11 +77,24 @@ _EVICT_SQL = (
 )
 
 
-def evict_to_bound(max_bytes: int | None = None) -> int:
-    """Delete the oldest entries until the rest fit in ``max_bytes`` (GATEWAY_CACHE_MAX_BYTES)."""
+# bytes this process stored since it last checked the bound: the SUM over the table is read once per
+# 1/64 of the bound stored (a store of a few rows does not scan every entry), so the cache may exceed
+# the bound by that much between checks
+_unchecked = [0]
+CHECK_FRACTION = 64
+
+
+def evict_to_bound(max_bytes: int | None = None, *, added: int | None = None) -> int:
+    """Delete the oldest entries until the rest fit in ``max_bytes`` (GATEWAY_CACHE_MAX_BYTES).
+    ``added``: bytes just stored; the check is skipped until 1/64 of the bound was added."""
     bound = int(settings.GATEWAY_CACHE_MAX_BYTES if max_bytes is None else max_bytes)
     from .selectors import stored_bytes
 
+    if added is not None:
+        _unchecked[0] += added
+        if _unchecked[0] < bound // CHECK_FRACTION:
+            return 0
+    _unchecked[0] = 0
     if stored_bytes() <= bound:
         return 0
     with connection.cursor() as cursor:

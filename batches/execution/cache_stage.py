@@ -179,10 +179,12 @@ class CacheStage:
         ended: list[str] = []
         served: list[tuple[BatchItem, ItemResult]] = []
         give_back: list[int] = []
+        done: list[int] = []  # forgotten only once everything below has succeeded (a retry redoes it)
         for row, result in pairs:
-            info = self.sent.pop(row.id, None)
+            info = self.sent.get(row.id)
             if info is None:
                 continue
+            done.append(row.id)
             ok = result.status == "succeeded" and result.provider in self.table.providers
             if ok:
                 model = self.table.providers[result.provider].model
@@ -192,9 +194,8 @@ class CacheStage:
                 )  # fmt: skip
                 new.append(services.NewEntry(key, info.team_id, result.provider, answer_of(result)))
             if info.dedup in self.leading:
-                self.leading.discard(info.dedup)
                 ended.append(info.dedup)
-                for follower, _ in self.parked.pop(info.dedup, []):
+                for follower, _ in self.parked.get(info.dedup, []):
                     if ok:
                         served.append((follower, hit_result(follower, result.provider, answer_of(result))))
                     else:
@@ -203,6 +204,11 @@ class CacheStage:
         services.release(ended, self.owner)
         self._serve(served)
         self._give_back(give_back)
+        for row_id in done:
+            self.sent.pop(row_id, None)
+        for key in ended:
+            self.leading.discard(key)
+            self.parked.pop(key, None)
 
     def poll(self) -> None:
         """Renew this owner's leads; answer followers whose leader elsewhere has ended."""
