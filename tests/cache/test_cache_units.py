@@ -191,3 +191,30 @@ def test_submission_stores_cache_from_the_json_body_and_the_jsonl_query(team, ma
     assert batch.cache is False
     batch = submit_body(team=team, body=item, content_type="application/jsonl")
     assert batch.cache is None
+
+
+# ---- the route's setting in the provider file ----
+
+
+def test_the_provider_file_sets_a_routes_cache_and_refuses_a_non_boolean(db):
+    from providers.models import RoutingRule
+    from providers.services import ProviderConfigError, load_provider_config
+
+    provider = {
+        "name": "pf",
+        "base_url": "http://127.0.0.1:9/pf/v1",
+        "model": "m",
+        "rpm": 60,
+        "tpm": 1000,
+        "max_concurrency": 2,
+    }
+    load_provider_config(
+        {"providers": [provider], "routes": [{"route": "r", "provider": "pf", "cache": True}]}
+    )
+    assert RoutingRule.objects.get(route="r").cache is True
+    load_provider_config({"providers": [provider], "routes": [{"route": "r", "provider": "pf"}]})
+    assert RoutingRule.objects.get(route="r").cache is False  # omitted: the default, off
+    with pytest.raises(ProviderConfigError, match="cache"):
+        load_provider_config(
+            {"providers": [provider], "routes": [{"route": "r", "provider": "pf", "cache": "yes"}]}
+        )
