@@ -58,6 +58,9 @@ class Batch(models.Model):
     # Where the batch's end is POSTed as a signed event (webhooks app; "" = the team's default, if any).
     # Checked at submission by batches.submission.webhook_url.
     webhook_url = models.CharField(max_length=2048, blank=True, default="")
+    # The response cache for this batch (docs/contract.md §4, docs/cache.md): True caches every item,
+    # False none, None (not given) leaves it to the route's `cache` setting.
+    cache = models.BooleanField(null=True, blank=True, default=None)
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
@@ -159,6 +162,9 @@ class BatchItem(models.Model):
     # null for kind openai. Shown only on request (results API ``?include=native``), never in /v1 files.
     native_response = models.JSONField(null=True, blank=True)
     retry_extra_tokens = models.PositiveBigIntegerField(default=0)
+    # What served the result (batches.execution.served.ServedBy): realtime, provider_batch or cache (the
+    # response cache or an identical item's answer, issue #25: then attempts 0 and no billed tokens).
+    served_by = models.CharField(max_length=16, default="realtime", db_default="realtime")
     # Per-attempt log: [{"provider", "status_code", "error_type", "latency_ms", "tokens", "at"}]
     attempt_log = models.JSONField(default=list, blank=True)
     # Claim lease: a worker owns a running item until claim_expires_at; a dead worker's items are

@@ -2,7 +2,7 @@
 
 The new batch goes through `batches.submission.submit_batch` like any other submission: every item is
 validated again (a route deleted since fails with a 400 naming it, and nothing is stored), and it keeps
-the original's custom_ids, route or provider, messages and params, priority and completion window.
+the original's custom_ids, route or provider, messages and params, priority, completion window and cache.
 Its metadata is the original's plus ``"retry_of": "<original batch id>"``; a batch is retried at most
 once (retry the retry batch to go again), so a double click does not send the items twice.
 """
@@ -67,7 +67,12 @@ def failed_items_as_submission(batch: Batch) -> list[dict[str, Any]]:
 
 
 def _options_of(batch: Batch) -> BatchOptions:
-    return batch_options(batch.priority, batch.completion_window or None, batch.webhook_url or None)
+    return batch_options(
+        batch.priority,
+        batch.completion_window or None,
+        cache=batch.cache,
+        webhook_url=batch.webhook_url or None,
+    )
 
 
 @transaction.atomic

@@ -31,6 +31,7 @@ RESULT_COLUMNS = (
     "total_tokens",
     "cached_tokens",
     "cache_write_tokens",
+    "served_by",
 )
 # What ``?include=`` may add to each RESULT of the results API (never to /v1 output files): ``native``
 # → ``native_response``, the provider's own answer (null for kind openai, whose answer IS ``response``).

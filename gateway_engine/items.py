@@ -110,6 +110,8 @@ class ItemResult:
     native_response: Any = None
     cached_tokens: int | None = None  # input read from the provider's prompt cache (in prompt_tokens)
     cache_write_tokens: int | None = None  # input written to the prompt cache (in prompt_tokens)
+    # what served it: "realtime" (the engine), "provider_batch", "cache" (set by batches.execution.apply)
+    served_by: str = "realtime"
 
     @property
     def ok(self) -> bool:
@@ -132,6 +134,7 @@ class ItemResult:
             total_tokens=self.total_tokens,
             cached_tokens=self.cached_tokens,
             cache_write_tokens=self.cache_write_tokens,
+            served_by=self.served_by,
         )
 
 

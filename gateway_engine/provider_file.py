@@ -67,6 +67,8 @@ ROUTE_FIELDS: dict[str, FieldSpec] = {
     "priority": FieldSpec(int, default=0, minimum=0, maximum=1000),
     "weight": FieldSpec(int, default=1, minimum=1, maximum=1_000_000),
     "enabled": FieldSpec(bool, default=True),
+    # the response cache for this route's items at temperature 0 (issue #25, docs/cache.md)
+    "cache": FieldSpec(bool, default=False),
 }
 SECRET_FIELDS = frozenset({"api_key"})
 # the file's top level

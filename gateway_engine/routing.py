@@ -92,6 +92,7 @@ class RouteRule:
     priority: int = ROUTE_FIELDS["priority"].default
     weight: int = ROUTE_FIELDS["weight"].default
     enabled: bool = ROUTE_FIELDS["enabled"].default
+    cache: bool = ROUTE_FIELDS["cache"].default  # the response cache at temperature 0 (docs/cache.md)
 
 
 @dataclass(frozen=True)

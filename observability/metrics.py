@@ -64,6 +64,11 @@ items = Counter(
     "Items that reached a final state in the engine, by status and lane (batch items; interactive calls).",
     ["status", "lane"],
 )
+cache_hits = Counter(
+    "gateway_cache_hits",
+    "Batch items answered by the response cache or by an identical item's answer (no call, nothing billed).",
+    ["team"],
+)
 batch_duration = Histogram(
     "gateway_batch_duration_seconds",
     "Wall time of a finished batch, from start to completion.",

@@ -10,8 +10,8 @@ TeamUsageDaily are not touched. Work is done in short transactions of CHUNK item
 purged are skipped, so the command is safe to run repeatedly and concurrently (cron or Celery beat).
 
 The purgers are listed in ``PURGERS``: the items here, the /v1 files in openai_api.retention, the webhook
-delivery log in webhooks.retention
-(observability sits above both apps in the import layers, so it names them). A purger is ``fn(cutoff, dry_run, now)``; ``cutoff`` is
+delivery log in webhooks.retention and the response cache in response_cache.retention (observability
+sits above these apps in the import layers, so it names them). A purger is ``fn(cutoff, dry_run, now)``; ``cutoff`` is
 None when retention is off (days 0), and a purger with nothing to do then returns None (not reported).
 """
 
@@ -27,6 +27,7 @@ from django.utils import timezone
 from batches.models import Batch, BatchItem
 from interactive.retention import purge_calls
 from openai_api.retention import purge_files
+from response_cache.retention import purge_cache
 from webhooks.retention import purge_deliveries
 
 CHUNK = 2000
@@ -69,6 +70,7 @@ PURGERS: dict[str, Purger] = {
     "files": purge_files,
     "interactive_calls": purge_calls,
     "webhook_deliveries": purge_deliveries,
+    "cache_entries": purge_cache,
 }
 
 

@@ -35,8 +35,11 @@ def record_served_results(batch_id: str, team: str, results: Sequence[tuple[Item
 
 def _record(team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
     prices = prices_by_provider()
-    for result, _served_by in results:
+    for result, served_by in results:
         metrics.items.labels(result.status, "batch").inc()
+        if served_by == "cache":  # no call: its usage was billed once, to the call that stored it
+            metrics.cache_hits.labels(team).inc()
+            continue
         prompt, completion = int(result.prompt_tokens or 0), int(result.completion_tokens or 0)
         if prompt:
             metrics.provider_tokens.labels(result.provider, team, "prompt").inc(prompt)

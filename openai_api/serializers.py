@@ -102,6 +102,12 @@ class OpenAIBatchCreateSerializer(serializers.Serializer):
         allow_blank=True,
         help_text="Gateway extension (SDK: extra_body): where a signed event is POSTed when the batch ends.",
     )
+    cache = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Gateway extension: true | false, the response cache for every line (SDK: extra_body; "
+        "docs/cache.md). Omitted: the route's cache setting.",
+    )
 
 
 class OpenAIBatchListQuerySerializer(serializers.Serializer):

@@ -67,6 +67,7 @@ class BatchRequest:
     metadata: Any = None
     priority: Any = None
     webhook_url: Any = None
+    cache: Any = None
 
 
 def _check_metadata(metadata: Any) -> dict[str, str] | None:
@@ -148,7 +149,9 @@ def create_batch(
         )
     metadata = _check_metadata(request.metadata)
     try:
-        options = batch_options(request.priority, request.completion_window, request.webhook_url)
+        options = batch_options(
+            request.priority, request.completion_window, cache=request.cache, webhook_url=request.webhook_url
+        )
     except SubmissionError as exc:
         first = exc.errors[0]
         raise OpenAIError(

@@ -278,8 +278,9 @@ class BatchesView(OpenAIView):
             "Validates the input file and submits it as a native batch (answered `in_progress`). An invalid "
             "file gives a `failed` batch whose `errors` name each bad line; nothing runs. Each line's "
             "`body.model` names a route (or else a provider). `completion_window` is the deadline "
-            "('24h', '1h', '15m', …); `priority` (high|normal|low) and `webhook_url` (a signed event when "
-            "the batch ends, docs/webhooks.md) are gateway extensions."
+            "('24h', '1h', '15m', …); `priority` (high|normal|low), `cache` (true|false: the response "
+            "cache, docs/cache.md) and `webhook_url` (a signed event when the batch ends, docs/webhooks.md) "
+            "are gateway extensions."
         ),
         request=OpenAIBatchCreateSerializer,
         examples=[
@@ -322,6 +323,7 @@ class BatchesView(OpenAIView):
                 metadata=params.get("metadata"),
                 priority=params.get("priority"),
                 webhook_url=params.get("webhook_url"),
+                cache=params.get("cache"),
             ),
         )
         ob = services.refresh_batch(selectors.get_batch_for_team(self.team, ob.id))

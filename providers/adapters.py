@@ -67,6 +67,7 @@ def routing_table_from_models(providers: Iterable, rules: Iterable) -> RoutingTa
                 priority=r.priority,
                 weight=r.weight,
                 enabled=r.enabled,
+                cache=r.cache,
             )
             for r in rules
         ],

@@ -74,7 +74,7 @@ class ProviderForm(forms.ModelForm):
 class RoutingRuleInline(NumberWidthsMixin, BoundedNumbersMixin, admin.TabularInline):
     model = RoutingRule
     extra = 1
-    fields = ["route", "priority", "weight", "enabled"]
+    fields = ["route", "priority", "weight", "enabled", "cache"]
     ordering = ["route", "priority"]
 
 
@@ -233,8 +233,8 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
 
 @admin.register(RoutingRule)
 class RoutingRuleAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
-    list_display = ["route", "provider", "priority", "weight", "enabled"]
-    list_editable = ["priority", "weight", "enabled"]
+    list_display = ["route", "provider", "priority", "weight", "enabled", "cache"]
+    list_editable = ["priority", "weight", "enabled", "cache"]
     list_filter = ["route", "enabled", "provider"]
     search_fields = ["route", "provider__name"]
     list_select_related = ["provider"]

@@ -300,6 +300,11 @@ class RoutingRule(models.Model):
         help_text="Traffic share among rules of equal priority.",
     )
     enabled = models.BooleanField(default=_R["enabled"].default)
+    cache = models.BooleanField(
+        default=_R["cache"].default,
+        help_text="Answer this route's items at temperature 0 from the response cache (docs/cache.md); "
+        "the route's cache is on when any of its enabled rules says so. A batch's own `cache` field wins.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -106,6 +106,11 @@ class ResultSerializer(serializers.Serializer):
     )
     error = ResultErrorSerializer(allow_null=True)
     usage = ResultUsageSerializer(allow_null=True)
+    served_by = serializers.ChoiceField(
+        choices=["realtime", "provider_batch", "cache"],
+        help_text="What served the item: realtime (sent by the engine), provider_batch (a provider's batch "
+        "API) or cache (the response cache or an identical item's answer: attempts 0, nothing billed).",
+    )
     native_response = serializers.JSONField(
         required=False,
         allow_null=True,

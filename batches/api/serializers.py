@@ -201,6 +201,9 @@ class StatsSerializer(serializers.Serializer):
     total_elapsed_ms = serializers.IntegerField()
     providers = serializers.DictField(child=ProviderStatsSerializer(), help_text="Keyed by provider name.")
     token_usage = TokenUsageSerializer()
+    cache_hits = serializers.IntegerField(
+        help_text="Items answered by the response cache or by an identical item's answer (no call, nothing billed)."
+    )
 
 
 def zero_stats(batch: Batch) -> dict[str, Any]:
@@ -218,6 +221,7 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
             "cached_tokens": 0,
             "cache_write_tokens": 0,
         },
+        "cache_hits": 0,
     }
 
 
@@ -242,6 +246,11 @@ class BatchSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(allow_null=True)
     webhook_url = serializers.CharField(
         allow_null=True, help_text="As submitted; null = none (the team's default URL, if any, is used)."
+    )
+    cache = serializers.BooleanField(
+        allow_null=True,
+        help_text="The response cache as submitted: true (every item), false (none), null (the route's "
+        "`cache` setting, items at temperature 0). docs/cache.md",
     )
 
     @extend_schema_field(RequestCountsSerializer)

@@ -7,7 +7,8 @@ twice is written once. Then, only for the rows it actually wrote and only for wh
 already account (``Served.accounted_by_engine``), after the write commits:
 
 * the team's budget ledger is charged the reported usage (providers.limits.budgets ``charge_budget``;
-  the same tokens the database re-seed counts: total_tokens + retry_extra_tokens);
+  the same tokens the database re-seed counts: total_tokens + retry_extra_tokens), except for answers
+  served by the cache, which bill nothing (``Served.billed``);
 * the item and token metrics are recorded through the hook observability installs
   (batches.execution.observers ``record_served``);
 * the batch is finalized if that was its last open item (stats and TeamUsageDaily come from the
@@ -51,7 +52,7 @@ def apply_results(batch_id: str, entries: Sequence[Served], owner: str) -> Appli
     """Store the finished items of one batch that ``owner`` still claims, and account the ones served
     outside the engine (see the module docstring). Idempotent per item and attempt: a row is written
     only while it runs under ``owner``'s claim, and only written rows are accounted."""
-    written = write_rows(batch_id, [(s.item, s.result) for s in entries], owner)
+    written = write_rows(batch_id, [(s.item, s.stored_result) for s in entries], owner)
     outside = _outside_engine(entries, written)
     if outside:
         transaction.on_commit(functools.partial(_account, str(batch_id), outside))
@@ -87,7 +88,7 @@ def _account(batch_id: str, outside: list[Served]) -> None:
     if batch is None:
         return
     try:
-        charge_budget(batch.team, sum(used_tokens(s.result) for s in outside))
+        charge_budget(batch.team, sum(used_tokens(s.result) for s in outside if s.billed))
     except (QuotaStoreUnavailable, *REDIS_ERRORS) as exc:
         # the ledger undercounts until it is re-seeded from the database (which holds these rows)
         log.warning("batch %s: budget ledger not charged for %d results: %s", batch_id, len(outside), exc)

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from gateway_engine.retry import ErrorType
 
@@ -265,3 +266,14 @@ def expire_unsent(batch_id: str) -> int:
         "deadline passed before the item was sent",
         "expired_count",
     )
+
+
+def mark_running(batch_id: str) -> bool:
+    """A queued batch whose first items were claimed becomes running (started_at, ``batch_started``)."""
+    if not Batch.objects.filter(id=batch_id, status=BatchStatus.QUEUED).update(
+        status=BatchStatus.RUNNING, started_at=timezone.now()
+    ):
+        return False
+    started = Batch.objects.filter(id=batch_id).only("id", "team_id", "total_count", "priority")
+    signals.batch_started.send(sender=Batch, batch=started.first())
+    return True

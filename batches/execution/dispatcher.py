@@ -33,9 +33,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
-from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
 from batches.scheduling.prefix import PrefixGrouping
@@ -44,12 +42,14 @@ from gateway_engine.redis_errors import REDIS_ERRORS
 
 from . import shutdown
 from .apply import apply_results
+from .cache_stage import CacheStage
 from .claims import (
     ACTIVE_BATCH_STATUSES,
     cancel_claimable,
     cancelled_with_unsent,
     claim_queued,
     expire_unsent,
+    mark_running,
     overdue_batches,
     queue_filter,
     release_claims,
@@ -172,6 +172,7 @@ class DispatchSlice:
     def _run(self) -> SliceReport:
         table = ride_through("load providers", load_routing_table)
         self.table = table
+        self.cache = CacheStage(table, self.owner)  # the response cache and in-flight dedup (docs/cache.md)
         self.clock = fair_clock()
         self.feed, self.control = ItemFeed(), RunControl()
         engine = EngineThread(
@@ -212,7 +213,7 @@ class DispatchSlice:
                         )
                         next_refresh = now + WORK_REFRESH_SECONDS
                     ride_through("claim", self.fill, errors=REDIS_ERRORS)
-                    if not self.work and not sum(self.outstanding.values()):
+                    if not self.work and not sum(self.outstanding.values()) and not self.cache.waiting:
                         closing = True  # nothing queued, nothing in flight: this slice is done
                         self.feed.close()
                 entries = engine.collect(0.05)
@@ -304,6 +305,10 @@ class DispatchSlice:
                 del self.work[provider]
 
     def hand_over(self, provider: str, rows: list[BatchItem], cands: dict[str, BatchCandidate]) -> None:
+        for bid in {str(row.batch_id) for row in rows} - self.started:
+            self.started.add(bid)
+            mark_running(bid)
+        rows = self.cache.divert(rows)  # cache hits stored, identical items wait for their leader
         items = []
         for row in rows:
             bid = str(row.batch_id)
@@ -313,13 +318,6 @@ class DispatchSlice:
             self.queue_of.append(provider)
             items.append(work_item(row, deadline=deadline, team=cand.team_name if cand else ""))
             self.active.add(bid)
-            if bid not in self.started:
-                self.started.add(bid)
-                if Batch.objects.filter(id=bid, status=BatchStatus.QUEUED).update(
-                    status=BatchStatus.RUNNING, started_at=timezone.now()
-                ):
-                    started = Batch.objects.filter(id=bid).only("id", "team_id", "total_count", "priority")
-                    signals.batch_started.send(sender=Batch, batch=started.first())
         self.outstanding[provider] += len(rows)
         self.report.claimed += len(rows)
         self.feed.put(items)
@@ -352,6 +350,7 @@ class DispatchSlice:
         for index, _, _ in entries:
             self.outstanding[self.queue_of[index]] -= 1
         self.touched.update(by_batch)
+        self.cache.after_store([(self.rows[i], r) for i, r, _ in entries])
 
     # -- periodic --
 
@@ -368,6 +367,7 @@ class DispatchSlice:
 
     def housekeeping(self) -> None:
         """Expire overdue batches' pending items in bulk; finalize batches that may be done."""
+        self.cache.poll()
         for bid in overdue_batches():
             expire_unsent(bid)
             self.touched.add(bid)

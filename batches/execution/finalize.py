@@ -28,6 +28,8 @@ PROGRESS_SNAPSHOT_MAX_ITEMS = 20_000
 FINISHED_STATUSES = (BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED)
 
 
+# An item answered by the response cache (or by an identical item's answer): ``cache_hits`` in the stats
+CACHE_HIT = "cache"
 # The prompt-cache counts of the stats (parts of prompt_tokens), per provider and in token_usage.
 CACHE_KEYS = ("cached_tokens", "cache_write_tokens")
 
@@ -36,13 +38,25 @@ def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
     builder = StatsBuilder()
     rows = (
         BatchItem.objects.filter(batch_id=batch.id)
-        .values_list("status", "provider", "attempt_log", "prompt_tokens", "completion_tokens", *CACHE_KEYS)
+        .values_list(
+            "status",
+            "provider",
+            "attempt_log",
+            "prompt_tokens",
+            "completion_tokens",
+            *CACHE_KEYS,
+            "served_by",
+        )
         .iterator(chunk_size=2000)
     )
-    total = 0
+    total = hits = 0
     cache: dict[str, list[int]] = {}  # provider → [cached, cache_write] of the answers it gave
-    for status, provider, attempt_log, prompt, completion, cached, cache_write in rows:
+    for status, provider, attempt_log, prompt, completion, cached, cache_write, served_by in rows:
         total += 1
+        if served_by == CACHE_HIT:  # no call, nothing billed: counted as a hit, no provider's tokens
+            hits += 1
+            builder.add_item(status, attempt_log)
+            continue
         builder.add_item(
             status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
         )
@@ -51,6 +65,7 @@ def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
             counts[0] += cached or 0
             counts[1] += cache_write or 0
     stats = with_cache_tokens(builder.build(str(batch.id), batch.total_count or total, elapsed_ms), cache)
+    stats["cache_hits"] = hits
     return add_stats_costs(stats, prices_by_provider()), builder
 
 

@@ -89,7 +89,7 @@ _VALUE_COLUMNS = (
     ("error_status_code", "smallint"), ("error_message", "text"), ("prompt_tokens", "bigint"),
     ("completion_tokens", "bigint"), ("total_tokens", "bigint"), ("retry_extra_tokens", "bigint"),
     ("attempt_log", "jsonb"), ("native_response", "jsonb"), ("cached_tokens", "bigint"),
-    ("cache_write_tokens", "bigint"),
+    ("cache_write_tokens", "bigint"), ("served_by", "varchar"),
 )  # fmt: skip
 # what the other databases' bulk_update writes: the same columns, and the claim cleared
 RESULT_FIELDS = [name for name, _ in _VALUE_COLUMNS[1:]] + ["claimed_by", "claim_expires_at", "finished_at"]

@@ -25,6 +25,7 @@ from batches.models import Batch, BatchItem, BatchStatus
 from gateway_engine import CrossProviderBatcher, ItemResult, RunControl
 
 from .apply import apply_results
+from .cache_stage import CacheStage
 from .claims import cancel_claimable, claim_items, release_claims, renew_claims
 from .common import log, new_owner
 from .engine_wiring import build_batcher, load_routing_table, work_item
@@ -154,8 +155,11 @@ def run_claimed(
     batch = Batch.objects.filter(id=batch_id).select_related("team").only("expires_at", "team__name").first()
     deadline = batch.expires_at.timestamp() if batch is not None and batch.expires_at else None
     team = batch.team.name if batch is not None else ""
+    batcher = batcher or build_batcher(batch_id, owner=owner)
+    cache = CacheStage(batcher.table, owner, dedup=False)  # cache hits stored here (docs/cache.md)
+    items = cache.divert(items)
     engine = EngineThread(
-        batcher or build_batcher(batch_id, owner=owner),
+        batcher,
         [work_item(i, deadline=deadline, team=team) for i in items],
         name=f"engine-{batch_id}",
         batch_id=str(batch_id),
@@ -176,6 +180,7 @@ def run_claimed(
                     applied = apply_results(batch_id, as_served(done), owner)
                     report.written += applied.written
                     report.dropped += applied.dropped
+                    cache.after_store(done)
                 except BaseException as exc:  # stop the engine; the claims expire and others retry
                     log.exception("batch %s: could not store %d results", batch_id, len(entries))
                     write_error = error = exc
@@ -192,6 +197,7 @@ def run_claimed(
     if released:
         release_claims(owner, released)
     engine.thread.join()
+    report.written += cache.hits
     if write_error is not None:
         raise write_error
     if engine.error is not None:

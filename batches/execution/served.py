@@ -10,7 +10,7 @@ served outside the engine: the writer accounts their usage itself.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,19 @@ class Served:
     def accounted_by_engine(self) -> bool:
         """True when the engine already counted the budget and the metrics of this result."""
         return self.served_by == ServedBy.REALTIME
+
+    @property
+    def billed(self) -> bool:
+        """False for a cache hit (or an identical item's answer): it cost no provider call, so its usage
+        is shown in the RESULT but charged to no budget, usage row or cost (docs/cache.md)."""
+        return self.served_by != ServedBy.CACHE
+
+    @property
+    def stored_result(self) -> ItemResult:
+        """The result as the row stores it: ``served_by`` says what served it."""
+        if self.result.served_by == self.served_by:
+            return self.result
+        return replace(self.result, served_by=str(self.served_by))
 
 
 def as_served(

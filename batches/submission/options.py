@@ -1,4 +1,4 @@
-"""Batch options: ``priority``, ``completion_window`` and ``webhook_url`` (top-level JSON fields, or query
+"""Batch options: ``priority``, ``completion_window``, ``cache`` and ``webhook_url`` (top-level JSON fields, or query
 parameters for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
 
 from __future__ import annotations
@@ -28,6 +28,24 @@ class BatchOptions:
     completion_window: str = ""
     window: timedelta | None = None
     webhook_url: str = ""  # "" = none given (the team's default URL, if any, is used at the batch's end)
+    cache: bool | None = None  # the response cache (docs/cache.md); None: the route's setting decides
+
+
+# a JSONL body's ``cache`` query parameter (text); the JSON body's field is a JSON boolean
+CACHE_WORDS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _cache(value: Any, errors: list[FieldError]) -> bool | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in CACHE_WORDS:
+        return CACHE_WORDS[value.strip().lower()]
+    errors.append(
+        FieldError(None, "cache", f"must be true or false, got {type_name(value)} {str(value)[:40]!r}")
+    )
+    return None
 
 
 def parse_window(value: str) -> timedelta | None:
@@ -73,8 +91,9 @@ def _webhook_url(value: Any, allow_private: bool | None, errors: list[FieldError
 def batch_options(
     priority: Any = None,
     completion_window: Any = None,
-    webhook_url: Any = None,
     *,
+    cache: Any = None,
+    webhook_url: Any = None,
     allow_private_webhooks: bool | None = None,
 ) -> BatchOptions:
     """Validate the batch options; raise SubmissionError(400) naming each bad field. Private webhook
@@ -85,9 +104,14 @@ def batch_options(
     elif priority not in PRIORITIES:
         errors.append(FieldError(None, "priority", f"must be one of {', '.join(PRIORITIES)}"))
     completion_window, window = _window(completion_window, errors)
+    cached = _cache(cache, errors)
     url = _webhook_url(webhook_url, allow_private_webhooks, errors)
     if errors:
         raise SubmissionError(400, errors)
     return BatchOptions(
-        priority=str(priority), completion_window=completion_window, window=window, webhook_url=url
+        priority=str(priority),
+        completion_window=completion_window,
+        window=window,
+        cache=cached,
+        webhook_url=url,
     )

@@ -101,6 +101,7 @@ def submit_batch(
             completion_window=options.completion_window,
             webhook_url=options.webhook_url,
             expires_at=now + options.window if options.window else None,
+            cache=options.cache,
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
@@ -138,7 +139,10 @@ def submit_body(
         query = query or {}
         parsed.priority, parsed.completion_window = query.get("priority"), query.get("completion_window")
         parsed.webhook_url = query.get("webhook_url")
-    options = batch_options(parsed.priority, parsed.completion_window, parsed.webhook_url)
+        parsed.cache = query.get("cache")
+    options = batch_options(
+        parsed.priority, parsed.completion_window, cache=parsed.cache, webhook_url=parsed.webhook_url
+    )
     return submit_batch(
         team=team,
         items=parsed.items,

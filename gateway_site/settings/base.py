@@ -270,6 +270,7 @@ INSTALLED_APPS = [
     "audit",
     "interactive",  # /v1/chat/completions and /v1/models (issue #22)
     "webhooks",  # signed events when a batch ends (issue #26)
+    "response_cache",  # the response cache and in-flight dedup (issue #25)
     "axes",  # admin login lockout (#29)
     "csp",
 ]
@@ -418,6 +419,12 @@ GATEWAY_METRICS_ENABLED = env_bool("GATEWAY_METRICS_ENABLED", True)
 # Retention (manage.py purge_old_data): prompts, responses and uploaded files of batches finished more
 # than this many days ago are deleted; batch stats and usage are kept. 0 = keep forever.
 GATEWAY_RETENTION_DAYS = env_int("GATEWAY_RETENTION_DAYS", 0, minimum=0)
+# The response cache and in-flight dedup (issue #25, docs/cache.md): how long a stored answer is served,
+# the most bytes of answers kept (oldest evicted first by the gateway, never by Redis), and whether teams
+# share entries (off: a team only ever sees the answers it paid for).
+GATEWAY_CACHE_TTL_SECONDS = env_int("GATEWAY_CACHE_TTL_SECONDS", 86_400, minimum=1, maximum=365 * 86_400)
+GATEWAY_CACHE_MAX_BYTES = env_int("GATEWAY_CACHE_MAX_BYTES", 1024**3, minimum=1024, maximum=1024**4)
+GATEWAY_CACHE_SHARED_ACROSS_TEAMS = env_bool("GATEWAY_CACHE_SHARED_ACROSS_TEAMS", False)
 
 # Team limits and live config (docs/quota.md)
 # Seconds of refill taken off every bucket's burst capacity (never off the rate), so requests that reach

@@ -54,9 +54,11 @@ def test_json_submission_stores_batch_and_normalized_items(client, routes, api_k
         "completion_window",
         "expires_at",
         "webhook_url",  # issue #26 (docs/contract.md §4): null when none was given
+        "cache",
     }
     assert data["priority"] == "normal" and data["completion_window"] is None and data["expires_at"] is None
     assert data["webhook_url"] is None
+    assert data["cache"] is None  # not given: the route's cache setting decides (docs/cache.md)
     assert data["status"] == "queued"
     assert data["request_counts"] == {"total": 2, "completed": 0, "failed": 0, "cancelled": 0, "expired": 0}
     assert data["metadata"] == {"source": "test"}

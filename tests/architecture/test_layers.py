@@ -6,6 +6,7 @@ into a function to dodge a circle still fails here).
     gateway_site helpers             env, forksafe, redis, security, commands, admin_tools, errors
     teams                            Team, API keys, budgets and limits
     providers                        providers, routes, live limits, breakers, prices
+    response_cache                   the response cache and in-flight dedup (issue #25): keys, entries, leaders
     batches                          submission, scheduling, execution, results
     interactive | webhooks           the interactive lane (/v1/chat/completions, /v1/models) on batches' rules;
                                      signed events when a batch ends (listens to batches.signals)
@@ -31,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"gateway_site.helpers"},
     {"teams"},
     {"providers"},
+    {"response_cache"},
     {"batches"},
     {"interactive", "webhooks"},
     {"openai_api", "dashboard"},
@@ -38,8 +40,8 @@ LAYERS: list[set[str]] = [
     {"gateway_site"},
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "batches", "interactive", "webhooks", "openai_api",
-           "dashboard", "observability", "audit"]  # fmt: skip
+CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "response_cache", "batches", "interactive", "webhooks",
+           "openai_api", "dashboard", "observability", "audit"]  # fmt: skip
 
 
 def unit_of(module: str) -> str | None:

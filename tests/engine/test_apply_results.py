@@ -61,7 +61,7 @@ def budgeted(team, redis_sync, make_provider):
     return team
 
 
-def test_a_cache_served_result_is_written_counted_finalized_charged_and_measured_once(budgeted):
+def test_a_cache_served_result_is_written_counted_finalized_once_and_bills_nothing(budgeted):
     batch = make_batch(budgeted, [q("c", provider=PROVIDER)])
     (item,) = claim_items(str(batch.id), owner=OWNER)
     before = measured()
@@ -78,15 +78,19 @@ def test_a_cache_served_result_is_written_counted_finalized_charged_and_measured
     batch.refresh_from_db()
     assert (batch.completed_count, batch.status) == (1, BatchStatus.COMPLETED)
     assert batch.completed_at is not None  # its last item: finalized by the writer
-    assert used(budgeted) == [10, 10]
+    assert row.served_by == "cache" and batch.stats["cache_hits"] == 1
+    # a cache hit made no call: its usage stays in the RESULT, but no budget, usage or token metric
+    # counts it (docs/cache.md); the item itself is counted
+    assert used(budgeted) == [0, 0]
+    assert batch.stats["token_usage"]["prompt_tokens"] == 0 and batch.stats["providers"] == {}
     after = measured()
-    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 3, 7]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 0, 0]
 
     # the same item's same result again: not written, nothing counted twice
     assert apply_result(item, answer("c"), ServedBy.CACHE, OWNER) == Applied(written=0, dropped=1)
     batch.refresh_from_db()
     assert batch.completed_count == 1
-    assert used(budgeted) == [10, 10]
+    assert used(budgeted) == [0, 0]
     assert measured() == after
 
 

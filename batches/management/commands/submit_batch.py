@@ -1,5 +1,5 @@
 """manage.py submit_batch FILE.jsonl --team NAME [--wait] [--priority P] [--completion-window W]
-[--webhook-url URL] (docs/contract.md §3).
+[--cache|--no-cache] [--webhook-url URL] (docs/contract.md §3).
 
 Uses the same submission service as the REST API (no HTTP). Progress and messages go to stderr;
 the batch object (docs/contract.md §4) is printed as JSON on stdout at the end.
@@ -65,6 +65,15 @@ class Command(DatabaseCommand):
             default=None,
             help="Deadline, e.g. 15m, 1h, 24h: items not sent by then end 'expired'.",
         )
+        cache = parser.add_mutually_exclusive_group()
+        cache.add_argument(
+            "--cache", dest="cache", action="store_const", const=True, default=None,
+            help="Answer every item from the response cache when an identical one was answered (docs/cache.md).",
+        )  # fmt: skip
+        cache.add_argument(
+            "--no-cache", dest="cache", action="store_const", const=False,
+            help="Never use the response cache for this batch (default: the route's cache setting).",
+        )  # fmt: skip
         parser.add_argument(
             "--webhook-url",
             default=None,
@@ -90,7 +99,10 @@ class Command(DatabaseCommand):
         body = self._read(options["file"])
         try:
             batch_opts = batch_options(
-                options["priority"], options["completion_window"], options["webhook_url"]
+                options["priority"],
+                options["completion_window"],
+                cache=options["cache"],
+                webhook_url=options["webhook_url"],
             )
             parsed = parse_jsonl(body)
             batch = submit_batch(
