@@ -33,6 +33,21 @@ class BatchPriority(models.TextChoices):
     LOW = "low"
 
 
+class ProviderBatchMode(models.TextChoices):
+    AUTO = "auto"
+    NEVER = "never"
+    ALWAYS = "always"
+
+
+class ServedVia(models.TextChoices):
+    """The path an item takes: the real-time dispatcher ("") or its provider's batch API. Claims for
+    real time take only REALTIME items (batches.execution.claims); the provider-batch route
+    (provider_batches) sets an item back to REALTIME when real time must finish it."""
+
+    REALTIME = "", "realtime"
+    PROVIDER_BATCH = "provider_batch", "provider batch"
+
+
 # The lanes' service order is batches.scheduling.fair.LANE_RANK (high 0 first), the one priority rank.
 
 
@@ -55,6 +70,10 @@ class Batch(models.Model):
         help_text="Deadline as given, e.g. '15m', '24h'; counted from created_at.",
     )
     expires_at = models.DateTimeField(null=True, blank=True)
+    # whether items may go through their provider's own batch API (docs/provider_batches.md)
+    provider_batch = models.CharField(
+        max_length=8, choices=ProviderBatchMode.choices, default=ProviderBatchMode.AUTO
+    )
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
@@ -127,6 +146,7 @@ class BatchItem(models.Model):
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
+    served_via = models.CharField(max_length=16, choices=ServedVia.choices, blank=True, default=ServedVia.REALTIME)
     provider = models.CharField(
         max_length=64, blank=True, default="", help_text="Provider that answered last."
     )

@@ -67,7 +67,7 @@ def failed_items_as_submission(batch: Batch) -> list[dict[str, Any]]:
 
 
 def _options_of(batch: Batch) -> BatchOptions:
-    return batch_options(batch.priority, batch.completion_window or None)
+    return batch_options(batch.priority, batch.completion_window or None, batch.provider_batch)
 
 
 @transaction.atomic

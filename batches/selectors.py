@@ -19,6 +19,7 @@ RESULT_COLUMNS = (
     "seq",
     "custom_id",
     "status",
+    "served_via",
     "provider",
     "attempts",
     "latency_ms",
@@ -81,8 +82,10 @@ def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
     NATIVE_COLUMN and the RESULT gains ``native_response`` (``?include=native``)."""
     if native:
         *row, native_response = row
-    _seq, custom_id, status, *values = row
-    result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
+    _seq, custom_id, status, served_via, *values = row
+    result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[4:], values, strict=True)))
+    # how the item was served (docs/contract.md §4): its provider's batch API, or real time
+    result["served_by"] = "provider_batch" if served_via == "provider_batch" else "realtime"
     if native:
         result["native_response"] = native_response
     return result

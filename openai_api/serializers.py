@@ -96,6 +96,12 @@ class OpenAIBatchCreateSerializer(serializers.Serializer):
     priority = serializers.CharField(
         required=False, allow_null=True, help_text="Gateway extension: high | normal | low (SDK: extra_body)."
     )
+    provider_batch = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="Gateway extension: auto (default) | never | always — whether items may go through "
+        "their provider's own batch API (SDK: extra_body; docs/provider_batches.md).",
+    )
 
 
 class OpenAIBatchListQuerySerializer(serializers.Serializer):

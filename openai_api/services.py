@@ -66,6 +66,7 @@ class BatchRequest:
     completion_window: Any
     metadata: Any = None
     priority: Any = None
+    provider_batch: Any = None
 
 
 def _check_metadata(metadata: Any) -> dict[str, str] | None:
@@ -147,7 +148,7 @@ def create_batch(
         )
     metadata = _check_metadata(request.metadata)
     try:
-        options = batch_options(request.priority, request.completion_window)
+        options = batch_options(request.priority, request.completion_window, request.provider_batch)
     except SubmissionError as exc:
         first = exc.errors[0]
         raise OpenAIError(

@@ -320,6 +320,7 @@ class BatchesView(OpenAIView):
                 completion_window=params["completion_window"],
                 metadata=params.get("metadata"),
                 priority=params.get("priority"),
+                provider_batch=params.get("provider_batch"),
             ),
         )
         ob = services.refresh_batch(selectors.get_batch_for_team(self.team, ob.id))

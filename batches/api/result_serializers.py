@@ -106,6 +106,10 @@ class ResultSerializer(serializers.Serializer):
     )
     error = ResultErrorSerializer(allow_null=True)
     usage = ResultUsageSerializer(allow_null=True)
+    served_by = serializers.ChoiceField(
+        choices=["realtime", "provider_batch", "cache"],
+        help_text="How the item was served: in real time, or through its provider's own batch API.",
+    )
     native_response = serializers.JSONField(
         required=False,
         allow_null=True,

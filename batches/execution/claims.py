@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, ServedVia
 from gateway_engine.retry import ErrorType
 
 from . import journal
@@ -31,6 +31,9 @@ CLAIM_FIELDS = (
     "started_at",
 )
 ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
+# real-time claims take only items on the real-time path: an item bound for its provider's batch API
+# (``served_via=provider_batch``) is the provider-batch route's (provider_batches) until it sets it back
+REALTIME_PATH = Q(served_via=ServedVia.REALTIME)
 
 
 def claim_items(
@@ -47,7 +50,7 @@ def claim_items(
     now = timezone.now()
     claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
     with transaction.atomic():
-        qs = BatchItem.objects.filter(claimable, batch_id=batch_id)
+        qs = BatchItem.objects.filter(claimable, REALTIME_PATH, batch_id=batch_id)
         if seq_from is not None:
             qs = qs.filter(seq__gte=seq_from)
         if seq_to is not None:
@@ -88,7 +91,7 @@ def claim_queued(
         now = timezone.now()
         with transaction.atomic():
             qs = (
-                BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.PENDING)
+                BatchItem.objects.filter(where, REALTIME_PATH, batch_id=batch_id, status=ItemStatus.PENDING)
                 .order_by("seq")
                 .select_for_update(skip_locked=True, of=("self",))
                 .only(*CLAIM_FIELDS)

@@ -44,6 +44,7 @@ from gateway_engine.redis_errors import REDIS_ERRORS
 from . import shutdown
 from .apply import apply_results
 from .claims import (
+    REALTIME_PATH,
     ACTIVE_BATCH_STATUSES,
     cancel_claimable,
     cancelled_with_unsent,
@@ -85,7 +86,7 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
     flags = {
         f"q{i}": Exists(
             BatchItem.objects.filter(
-                queue_filter(name, names), batch=OuterRef("pk"), status=ItemStatus.PENDING
+                queue_filter(name, names), REALTIME_PATH, batch=OuterRef("pk"), status=ItemStatus.PENDING
             )
         )
         for i, name in enumerate(names)
@@ -117,7 +118,10 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
 def work_remains() -> bool:
     """Any pending item in an unfinished batch (what dispatchers exist for)."""
     return BatchItem.objects.filter(
-        status=ItemStatus.PENDING, batch__status__in=ACTIVE_BATCH_STATUSES, batch__completed_at__isnull=True
+        REALTIME_PATH,
+        status=ItemStatus.PENDING,
+        batch__status__in=ACTIVE_BATCH_STATUSES,
+        batch__completed_at__isnull=True,
     ).exists()
 
 

@@ -1,4 +1,4 @@
-"""Batch options: ``priority`` and ``completion_window`` (top-level JSON fields, or query parameters
+"""Batch options: ``priority``, ``completion_window`` and ``provider_batch`` (top-level JSON fields, or query parameters
 for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ..models import BatchPriority
+from ..models import BatchPriority, ProviderBatchMode
 from .errors import FieldError, SubmissionError
 from .json_values import type_name
 
 PRIORITIES = tuple(p.value for p in BatchPriority)
+PROVIDER_BATCH_MODES = tuple(m.value for m in ProviderBatchMode)
 COMPLETION_WINDOW_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_COMPLETION_WINDOW = timedelta(seconds=10)
@@ -24,6 +25,7 @@ class BatchOptions:
     priority: str = BatchPriority.NORMAL
     completion_window: str = ""
     window: timedelta | None = None
+    provider_batch: str = "auto"
 
 
 def parse_window(value: str) -> timedelta | None:
@@ -55,7 +57,9 @@ def _window(completion_window: Any, errors: list[FieldError]) -> tuple[str, time
     return completion_window, window
 
 
-def batch_options(priority: Any = None, completion_window: Any = None) -> BatchOptions:
+def batch_options(
+    priority: Any = None, completion_window: Any = None, provider_batch: Any = None
+) -> BatchOptions:
     """Validate the batch options; raise SubmissionError(400) naming each bad field."""
     errors: list[FieldError] = []
     if priority is None or priority == "":
@@ -63,6 +67,15 @@ def batch_options(priority: Any = None, completion_window: Any = None) -> BatchO
     elif priority not in PRIORITIES:
         errors.append(FieldError(None, "priority", f"must be one of {', '.join(PRIORITIES)}"))
     completion_window, window = _window(completion_window, errors)
+    if provider_batch is None or provider_batch == "":
+        provider_batch = ProviderBatchMode.AUTO.value
+    elif provider_batch not in PROVIDER_BATCH_MODES:
+        errors.append(FieldError(None, "provider_batch", f"must be one of {', '.join(PROVIDER_BATCH_MODES)}"))
     if errors:
         raise SubmissionError(400, errors)
-    return BatchOptions(priority=str(priority), completion_window=completion_window, window=window)
+    return BatchOptions(
+        priority=str(priority),
+        completion_window=completion_window,
+        window=window,
+        provider_batch=str(provider_batch),
+    )

@@ -28,6 +28,7 @@ from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
 from .parsing import parse_body
+from .provider_batch import check_provider_batch
 from .reach import Reach
 from .storage import insert_items
 from .targets import KnownTargets
@@ -87,6 +88,7 @@ def submit_batch(
     options = options or BatchOptions()
     targets, table = load_targets()
     valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets)
+    check_provider_batch(options, valid, targets.reach)
     check_budget(team, valid)
     with transaction.atomic():
         queue_limits.check(team, len(valid))  # locks the team's row until this commits
@@ -100,10 +102,11 @@ def submit_batch(
             priority=options.priority,
             completion_window=options.completion_window,
             expires_at=now + options.window if options.window else None,
+            provider_batch=options.provider_batch,
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
-        insert_items(batch, valid, table)
+        insert_items(batch, valid, table, options)
         batch_id = str(batch.id)
         transaction.on_commit(lambda: enqueue.enqueue_start(batch_id))
     return batch
@@ -136,7 +139,8 @@ def submit_body(
     if parsed.item_sizes is not None:  # JSONL: options travel as query parameters
         query = query or {}
         parsed.priority, parsed.completion_window = query.get("priority"), query.get("completion_window")
-    options = batch_options(parsed.priority, parsed.completion_window)
+        parsed.provider_batch = query.get("provider_batch")
+    options = batch_options(parsed.priority, parsed.completion_window, parsed.provider_batch)
     return submit_batch(
         team=team,
         items=parsed.items,

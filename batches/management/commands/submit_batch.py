@@ -65,6 +65,12 @@ class Command(DatabaseCommand):
             help="Deadline, e.g. 15m, 1h, 24h: items not sent by then end 'expired'.",
         )
         parser.add_argument(
+            "--provider-batch",
+            default=None,
+            choices=("auto", "never", "always"),
+            help="Whether items may go through their provider's own batch API (default auto).",
+        )
+        parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
         parser.add_argument(
@@ -83,7 +89,9 @@ class Command(DatabaseCommand):
             raise CommandError("--poll: must be a positive number of seconds")
         body = self._read(options["file"])
         try:
-            batch_opts = batch_options(options["priority"], options["completion_window"])
+            batch_opts = batch_options(
+                options["priority"], options["completion_window"], options["provider_batch"]
+            )
             parsed = parse_jsonl(body)
             batch = submit_batch(
                 team=team,
