@@ -27,7 +27,9 @@ class BatchApiClient(Protocol):
         by ``batch_max_bytes`` with it."""
         ...
 
-    async def create(self, chunk_id: str, lines: Sequence[BatchLine], window: str = DEFAULT_WINDOW) -> RemoteBatch:
+    async def create(
+        self, chunk_id: str, lines: Sequence[BatchLine], window: str = DEFAULT_WINDOW
+    ) -> RemoteBatch:
         """Create one provider batch of ``lines``, tagged with ``chunk_id`` (OpenAI/Azure: the file name
         ``{chunk_id}.jsonl`` and ``metadata.gateway_chunk``)."""
         ...
