@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sim.batch_config import BATCH_KEYS, BatchConfig, parse_batch
 from sim.kind_config import ALL_KIND_KEYS, COMMON_KIND_KEYS, ConfigError, KindConfig, parse_kind, window
 from sim.kind_config import WindowConfig as OutageConfig
 from sim.kind_config import number as _num
@@ -64,6 +65,7 @@ class ProviderConfig:
     chunk_delay_ms: float = 0.0
     stream_error_after: int | None = None
     stream_cut_after: int | None = None
+    batch: BatchConfig = field(default_factory=BatchConfig)  # its batch API (sim/batch_config.py)
 
     @property
     def kind(self) -> str:
@@ -96,7 +98,7 @@ _PROVIDER_KEYS = {
     "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
     "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
     "stream_chunks", "chunk_delay_ms", "stream_error_after", "stream_cut_after",
-} | COMMON_KIND_KEYS | ALL_KIND_KEYS  # fmt: skip
+} | COMMON_KIND_KEYS | ALL_KIND_KEYS | BATCH_KEYS  # fmt: skip
 
 
 def parse_provider(name: str, raw: dict) -> ProviderConfig:
@@ -174,6 +176,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         chunk_delay_ms=_num(raw, "chunk_delay_ms", where, 0.0, minimum=0),
         stream_error_after=error_after,
         stream_cut_after=cut_after,
+        batch=parse_batch(raw, native.kind, where, native.deployment),
     )
 
 

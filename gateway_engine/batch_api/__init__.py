@@ -1,0 +1,28 @@
+"""The providers' own batch APIs (OpenAI Batch API, Azure OpenAI global batch, Anthropic Message
+Batches): Django-free clients behind one Protocol (``client.BatchApiClient``), value types in ``types``.
+
+The gateway's provider-batch route (issue #23) builds on this package: it groups lines, stores intent
+rows, polls and applies results; this package only speaks each kind's batch wire format over
+gateway_engine.http (the one module that talks HTTP to providers).
+"""
+
+from .client import BatchApiClient, for_target
+from .types import (
+    STATES,
+    BatchApiError,
+    BatchLine,
+    BatchTarget,
+    LineResult,
+    RemoteBatch,
+)
+
+__all__ = [
+    "STATES",
+    "BatchApiClient",
+    "BatchApiError",
+    "BatchLine",
+    "BatchTarget",
+    "LineResult",
+    "RemoteBatch",
+    "for_target",
+]
