@@ -7,7 +7,8 @@ into a function to dodge a circle still fails here).
     teams                            Team, API keys, budgets and limits
     providers                        providers, routes, live limits, breakers, prices
     batches                          submission, scheduling, execution, results
-    interactive                      the interactive lane (/v1/chat/completions, /v1/models) on batches' rules
+    interactive | provider_batches   the interactive lane (/v1/chat/completions, /v1/models) on batches' rules;
+                                     the provider-batch route (issue #23) — neighbours, not importing each other
     openai_api | dashboard           the two surfaces built on batches (they do not import each other)
     observability | audit            may import any app below; nothing imports them but the site root
     gateway_site (root)              settings, urls, wsgi/asgi, celery app, host middleware: anything
@@ -31,14 +32,14 @@ LAYERS: list[set[str]] = [
     {"teams"},
     {"providers"},
     {"batches"},
-    {"interactive"},
+    {"interactive", "provider_batches"},
     {"openai_api", "dashboard"},
     {"observability", "audit"},
     {"gateway_site"},
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "batches", "interactive", "openai_api", "dashboard",
-           "observability", "audit"]  # fmt: skip
+CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "batches", "interactive", "provider_batches",
+           "openai_api", "dashboard", "observability", "audit"]  # fmt: skip
 
 
 def unit_of(module: str) -> str | None:
