@@ -7,8 +7,10 @@ gateway_engine.http (the one module that talks HTTP to providers).
 """
 
 from .client import BatchApiClient, for_target
+from .errors import line_verdict
 from .types import (
     STATES,
+    TERMINAL_STATES,
     BatchApiError,
     BatchLine,
     BatchTarget,
@@ -18,6 +20,7 @@ from .types import (
 
 __all__ = [
     "STATES",
+    "TERMINAL_STATES",
     "BatchApiClient",
     "BatchApiError",
     "BatchLine",
@@ -25,4 +28,5 @@ __all__ = [
     "LineResult",
     "RemoteBatch",
     "for_target",
+    "line_verdict",
 ]

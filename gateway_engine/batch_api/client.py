@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from ..http_batch import BatchHttp
 from .types import BatchLine, BatchTarget, LineResult, RemoteBatch
 
 DEFAULT_WINDOW = "24h"
@@ -20,11 +21,14 @@ class BatchApiClient(Protocol):
     """One provider's batch API."""
 
     target: BatchTarget
-    http_calls: int
+    http_calls: int  # HTTP calls made so far (the caller reports them as batch_api_calls)
+    envelope_bytes: int  # bytes a create adds around the encoded lines (OpenAI/Azure 0, Anthropic 14)
 
     def encode_line(self, line: BatchLine) -> bytes:
-        """The exact JSONL line (with its trailing newline) uploaded for ``line``: callers split chunks
-        by ``batch_max_bytes`` with it."""
+        """The exact bytes ``line`` adds to what a create sends: OpenAI/Azure the JSONL line with its
+        newline (the file holds nothing else), Anthropic the request object with its separating comma
+        (the body is these plus ``envelope_bytes``). Callers split chunks by ``batch_max_bytes`` with it.
+        ValueError for a custom id the kind refuses (Anthropic ``^[a-zA-Z0-9_-]{1,64}$``)."""
         ...
 
     async def create(
@@ -50,7 +54,13 @@ class BatchApiClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-def for_target(target: BatchTarget, *, http: object | None = None) -> BatchApiClient:
+def for_target(target: BatchTarget, *, http: BatchHttp | None = None) -> BatchApiClient:
     """The client for ``target.kind`` (openai, azure_openai, anthropic). ``http``: a shared
-    gateway_engine.http_batch.BatchHttp (default: the client opens its own and closes it in aclose)."""
-    raise NotImplementedError("batch API clients: first commit carries the seam only")
+    gateway_engine.http_batch.BatchHttp (default: the client opens its own, aiohttp, with the target's
+    timeout, and closes it in ``aclose``)."""
+    from .anthropic_client import AnthropicBatchClient
+    from .openai_client import OpenAIBatchClient
+
+    if target.kind == "anthropic":
+        return AnthropicBatchClient(target, http)
+    return OpenAIBatchClient(target, http)
