@@ -146,7 +146,9 @@ class BatchItem(models.Model):
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
-    served_via = models.CharField(max_length=16, choices=ServedVia.choices, blank=True, default=ServedVia.REALTIME)
+    served_via = models.CharField(
+        max_length=16, choices=ServedVia.choices, blank=True, default=ServedVia.REALTIME
+    )
     provider = models.CharField(
         max_length=64, blank=True, default="", help_text="Provider that answered last."
     )

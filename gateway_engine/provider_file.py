@@ -156,7 +156,9 @@ def batch_limits(kind: str, values: Mapping[str, Any]) -> BatchLimits:
         min_window_seconds=int(values.get("batch_min_window_seconds") or turnaround),
         max_requests=int(values.get("batch_max_requests") or max_requests),
         max_bytes=int(values.get("batch_max_bytes") or max_bytes),
-        max_enqueued_tokens=(int(values["batch_max_enqueued_tokens"]) if values.get("batch_max_enqueued_tokens") else None),
+        max_enqueued_tokens=(
+            int(values["batch_max_enqueued_tokens"]) if values.get("batch_max_enqueued_tokens") else None
+        ),
         deployment=str(given("batch_deployment") or ""),
     )
 
@@ -175,10 +177,22 @@ def kind_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
     if values.get("batch_api") and kind not in BATCH_API_KINDS:
         problems.append(
-            ("batch_api", f"kind {kind} has no batch API the gateway speaks (kinds: {', '.join(BATCH_API_KINDS)})")
+            (
+                "batch_api",
+                f"kind {kind} has no batch API the gateway speaks (kinds: {', '.join(BATCH_API_KINDS)})",
+            )
         )
-    if values.get("batch_api") and kind == AZURE_KIND and not str(values.get("batch_deployment") or "").strip():
-        problems.append(("batch_deployment", f"required with batch_api for kind {AZURE_KIND} (the Global-Batch deployment)"))
+    if (
+        values.get("batch_api")
+        and kind == AZURE_KIND
+        and not str(values.get("batch_deployment") or "").strip()
+    ):
+        problems.append(
+            (
+                "batch_deployment",
+                f"required with batch_api for kind {AZURE_KIND} (the Global-Batch deployment)",
+            )
+        )
     if kind == AZURE_KIND:
         if not str(values.get("api_version") or "").strip():
             problems.append(("api_version", f"required for kind {AZURE_KIND}"))

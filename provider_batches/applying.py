@@ -57,7 +57,9 @@ def apply_chunk(
         if line is None:
             v = missing_line(item.custom_id, config, realtime_allowed=realtime_allowed, cancelled=cancelled)
         else:
-            v = verdict(item.custom_id, config, line, realtime_allowed=realtime_allowed, latency_ms=latency_ms)
+            v = verdict(
+                item.custom_id, config, line, realtime_allowed=realtime_allowed, latency_ms=latency_ms
+            )
         if v.result is None:
             back.append((item, v))
         else:
@@ -105,13 +107,16 @@ def all_to_realtime(row: ProviderBatch, config: ProviderConfig, *, attempted: bo
     items = owned_items(row)
     if not attempted:
         with transaction.atomic():
-            n = BatchItem.objects.filter(id__in=list(items), claimed_by=row.owner, status=ItemStatus.RUNNING).update(
+            n = BatchItem.objects.filter(
+                id__in=list(items), claimed_by=row.owner, status=ItemStatus.RUNNING
+            ).update(
                 status=ItemStatus.PENDING, served_via=ServedVia.REALTIME, claimed_by="", claim_expires_at=None
             )
         ProviderBatch.objects.filter(id=row.id).update(realtime_count=F("realtime_count") + n)
         return n
     back = [
-        (item, missing_line(item.custom_id, config, realtime_allowed=True, cancelled=False)) for item in items.values()
+        (item, missing_line(item.custom_id, config, realtime_allowed=True, cancelled=False))
+        for item in items.values()
     ]
     n = to_realtime(row, back)
     ProviderBatch.objects.filter(id=row.id).update(realtime_count=F("realtime_count") + n)

@@ -15,7 +15,7 @@ from batches.execution.due import DueQueue, claim_due
 from batches.models import BatchStatus
 
 from . import grouping, lifecycle, remote
-from .models import ChunkState, OPEN_STATES, ProviderBatch
+from .models import OPEN_STATES, ChunkState, ProviderBatch
 
 log = logging.getLogger("provider_batches")
 NAME = "provider_batches"
@@ -28,7 +28,9 @@ def next_due() -> dt.datetime | None:
     now = timezone.now()
     if grouping.next_group_due() is not None or _cancels_waiting().exists():
         return now
-    return ProviderBatch.objects.filter(state__in=OPEN_STATES, due_at__isnull=False).aggregate(m=Min("due_at"))["m"]
+    return ProviderBatch.objects.filter(state__in=OPEN_STATES, due_at__isnull=False).aggregate(
+        m=Min("due_at")
+    )["m"]
 
 
 def _cancels_waiting():

@@ -99,7 +99,11 @@ def group_batch(batch_id: str) -> list[ProviderBatch]:
         rows = [_store(batch_id, c) for c in chunks]
         if orphans:
             BatchItem.objects.filter(id__in=orphans).update(served_via=ServedVia.REALTIME)
-            log.warning("batch %s: %d items' providers have no batch API now: sent in real time", batch_id, len(orphans))
+            log.warning(
+                "batch %s: %d items' providers have no batch API now: sent in real time",
+                batch_id,
+                len(orphans),
+            )
     if orphans:
         remote.wake_dispatchers()
     return rows

@@ -36,7 +36,9 @@ def guard_time(
     """When the guard fires for a chunk with ``remaining`` unfinished lines (None: no deadline)."""
     if expires_at is None:
         return None
-    need = realtime_seconds(remaining, config, ahead) + float(settings.GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS)
+    need = realtime_seconds(remaining, config, ahead) + float(
+        settings.GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS
+    )
     return expires_at - dt.timedelta(seconds=need)
 
 

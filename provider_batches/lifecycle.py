@@ -67,7 +67,9 @@ def _create_or_adopt(row: ProviderBatch, config: ProviderConfig) -> None:
         return  # another worker works this row
     row.create_attempts += 1
     items = BatchItem.objects.in_bulk(row.item_ids)
-    lines = [batch_line(row.line_id(n), config, items[i].payload) for n, i in enumerate(row.item_ids) if i in items]
+    lines = [
+        batch_line(row.line_id(n), config, items[i].payload) for n, i in enumerate(row.item_ids) if i in items
+    ]
     created, calls = remote.call(config, lambda c: c.create(row.id, lines, KIND_WINDOW))
     _submitted(row, created, calls)
 
@@ -172,7 +174,12 @@ def _results(row: ProviderBatch, config: ProviderConfig, got: RemoteBatch, batch
     cancelled = batch.status == BatchStatus.CANCELLED or row.cancel_reason == "cancelled"
     allowed = not cancelled and guard.time_remains(batch.expires_at)
     if got.state == "failed":
-        log.warning("provider batch %s: %s failed validation (%s): its items go to real time", row.id, got.id, got.errors[:3])
+        log.warning(
+            "provider batch %s: %s failed validation (%s): its items go to real time",
+            row.id,
+            got.id,
+            got.errors[:3],
+        )
         all_to_realtime(row, config, attempted=True) if allowed else apply_chunk(
             row, config, [], realtime_allowed=False, cancelled=cancelled, latency_ms=0
         )

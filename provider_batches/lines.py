@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from gateway_engine.batch_api import BatchLine, LineResult
+from gateway_engine.batch_api import BatchLine, LineResult, line_verdict
 from gateway_engine.items import ItemResult
 from gateway_engine.retry import ErrorType, is_retryable_error
 from gateway_engine.routing import ProviderConfig
@@ -25,7 +25,9 @@ SERVED_BY = "provider_batch"
 
 def line_body(config: ProviderConfig, payload: dict[str, Any]) -> dict[str, Any]:
     """The JSON body of one item's line for ``config``'s kind."""
-    body = dict(for_kind(config.kind).body(config, list(payload.get("messages") or []), payload.get("params") or {}))
+    body = dict(
+        for_kind(config.kind).body(config, list(payload.get("messages") or []), payload.get("params") or {})
+    )
     if config.kind == "azure_openai":
         body["model"] = config.batch.deployment if config.batch else config.deployment or config.model
     elif config.kind == "openai":
@@ -50,7 +52,9 @@ class LineVerdict:
         return self.result is None
 
 
-def _entry(provider: str, status_code: int | None, error_type: str, usage: dict[str, int] | None, used: bool) -> dict[str, Any]:
+def _entry(
+    provider: str, status_code: int | None, error_type: str, usage: dict[str, int] | None, used: bool
+) -> dict[str, Any]:
     return {
         "provider": provider,
         "status_code": status_code,
@@ -65,7 +69,9 @@ def _entry(provider: str, status_code: int | None, error_type: str, usage: dict[
     }
 
 
-def verdict(custom_id: str, config: ProviderConfig, line: LineResult, *, realtime_allowed: bool, latency_ms: int) -> LineVerdict:
+def verdict(
+    custom_id: str, config: ProviderConfig, line: LineResult, *, realtime_allowed: bool, latency_ms: int
+) -> LineVerdict:
     """A line's result → its item's result. Succeeded: the answer read by the kind's wire format.
     Errored non-retryable: the item fails as it would in real time. Errored retryable, expired or
     canceled (by the guard): back to real time when ``realtime_allowed``, else ended (expired /
@@ -95,13 +101,22 @@ def verdict(custom_id: str, config: ProviderConfig, line: LineResult, *, realtim
             return LineVerdict(result, entry)
         error_type, message, status = answer.refusal.error_type, answer.refusal.message, line.status_code
     elif line.outcome == "errored":
-        status = line.status_code or _status_of(line.error)
-        verdict_ = wire.classify_error(status or 500, _error_body(line.error))
-        error_type, message = verdict_.error_type, verdict_.message
+        status = line.status_code
+        judged = line_verdict(config.kind, line)
+        error_type = judged.error_type if judged else ErrorType.SERVER_ERROR
+        message = judged.message if judged else "the provider batch errored this line"
     elif line.outcome == "expired":
-        error_type, message, status = ErrorType.EXPIRED, "the provider batch expired before this line ran", None
+        error_type, message, status = (
+            ErrorType.EXPIRED,
+            "the provider batch expired before this line ran",
+            None,
+        )
     else:
-        error_type, message, status = ErrorType.CANCELLED, "the provider batch was cancelled before this line ran", None
+        error_type, message, status = (
+            ErrorType.CANCELLED,
+            "the provider batch was cancelled before this line ran",
+            None,
+        )
     entry = _entry(config.name, status, error_type, None, False)
     retryable = line.outcome in ("expired", "canceled") or is_retryable_error(error_type)
     if retryable and realtime_allowed:
@@ -120,19 +135,15 @@ def verdict(custom_id: str, config: ProviderConfig, line: LineResult, *, realtim
     return LineVerdict(result, entry)
 
 
-def _status_of(error: dict[str, Any] | None) -> int | None:
-    value = (error or {}).get("status_code") or (error or {}).get("status")
-    return int(value) if isinstance(value, int) else None
-
-
-def _error_body(error: dict[str, Any] | None) -> Any:
-    """The provider's error object in the shape its kind's classify_error reads ({"error": {…}})."""
-    if not error:
-        return None
-    return error if "error" in error else {"error": error}
-
-
-def missing_line(custom_id: str, config: ProviderConfig, *, realtime_allowed: bool, cancelled: bool) -> LineVerdict:
+def missing_line(
+    custom_id: str, config: ProviderConfig, *, realtime_allowed: bool, cancelled: bool
+) -> LineVerdict:
     """A line the provider returned nothing for (a failed or cancelled batch)."""
     outcome = "canceled" if cancelled else "expired"
-    return verdict(custom_id, config, LineResult(custom_id, outcome, None, None, None), realtime_allowed=realtime_allowed, latency_ms=0)  # type: ignore[arg-type]
+    return verdict(
+        custom_id,
+        config,
+        LineResult(custom_id, outcome, None, None, None),
+        realtime_allowed=realtime_allowed,
+        latency_ms=0,
+    )  # type: ignore[arg-type]

@@ -60,7 +60,9 @@ class ProviderBatch(models.Model):
     class Meta:
         ordering = ["batch", "created_at"]
         indexes = [
-            models.Index(fields=["due_at"], name="providerbatch_due", condition=models.Q(due_at__isnull=False)),
+            models.Index(
+                fields=["due_at"], name="providerbatch_due", condition=models.Q(due_at__isnull=False)
+            ),
             models.Index(fields=["batch", "created_at"], name="providerbatch_batch"),
         ]
 

@@ -44,8 +44,8 @@ from gateway_engine.redis_errors import REDIS_ERRORS
 from . import shutdown
 from .apply import apply_results
 from .claims import (
-    REALTIME_PATH,
     ACTIVE_BATCH_STATUSES,
+    REALTIME_PATH,
     cancel_claimable,
     cancelled_with_unsent,
     claim_queued,

@@ -27,8 +27,10 @@ def check_provider_batch(options: BatchOptions, valid: Sequence[ValidItem], reac
         if key in seen:
             continue
         seen.add(key)
-        configs = reach.routes.get(v.route, ()) if v.route else tuple(
-            c for c in (reach.providers.get(v.provider),) if c is not None
+        configs = (
+            reach.routes.get(v.route, ())
+            if v.route
+            else tuple(c for c in (reach.providers.get(v.provider),) if c is not None)
         )
         lacking.update(lacking_batch_api(configs))
     if lacking:
