@@ -74,6 +74,9 @@ class Batch(models.Model):
     provider_batch = models.CharField(
         max_length=8, choices=ProviderBatchMode.choices, default=ProviderBatchMode.AUTO
     )
+    # HTTP calls made to providers' batch APIs for this batch (uploads, creates, polls, downloads): the
+    # stats' ``batch_api_calls``, apart from ``request_count`` (which counts its lines)
+    batch_api_calls = models.PositiveIntegerField(default=0)
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")

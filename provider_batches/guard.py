@@ -16,11 +16,8 @@ from gateway_engine.routing import ProviderConfig
 
 def realtime_seconds(lines: int, config: ProviderConfig, queued_ahead: int = 0) -> float:
     """Seconds the real-time path needs for ``lines`` more requests to ``config`` behind
-    ``queued_ahead`` others (its RPM; concurrency over the timeout when that is the tighter bound)."""
-    per_second = config.limits.rpm / 60.0
-    by_concurrency = config.limits.max_concurrency / max(1.0, config.limits.timeout_seconds)
-    rate = max(1e-6, min(per_second, by_concurrency) if by_concurrency > 0 else per_second)
-    return (lines + queued_ahead) / rate
+    ``queued_ahead`` others, at its RPM (the margin covers the latency of the last ones)."""
+    return (lines + queued_ahead) / max(1e-6, config.limits.rpm / 60.0)
 
 
 def queued_ahead(provider: str) -> int:

@@ -112,9 +112,9 @@ def _submitted(row: ProviderBatch, created: RemoteBatch, calls: int) -> None:
         remote_state=created.state,
         submitted_at=now,
         expires_at=expires,
-        http_calls=F("http_calls") + calls,
         due_at=now + dt.timedelta(seconds=_poll_interval(0)),
     )
+    _count_calls(row, calls)
 
 
 def _poll_interval(polls: int) -> float:
@@ -207,6 +207,7 @@ def _finish(row: ProviderBatch, note: str) -> None:
 def _count_calls(row: ProviderBatch, calls: int) -> None:
     if calls:
         ProviderBatch.objects.filter(id=row.id).update(http_calls=F("http_calls") + calls)
+        Batch.objects.filter(id=row.batch_id).update(batch_api_calls=F("batch_api_calls") + calls)
 
 
 def _api_error(row: ProviderBatch, config: ProviderConfig, exc: BatchApiError) -> None:

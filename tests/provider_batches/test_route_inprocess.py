@@ -62,3 +62,70 @@ def test_a_24h_batch_goes_through_one_provider_batch(team, make_provider, sim, k
     batch.refresh_from_db()
     assert batch.stats["providers"][name]["request_count"] == 200
     assert_exactly_once([batch], [sim])
+
+
+def test_recorded_cost_is_the_price_factor_times_the_realtime_cost(team, make_provider, sim):
+    batch_provider(make_provider, sim, "oa", "openai", batch_price_factor=0.5)
+    batch = drive_until_done(submit(team, items(50, "oa")))
+    stats = batch.stats
+    p = stats["providers"]["oa"]
+    part = p["provider_batch"]
+    assert part["request_count"] == 50 and part["prompt_tokens"] == p["prompt_tokens"] > 0
+    # prices 1 / 2 per million: the real-time cost of the same usage, halved
+    realtime = (p["prompt_tokens"] * 1 + p["completion_tokens"] * 2) / 1e6
+    assert part["realtime_cost"] == pytest.approx(realtime, abs=1e-6)
+    assert p["cost"] == pytest.approx(0.5 * realtime, abs=1e-6)
+    assert stats["token_usage"]["saved_vs_realtime"] == pytest.approx(0.5 * realtime, abs=1e-6)
+    assert stats["batch_api_calls"] >= 3  # upload, create, at least one poll and the downloads
+
+
+def test_auto_without_a_long_enough_window_stays_real_time(team, make_provider, sim):
+    batch_provider(make_provider, sim, "oa", "openai")
+    short = submit(team, items(3, "oa"), window="1h")  # < the 24 h turnaround
+    none = submit(team, items(3, "oa"), window=None)
+    never = submit(team, items(3, "oa"), window="24h", mode="never")
+    for b in (short, none, never):
+        assert not BatchItem.objects.filter(batch=b, served_via=ServedVia.PROVIDER_BATCH).exists()
+    assert not ProviderBatch.objects.exists()
+
+
+def test_always_without_a_window_uses_the_batch_api(team, make_provider, sim):
+    batch_provider(make_provider, sim, "an", "anthropic")
+    batch = drive_until_done(submit(team, items(5, "an"), window=None, mode="always"))
+    assert ProviderBatch.objects.filter(batch=batch).count() == 1
+    assert realtime_calls(sim, "an") == 0
+    assert_exactly_once([batch], [sim])
+
+
+def test_splitting_by_count_and_by_bytes(team, make_provider, sim):
+    provider = batch_provider(make_provider, sim, "oa", "openai", batch_max_requests=500)
+    short = drive_until_done(submit(team, items(1200, "oa")))
+    counts = sorted(ProviderBatch.objects.filter(batch=short).values_list("line_count", flat=True))
+    assert counts == [200, 500, 500]
+    provider.batch_max_bytes = 64 * 1024
+    provider.save()
+    long_batch = drive_until_done(submit(team, items(40, "oa", text="x" * 6000)))
+    chunks = list(ProviderBatch.objects.filter(batch=long_batch))
+    assert len(chunks) >= 4 and all(c.input_bytes <= 64 * 1024 for c in chunks)
+    for b in (short, long_batch):
+        ids = [i for c in ProviderBatch.objects.filter(batch=b) for i in c.item_ids]
+        assert len(ids) == len(set(ids)) == b.total_count  # each item in exactly one provider batch
+    lines = sim.batch_lines()["oa"]
+    assert len(lines) == 1240 and set(lines.values()) == {1}
+    assert_exactly_once([short, long_batch], [sim])
+
+
+def test_always_with_a_provider_without_batch_api_is_refused_naming_the_field(team, make_provider, make_route, sim):
+    from batches.models import Batch
+    from batches.submission.errors import SubmissionError
+
+    a = batch_provider(make_provider, sim, "oa", "openai")
+    b = make_provider("plain", base_url=sim.kind_url("plain", "openai"))
+    make_route("mixed", a, priority=0)
+    make_route("mixed", b, priority=1)
+    with pytest.raises(SubmissionError) as refused:
+        submit(team, [{"custom_id": "x", "route": "mixed", "query": "hi"}], mode="always")
+    assert refused.value.status_code == 400
+    assert [e.field for e in refused.value.errors] == ["provider_batch"]
+    assert "plain" in refused.value.errors[0].message
+    assert not Batch.objects.exists() and not BatchItem.objects.exists()
