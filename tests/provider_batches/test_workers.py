@@ -1,0 +1,142 @@
+"""The provider-batch route with real processes: `celery -A gateway_site worker` (default prefork pool,
+two children; its reconciler drives the due work), real PostgreSQL and Redis, the simulator. One worker
+for the module. 2,000-item batches through one provider batch (OpenAI kind, and Anthropic whose results
+come out of order), and kill -9 of the worker's children inside the create gap (the simulator answers the
+create 3 s after storing the batch) and during the result download: never a second provider batch, no
+item applied twice (tests/exactly_once.py counts the simulator's batch lines per custom id)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from batches.models import BatchItem, ItemStatus
+from batches.selectors import result_page
+from batches.submission import enqueue
+from provider_batches.models import ChunkState, ProviderBatch
+from sim.testing import run_simulator_in_thread
+from tests.exactly_once import assert_exactly_once
+from tests.waiting import wait_until
+from tests.workers import delete_queue, pool_children, send_start_batch, start_worker, stop_worker, test_queue
+
+from .helpers import batch_provider, items, sim_config, sim_provider, submit
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+CONFIG = sim_config(
+    oa=sim_provider("openai", turnaround_ms=1_500_000),
+    an=sim_provider("anthropic", turnaround_ms=1_500_000),
+    oa_gap=sim_provider("openai", batch_create_delay_ms=3_000_000),
+    an_gap=sim_provider("anthropic", batch_create_delay_ms=3_000_000),
+)
+WORKER_ENV = {
+    "GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS": "0.1",
+    "GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS": "0.5",
+    "GATEWAY_CLAIM_LEASE_SECONDS": "3",  # the reconciler passes every second
+}
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with run_simulator_in_thread(CONFIG) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    queue = test_queue("pbatch")
+    log_path = tmp_path_factory.mktemp("pbatch-worker") / "worker.log"
+    proc = start_worker("pbatch", queue, log_path, **WORKER_ENV)
+    yield proc, queue, log_path
+    stop_worker(proc)
+    delete_queue(queue)
+
+
+@pytest.fixture(autouse=True)
+def _to_the_worker(worker, sim, monkeypatch):
+    """Submissions hand their batch to the module's worker (not to this process's eager engine)."""
+    _proc, queue, _log = worker
+    sim.reset()
+    monkeypatch.setattr(enqueue, "enqueue_start", lambda batch_id: send_start_batch(batch_id, queue))
+
+
+def wait_done(batch, timeout: float = 90.0):
+    def done() -> bool:
+        batch.refresh_from_db()
+        return batch.completed_at is not None
+
+    wait_until(done, timeout=timeout, interval=0.1, what=f"batch {batch.id} to end")
+    return batch
+
+
+def kill_children(proc) -> list[int]:
+    killed = pool_children(proc)
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    return killed
+
+
+@pytest.mark.parametrize("name,kind", [("oa", "openai"), ("an", "anthropic")])
+def test_2000_items_through_one_provider_batch(team, make_provider, sim, name, kind):
+    batch_provider(make_provider, sim, name, kind, batch_price_factor=0.5)
+    batch = wait_done(submit(team, items(2000, name)))
+
+    assert sum(sim.request_counts().get(name, {}).values()) == 0  # 0 real-time calls
+    counters = sim.counters()["providers"][name]
+    assert counters["batches_created"] == 1
+    (chunk,) = ProviderBatch.objects.filter(batch=batch)
+    assert (chunk.line_count, chunk.applied_count, chunk.state) == (2000, 2000, ChunkState.DONE)
+    results, _ = result_page(batch, limit=5000)
+    assert len(results) == 2000 and {r["served_by"] for r in results} == {"provider_batch"}
+    assert {r["status"] for r in results} == {"succeeded"}
+    p = batch.stats["providers"][name]
+    realtime = (p["prompt_tokens"] * 1 + p["completion_tokens"] * 2) / 1e6
+    assert p["cost"] == pytest.approx(0.5 * realtime, abs=1e-6)
+    assert p["request_count"] == 2000 and batch.stats["batch_api_calls"] > 0
+    assert_exactly_once([batch], [sim])
+
+
+@pytest.mark.parametrize("name,kind", [("oa_gap", "openai"), ("an_gap", "anthropic")])
+def test_kill_9_in_the_create_gap_adopts_the_provider_batch(team, make_provider, sim, worker, name, kind):
+    proc = worker[0]
+    batch_provider(make_provider, sim, name, kind)
+    batch = submit(team, items(300, name))
+
+    def create_in_flight() -> bool:
+        chunk = ProviderBatch.objects.filter(batch=batch).first()
+        stored = sim.counters()["providers"][name]["batches_created"]
+        return chunk is not None and chunk.create_attempts == 1 and not chunk.remote_id and stored == 1
+
+    wait_until(create_in_flight, timeout=30, what="the create call to be inside its gap")
+    assert kill_children(proc)
+    wait_done(batch)
+
+    assert sim.counters()["providers"][name]["batches_created"] == 1  # adopted, never created again
+    (chunk,) = ProviderBatch.objects.filter(batch=batch)
+    assert chunk.create_attempts == 1 and chunk.applied_count == 300
+    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
+    assert_exactly_once([batch], [sim])
+
+
+@pytest.mark.parametrize("name,kind", [("oa", "openai"), ("an", "anthropic")])
+def test_kill_9_during_the_result_download_applies_each_line_once(team, make_provider, sim, worker, name, kind):
+    proc = worker[0]
+    batch_provider(make_provider, sim, name, kind)
+    batch = submit(team, items(2000, name))
+
+    def results_being_read() -> bool:
+        chunk = ProviderBatch.objects.filter(batch=batch).first()
+        return chunk is not None and chunk.remote_state == "ended" and chunk.state != ChunkState.DONE
+
+    wait_until(results_being_read, timeout=60, interval=0.005, what="the provider batch to end")
+    assert kill_children(proc)
+    wait_done(batch)
+
+    assert sim.counters()["providers"][name]["batches_created"] == 1
+    (chunk,) = ProviderBatch.objects.filter(batch=batch)
+    assert chunk.state == ChunkState.DONE
+    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
+    assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 2000  # each line applied once
+    assert_exactly_once([batch], [sim])
