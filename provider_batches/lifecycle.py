@@ -71,6 +71,7 @@ def _create_or_adopt(row: ProviderBatch, config: ProviderConfig) -> None:
         batch_line(row.line_id(n), config, items[i].payload) for n, i in enumerate(row.item_ids) if i in items
     ]
     created, calls = remote.call(config, lambda c: c.create(row.id, lines, KIND_WINDOW))
+    log.info("provider batch %s: created %s at %s (%d lines)", row.id, created.id, row.provider, len(lines))
     _submitted(row, created, calls)
 
 
@@ -190,9 +191,11 @@ def _results(row: ProviderBatch, config: ProviderConfig, got: RemoteBatch, batch
     _count_calls(row, calls)
     started = row.submitted_at or row.created_at
     latency_ms = int(max(0.0, time.time() - started.timestamp()) * 1000)
-    _written, handed = apply_chunk(
+    log.info("provider batch %s: %s %s, %d line results read", row.id, got.id, got.state, len(lines))
+    written, handed = apply_chunk(
         row, config, lines, realtime_allowed=allowed, cancelled=cancelled, latency_ms=latency_ms
     )
+    log.info("provider batch %s: %d results applied, %d items back to real time", row.id, written, handed)
     _finish(row, "")
     if handed:
         remote.wake_dispatchers()

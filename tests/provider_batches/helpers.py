@@ -11,11 +11,11 @@ from tests.waiting import wait_until
 
 KEY = "sk-test"
 DEPLOYMENT = "gpt-4o-batch"
-# time_scale 1000: a simulated 24 h window is 86 s real; 1,000,000 simulated ms = 1 s real
+# time_scale 1000: a simulated 24 h window is 86 s real; 300,000 simulated ms = 0.3 s real
 TIME_SCALE = 1000
 
 
-def sim_provider(kind: str = "openai", turnaround_ms: float = 1_000_000, **extra) -> dict:
+def sim_provider(kind: str = "openai", turnaround_ms: float = 300_000, **extra) -> dict:
     out = {"kind": kind, "api_key": KEY, "batch_turnaround_ms": turnaround_ms, "rpm": 100_000, "tpm": 100_000_000}
     if kind == "azure_openai":
         out["deployment"] = DEPLOYMENT

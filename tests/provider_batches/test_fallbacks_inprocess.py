@@ -25,7 +25,7 @@ CONFIG = sim_config(
     oa_fail=sim_provider("openai", batch_max_requests=5),  # the gateway's limit is 50,000: the file fails
     oa_late=sim_provider("openai", turnaround_ms=1e9, batch_progress=True),
     an_late=sim_provider("anthropic", turnaround_ms=1e9, batch_progress=True),
-    oa_slow=sim_provider("openai", turnaround_ms=6_000_000, batch_progress=True),
+    oa_slow=sim_provider("openai", turnaround_ms=4_000_000, batch_progress=True),
 )
 
 
@@ -71,9 +71,9 @@ def test_a_provider_batch_that_fails_validation_sends_its_items_to_real_time(tea
 
 @pytest.mark.parametrize("name,kind", [("oa_late", "openai"), ("an_late", "anthropic")])
 def test_deadline_guard_sends_the_rest_through_real_time_before_expiry(team, make_provider, sim, settings, name, kind):
-    settings.GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS = 8.0  # of a 12 s window: fires after ~4 s
+    settings.GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS = 8.5  # of a 10 s window: fires after ~1 s
     batch_provider(make_provider, sim, name, kind, batch_min_window_seconds=10)
-    batch = drive_until_done(submit(team, items(30, name), window="12s"))
+    batch = drive_until_done(submit(team, items(30, name), window="10s"))
     (chunk,) = ProviderBatch.objects.filter(batch=batch)
     assert chunk.cancel_reason == "deadline" and chunk.realtime_count > 0
     rows = list(BatchItem.objects.filter(batch=batch))

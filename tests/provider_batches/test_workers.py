@@ -26,8 +26,8 @@ from .helpers import batch_provider, items, sim_config, sim_provider, submit
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 CONFIG = sim_config(
-    oa=sim_provider("openai", turnaround_ms=1_500_000),
-    an=sim_provider("anthropic", turnaround_ms=1_500_000),
+    oa=sim_provider("openai", turnaround_ms=800_000),
+    an=sim_provider("anthropic", turnaround_ms=800_000),
     oa_gap=sim_provider("openai", batch_create_delay_ms=3_000_000),
     an_gap=sim_provider("anthropic", batch_create_delay_ms=3_000_000),
 )
@@ -35,6 +35,7 @@ WORKER_ENV = {
     "GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS": "0.1",
     "GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS": "0.5",
     "GATEWAY_CLAIM_LEASE_SECONDS": "3",  # the reconciler passes every second
+    "GATEWAY_DISPATCH_SLICE_SECONDS": "2",  # idle dispatcher slices end soon (a quick warm shutdown)
 }
 
 
@@ -48,7 +49,7 @@ def sim():
 def worker(tmp_path_factory):
     queue = test_queue("pbatch")
     log_path = tmp_path_factory.mktemp("pbatch-worker") / "worker.log"
-    proc = start_worker("pbatch", queue, log_path, **WORKER_ENV)
+    proc = start_worker("pbatch", queue, log_path, loglevel=os.environ.get("PB_LOGLEVEL", "WARNING"), **WORKER_ENV)
     yield proc, queue, log_path
     stop_worker(proc)
     delete_queue(queue)
@@ -124,7 +125,7 @@ def test_kill_9_in_the_create_gap_adopts_the_provider_batch(team, make_provider,
 def test_kill_9_during_the_result_download_applies_each_line_once(team, make_provider, sim, worker, name, kind):
     proc = worker[0]
     batch_provider(make_provider, sim, name, kind)
-    batch = submit(team, items(2000, name))
+    batch = submit(team, items(1000, name))
 
     def results_being_read() -> bool:
         chunk = ProviderBatch.objects.filter(batch=batch).first()
@@ -138,5 +139,5 @@ def test_kill_9_during_the_result_download_applies_each_line_once(team, make_pro
     (chunk,) = ProviderBatch.objects.filter(batch=batch)
     assert chunk.state == ChunkState.DONE
     assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
-    assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 2000  # each line applied once
+    assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 1000  # each line applied once
     assert_exactly_once([batch], [sim])
