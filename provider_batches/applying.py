@@ -20,6 +20,8 @@ from batches.execution.apply import apply_results
 from batches.execution.served import Served, ServedBy
 from batches.models import BatchItem, ItemStatus, ServedVia
 from gateway_engine.batch_api import LineResult
+from gateway_engine.items import ItemResult
+from gateway_engine.retry import ErrorType
 from gateway_engine.routing import ProviderConfig
 
 from .lines import LineVerdict, missing_line, verdict
@@ -99,6 +101,26 @@ def to_realtime(row: ProviderBatch, back: Sequence[tuple[BatchItem, LineVerdict]
     if rows:
         log.info("provider batch %s: %d items handed back to real time", row.id, len(rows))
     return len(rows)
+
+
+def cancel_unsent(row: ProviderBatch) -> int:
+    """The gateway batch was cancelled before the chunk was created: its items end ``cancelled``
+    with no attempt (nothing was sent), through the result writer."""
+    items = owned_items(row)
+    served = [
+        Served(
+            item,
+            ItemResult(
+                custom_id=item.custom_id,
+                status="cancelled",
+                error_type=ErrorType.CANCELLED,
+                error_message="batch cancelled before the item was sent",
+            ),
+            ServedBy.PROVIDER_BATCH,
+        )
+        for item in items.values()
+    ]
+    return apply_results(str(row.batch_id), served, row.owner).written if served else 0
 
 
 def all_to_realtime(row: ProviderBatch, config: ProviderConfig, *, attempted: bool) -> int:

@@ -97,7 +97,12 @@ def group_batch(batch_id: str) -> list[ProviderBatch]:
                 continue
             chunks += list(cut(config, group))
         rows = [_store(batch_id, c) for c in chunks]
-        log.info("batch %s: %d items grouped into %d provider batches", batch_id, len(items) - len(orphans), len(rows))
+        log.info(
+            "batch %s: %d items grouped into %d provider batches",
+            batch_id,
+            len(items) - len(orphans),
+            len(rows),
+        )
         if orphans:
             BatchItem.objects.filter(id__in=orphans).update(served_via=ServedVia.REALTIME)
             log.warning(

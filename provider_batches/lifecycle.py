@@ -23,7 +23,7 @@ from gateway_engine.batch_api import BatchApiError, RemoteBatch
 from gateway_engine.routing import ProviderConfig
 
 from . import guard, remote
-from .applying import all_to_realtime, apply_chunk
+from .applying import all_to_realtime, apply_chunk, cancel_unsent
 from .grouping import CLAIM_HOLD
 from .lines import batch_line
 from .models import ChunkState, ProviderBatch
@@ -56,6 +56,16 @@ def _any_config(configs: dict[str, ProviderConfig], row: ProviderBatch) -> Provi
 
 def _create_or_adopt(row: ProviderBatch, config: ProviderConfig) -> None:
     if row.create_attempts and _adopt(row, config):
+        return
+    if (
+        not row.create_attempts
+        and Batch.objects.filter(id=row.batch_id, status=BatchStatus.CANCELLED).exists()
+    ):
+        n = cancel_unsent(row)  # never sent: its items end cancelled, no provider batch is created
+        log.info(
+            "provider batch %s: gateway batch cancelled before the create; %d items cancelled", row.id, n
+        )
+        _finish(row, "cancelled before the create")
         return
     if row.state == ChunkState.AMBIGUOUS:
         return

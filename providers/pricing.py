@@ -186,7 +186,10 @@ def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
     for name, p in stats.get("providers", {}).items():
         price = prices.get(name, UNKNOWN)
         batched = p.get("provider_batch") or {}
-        b_prompt, b_completion = int(batched.get("prompt_tokens", 0)), int(batched.get("completion_tokens", 0))
+        b_prompt, b_completion = (
+            int(batched.get("prompt_tokens", 0)),
+            int(batched.get("completion_tokens", 0)),
+        )
         used = token_cost(
             price,
             max(0, p.get("prompt_tokens", 0) - b_prompt),

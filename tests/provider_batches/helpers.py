@@ -16,7 +16,13 @@ TIME_SCALE = 1000
 
 
 def sim_provider(kind: str = "openai", turnaround_ms: float = 300_000, **extra) -> dict:
-    out = {"kind": kind, "api_key": KEY, "batch_turnaround_ms": turnaround_ms, "rpm": 100_000, "tpm": 100_000_000}
+    out = {
+        "kind": kind,
+        "api_key": KEY,
+        "batch_turnaround_ms": turnaround_ms,
+        "rpm": 100_000,
+        "tpm": 100_000_000,
+    }
     if kind == "azure_openai":
         out["deployment"] = DEPLOYMENT
     out.update(extra)
@@ -40,7 +46,9 @@ def batch_provider(make_provider, sim, name: str, kind: str = "openai", **fields
         price_completion_per_million=2,
     )
     if kind == "azure_openai":
-        values.update(api_version="2024-10-21", deployment="gpt-4o", batch_deployment=DEPLOYMENT, burst_seconds=1.0)
+        values.update(
+            api_version="2024-10-21", deployment="gpt-4o", batch_deployment=DEPLOYMENT, burst_seconds=1.0
+        )
     values.update(fields)
     return make_provider(name, **values)
 

@@ -50,7 +50,9 @@ def by_custom_id(counts: dict, name: str) -> dict[str, int]:
 def test_errored_lines_are_retried_in_real_time(team, make_provider, sim, name, kind):
     batch_provider(make_provider, sim, name, kind)
     batch = drive_until_done(submit(team, items(60, name)))
-    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
+    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {
+        ItemStatus.SUCCEEDED
+    }
     realtime = by_custom_id(sim.request_counts(), name)
     assert 0 < len(realtime) < 60  # only the errored lines went again, in real time
     retried = BatchItem.objects.filter(batch=batch, custom_id__in=list(realtime))
@@ -65,12 +67,16 @@ def test_a_provider_batch_that_fails_validation_sends_its_items_to_real_time(tea
     (chunk,) = ProviderBatch.objects.filter(batch=batch)
     assert (chunk.remote_state, chunk.realtime_count) == ("failed", 12)
     assert len(by_custom_id(sim.request_counts(), "oa_fail")) == 12
-    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
+    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {
+        ItemStatus.SUCCEEDED
+    }
     assert_exactly_once([batch], [sim])
 
 
 @pytest.mark.parametrize("name,kind", [("oa_late", "openai"), ("an_late", "anthropic")])
-def test_deadline_guard_sends_the_rest_through_real_time_before_expiry(team, make_provider, sim, settings, name, kind):
+def test_deadline_guard_sends_the_rest_through_real_time_before_expiry(
+    team, make_provider, sim, settings, name, kind
+):
     settings.GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS = 8.5  # of a 10 s window: fires after ~1 s
     batch_provider(make_provider, sim, name, kind, batch_min_window_seconds=10)
     batch = drive_until_done(submit(team, items(30, name), window="10s"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from batches.models import BatchItem, ItemStatus, ServedVia
+from batches.models import BatchItem, ServedVia
 from batches.selectors import result_page
 from provider_batches.models import ChunkState, ProviderBatch
 from sim.testing import run_simulator_in_thread
@@ -115,7 +115,9 @@ def test_splitting_by_count_and_by_bytes(team, make_provider, sim):
     assert_exactly_once([short, long_batch], [sim])
 
 
-def test_always_with_a_provider_without_batch_api_is_refused_naming_the_field(team, make_provider, make_route, sim):
+def test_always_with_a_provider_without_batch_api_is_refused_naming_the_field(
+    team, make_provider, make_route, sim
+):
     from batches.models import Batch
     from batches.submission.errors import SubmissionError
 

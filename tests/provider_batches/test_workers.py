@@ -49,7 +49,9 @@ def sim():
 def worker(tmp_path_factory):
     queue = test_queue("pbatch")
     log_path = tmp_path_factory.mktemp("pbatch-worker") / "worker.log"
-    proc = start_worker("pbatch", queue, log_path, loglevel=os.environ.get("PB_LOGLEVEL", "WARNING"), **WORKER_ENV)
+    proc = start_worker(
+        "pbatch", queue, log_path, loglevel=os.environ.get("PB_LOGLEVEL", "WARNING"), **WORKER_ENV
+    )
     yield proc, queue, log_path
     stop_worker(proc)
     delete_queue(queue)
@@ -117,12 +119,16 @@ def test_kill_9_in_the_create_gap_adopts_the_provider_batch(team, make_provider,
     assert sim.counters()["providers"][name]["batches_created"] == 1  # adopted, never created again
     (chunk,) = ProviderBatch.objects.filter(batch=batch)
     assert chunk.create_attempts == 1 and chunk.applied_count == 300
-    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
+    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {
+        ItemStatus.SUCCEEDED
+    }
     assert_exactly_once([batch], [sim])
 
 
 @pytest.mark.parametrize("name,kind", [("oa", "openai"), ("an", "anthropic")])
-def test_kill_9_during_the_result_download_applies_each_line_once(team, make_provider, sim, worker, name, kind):
+def test_kill_9_during_the_result_download_applies_each_line_once(
+    team, make_provider, sim, worker, name, kind
+):
     proc = worker[0]
     batch_provider(make_provider, sim, name, kind)
     batch = submit(team, items(1000, name))
@@ -138,6 +144,8 @@ def test_kill_9_during_the_result_download_applies_each_line_once(team, make_pro
     assert sim.counters()["providers"][name]["batches_created"] == 1
     (chunk,) = ProviderBatch.objects.filter(batch=batch)
     assert chunk.state == ChunkState.DONE
-    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {ItemStatus.SUCCEEDED}
+    assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {
+        ItemStatus.SUCCEEDED
+    }
     assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 1000  # each line applied once
     assert_exactly_once([batch], [sim])
