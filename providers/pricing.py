@@ -34,7 +34,7 @@ class Prices:
     cached_per_million: Decimal | None = None
     cache_write_per_million: Decimal | None = None
     # provider-batch work costs this share of the real-time price (Provider.batch_price_factor)
-    batch_price_factor: float = 1.0
+    batch_price_factor: float = 0.5
 
     @property
     def known(self) -> bool:

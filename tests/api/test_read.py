@@ -167,6 +167,7 @@ EXPECTED = [
         "response": {"choices": [{"message": {"role": "assistant", "content": "ok"}}]},
         "error": None,
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        "served_by": "realtime",
     },
     {
         "custom_id": "c1",
@@ -178,6 +179,7 @@ EXPECTED = [
         "response": None,
         "error": {"type": "client_error", "status_code": 400, "message": "bad request"},
         "usage": None,
+        "served_by": "realtime",
     },
     {
         "custom_id": "c2",
@@ -189,6 +191,7 @@ EXPECTED = [
         "response": None,
         "error": {"type": "pending", "status_code": None, "message": "not sent yet"},
         "usage": None,
+        "served_by": "realtime",
     },
     {
         "custom_id": "c3",
@@ -200,6 +203,7 @@ EXPECTED = [
         "response": None,
         "error": {"type": "cancelled", "status_code": None, "message": "cancelled before it was sent"},
         "usage": None,
+        "served_by": "realtime",
     },
     {
         "custom_id": "c4",
@@ -211,6 +215,7 @@ EXPECTED = [
         "response": None,
         "error": {"type": "running", "status_code": None, "message": "in flight"},
         "usage": None,
+        "served_by": "realtime",
     },
 ]
 

@@ -68,7 +68,7 @@ def test_schema_fields_match_what_the_api_returns(document, client, routes):
     assert set(schemas["Result"]["properties"]) == set(result) | {"native_response"}
     native = client.get(f"/api/v1/batches/{batch['id']}/results?include=native").json()["results"][0]
     assert set(schemas["Result"]["properties"]) == set(native)
-    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, {"id": "msg"})
+    row = (0, "c", "failed", "", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, {"id": "msg"})
     assert set(schemas["Result"]["properties"]) == set(result_from_row(row, native=True))
     assert set(schemas["ResultError"]["properties"]) == set(result_from_row(row, native=True)["error"])
     usage = result_from_row(row, native=True)["usage"]
