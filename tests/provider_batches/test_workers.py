@@ -18,6 +18,7 @@ from batches.submission import enqueue
 from provider_batches.models import ChunkState, ProviderBatch
 from sim.testing import run_simulator_in_thread
 from tests.exactly_once import assert_exactly_once
+from tests.openai.conftest import files_root  # noqa: F401 - the /v1 files under a temp dir
 from tests.waiting import wait_until
 from tests.workers import delete_queue, pool_children, send_start_batch, start_worker, stop_worker, test_queue
 
@@ -149,3 +150,43 @@ def test_kill_9_during_the_result_download_applies_each_line_once(
     }
     assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 1000  # each line applied once
     assert_exactly_once([batch], [sim])
+
+
+def test_v1_batches_through_the_openai_sdk_with_a_24h_window(
+    team, make_provider, make_route, sim, live_server
+):
+    """`/v1/batches` through the real openai SDK (extra_body provider_batch) on the live server:
+    served through the provider-batch route end to end, the output file holds every line once."""
+    import openai
+
+    from openai_api.models import OpenAIBatch
+    from teams.services import create_api_key
+    from tests.openai.conftest import jsonl, read_jsonl, request_line
+
+    provider = batch_provider(make_provider, sim, "oa", "openai")
+    make_route("summarize", provider)
+    client = openai.OpenAI(
+        base_url=live_server.url + "/v1", api_key=create_api_key(team, "sdk")[1], max_retries=0, timeout=60
+    )
+    lines = [request_line(f"req-{i:03d}", "summarize", f"question {i}", max_tokens=8) for i in range(50)]
+    uploaded = client.files.create(file=jsonl(lines), purpose="batch")
+    created = client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"provider_batch": "auto"},
+    )
+    native = OpenAIBatch.objects.get(pk=created.id).batch
+
+    def ended() -> bool:
+        return client.batches.retrieve(created.id).status in ("completed", "failed", "expired", "cancelled")
+
+    wait_until(ended, timeout=90, interval=0.2, what="the /v1 batch to end")
+    batch = client.batches.retrieve(created.id)
+    assert batch.status == "completed" and batch.request_counts.completed == 50
+    output = read_jsonl(client.files.content(batch.output_file_id).text)
+    assert sorted(line["custom_id"] for line in output) == sorted(line["custom_id"] for line in lines)
+    assert all(line["response"]["status_code"] == 200 for line in output)
+    assert sum(sim.request_counts().get("oa", {}).values()) == 0  # 0 real-time calls
+    assert ProviderBatch.objects.filter(batch=native).count() == 1
+    assert_exactly_once([native], [sim])
