@@ -83,9 +83,11 @@ def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
     if native:
         *row, native_response = row
     _seq, custom_id, status, served_via, *values = row
-    result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[4:], values, strict=True)))
     # how the item was served (docs/contract.md §4): its provider's batch API, or real time
-    result["served_by"] = "provider_batch" if served_via == "provider_batch" else "realtime"
+    served_by = "provider_batch" if served_via == "provider_batch" else "realtime"
+    result = result_dict(
+        custom_id, status, served_by=served_by, **dict(zip(RESULT_COLUMNS[4:], values, strict=True))
+    )
     if native:
         result["native_response"] = native_response
     return result

@@ -37,8 +37,10 @@ def result_dict(
     total_tokens: int | None = None,
     cached_tokens: int | None = None,
     cache_write_tokens: int | None = None,
+    served_by: str = "realtime",
 ) -> dict[str, Any]:
-    """One RESULT: {custom_id, ok, status, provider, attempts, latency_ms, response, error, usage}.
+    """One RESULT: {custom_id, ok, status, provider, attempts, latency_ms, response, error, usage,
+    served_by} (``served_by``: ``realtime``, ``provider_batch`` or ``cache``, docs/contract.md §4).
 
     ``usage`` carries the prompt-cache counts the OpenAI way, only when the provider reported them:
     ``prompt_tokens_details.cached_tokens`` (OpenAI's own field) and, beside it,
@@ -69,6 +71,7 @@ def result_dict(
         "response": response,
         "error": error,
         "usage": _usage(prompt_tokens, completion_tokens, total_tokens, cached_tokens, cache_write_tokens),
+        "served_by": served_by,
     }
 
 

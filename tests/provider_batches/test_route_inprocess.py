@@ -131,3 +131,27 @@ def test_always_with_a_provider_without_batch_api_is_refused_naming_the_field(
     assert [e.field for e in refused.value.errors] == ["provider_batch"]
     assert "plain" in refused.value.errors[0].message
     assert not Batch.objects.exists() and not BatchItem.objects.exists()
+
+
+def test_provider_batches_are_visible_on_the_pages_and_in_the_metrics(team, make_provider, sim, client):
+    from django.urls import reverse
+    from prometheus_client import generate_latest
+
+    from observability.views import metrics_registry
+    from tests.factories import login_superuser
+    from tests.observability.helpers import samples, value
+
+    batch_provider(make_provider, sim, "oa", "openai")
+    login_superuser(client)
+    batch = drive_until_done(submit(team, items(7, "oa")))
+    (chunk,) = ProviderBatch.objects.filter(batch=batch)
+    open_one = ProviderBatch.objects.create(batch=batch, provider="oa", kind="openai", line_count=9,
+                                            state=ChunkState.SUBMITTED)  # fmt: skip
+    page = client.get(reverse("dashboard:providers")).content.decode()
+    assert 'data-provider="oa"><td>oa</td><td class="n">1</td><td class="n">9</td>' in page
+    open_one.delete()
+    page = client.get(reverse("dashboard:batch_detail", args=[batch.id])).content.decode()
+    assert chunk.id in page and "Provider batches" in page and "saved vs real time" in page
+    parsed = samples(generate_latest(metrics_registry()).decode())
+    assert value(parsed, "gateway_provider_batches", provider="oa", state="done") == 1
+    assert value(parsed, "gateway_provider_batch_lines", provider="oa", outcome="applied") == 7
