@@ -80,3 +80,22 @@ def test_the_option_is_checked_and_auto_needs_a_long_enough_window():
     assert goes_to_batch_api("auto", 3600, config) and not goes_to_batch_api("auto", 3599, config)
     assert not goes_to_batch_api("auto", None, config) and goes_to_batch_api("always", None, config)
     assert not goes_to_batch_api("never", 86_400, config) and not goes_to_batch_api("auto", 86_400, plain)
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_batch_api_on_gemini_naming_the_field(client):
+    from django.urls import reverse
+
+    from tests.factories import login_superuser
+
+    login_superuser(client)
+    form = {**BASE, "name": "gem", "kind": "gemini", "base_url": "https://g.example/v1beta", "batch_api": "on",
+            "burst_seconds": 5, "timeout_seconds": 30, "max_retries": 3, "enabled": "on",
+            "routes-TOTAL_FORMS": 0, "routes-INITIAL_FORMS": 0}  # fmt: skip
+    response = client.post(reverse("admin:providers_provider_add"), form)
+    assert response.status_code == 200  # the form again, with the error on its field
+    assert "kind gemini has no batch API" in response.content.decode()
+    assert not Provider.objects.exists()
+    form.pop("batch_api")
+    assert client.post(reverse("admin:providers_provider_add"), form).status_code == 302
+    assert Provider.objects.get().batch_price_factor == 0.5
