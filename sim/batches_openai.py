@@ -152,6 +152,9 @@ class OpenAIBatchRoutes:
             return f
         if f.purpose == "batch_output":
             store.counters["batch_results_downloads"] += 1
+            delay = store.seconds(store.bc.download_delay_ms)
+            if delay > 0:
+                await asyncio.sleep(delay)
         return web.Response(body=f.data, content_type="application/octet-stream")
 
     async def file_delete(self, request: web.Request) -> web.Response:

@@ -80,6 +80,19 @@ CONFIG = {
         # the create call answers 300 ms real after the batch is stored
         "oa_gap": {"kind": "openai", "api_key": KEY, "batch_create_delay_ms": 300_000},
         "an_gap": {"kind": "anthropic", "api_key": KEY, "batch_create_delay_ms": 300_000},
+        # a results download answers 300 ms real after it was asked
+        "oa_dl": {
+            "kind": "openai",
+            "api_key": KEY,
+            "batch_turnaround_ms": 10_000,
+            "batch_download_delay_ms": 300_000,
+        },
+        "an_dl": {
+            "kind": "anthropic",
+            "api_key": KEY,
+            "batch_turnaround_ms": 10_000,
+            "batch_download_delay_ms": 300_000,
+        },  # fmt: skip
     },
 }
 
@@ -383,3 +396,28 @@ def test_a_create_cut_off_in_the_gap_left_a_batch_to_adopt(sim, kind):
         assert len(adoption_matches(kind, both, "gap2", since, 4)) == 2
     assert sim.provider_counters(name)["batches_created"] == 2
     assert sim.batch_lines()[name] == {f"gap{c}-{i}": 1 for c in (1, 2) for i in range(4)}
+
+
+@pytest.mark.parametrize("kind", ("openai", "anthropic"))
+def test_a_download_cut_off_can_be_read_again_with_the_same_lines(sim, kind):
+    name = name_of(kind, "_dl")
+    sim.reset()
+
+    async def scenario():
+        client = for_target(target(sim, name, kind))
+        short = BatchHttp(timeout_s=0.05)
+        hasty = for_target(target(sim, name, kind), http=short)
+        try:
+            done = await until_ended(client, (await client.create("dl", lines("dl", 5, kind))).id)
+            with pytest.raises(BatchApiError) as cut:
+                await hasty.results(done)
+            return cut.value, await client.results(done), await client.results(done)
+        finally:
+            await client.aclose()
+            await short.aclose()
+
+    cut, first, second = run(scenario())
+    assert cut.retryable and cut.error_type == "timeout"
+    assert sorted((r.custom_id, r.outcome) for r in first) == sorted((r.custom_id, r.outcome) for r in second)
+    assert sorted(r.custom_id for r in first) == [f"dl-{i}" for i in range(5)]
+    assert sim.provider_counters(name)["batch_results_downloads"] == 3
