@@ -214,3 +214,26 @@ def test_anthropic_sdk_cancel_and_refusals(sim):
         ).messages.batches.list()
     assert sim.provider_counters("an")["batch_shape_rejections"] == 4
     sim.set_config(CONFIG)
+
+
+def test_batch_options_are_refused_where_they_mean_nothing():
+    from sim.config import ConfigError, parse_config
+
+    def refused(provider: dict) -> str:
+        with pytest.raises(ConfigError) as caught:
+            parse_config({"providers": {"p": provider}})
+        return str(caught.value)
+
+    assert "providers.p.batch_turnaround_ms: kind gemini has no batch API" in refused(
+        {"kind": "gemini", "batch_turnaround_ms": 10}
+    )
+    assert "providers.p.batch_deployment: not an option of kind openai" in refused({"batch_deployment": "x"})
+    assert "providers.p.batch_line_error_rate: must be <= 1" in refused({"batch_line_error_rate": 2})
+    assert "providers.p.batch_progress: expected a boolean" in refused({"batch_progress": "yes"})
+    cfg = parse_config({"providers": {"a": {"kind": "azure_openai", "deployment": "d"},
+                                      "b": {"kind": "anthropic"}}})  # fmt: skip
+    assert cfg.providers["a"].batch.deployment == "d" and cfg.providers["a"].batch.max_requests == 50_000
+    assert (
+        cfg.providers["b"].batch.max_requests == 100_000
+        and cfg.providers["b"].batch.max_bytes == 256 * 1024 * 1024
+    )
