@@ -18,6 +18,9 @@ it (a gemini provider refuses them, naming the key). Durations are *simulated* m
 ``batch_max_bytes``         bytes per input file / create body (default 200 MB / 256 MB)
 ``batch_create_delay_ms``   after a create call has stored its batch, wait this long before answering
                             (a kill -9 of the caller can land in the gap; default 0)
+``batch_download_delay_ms`` wait this long before answering a results download (OpenAI/Azure output and
+                            error files, Anthropic ``/results``): a kill -9 can land mid-download
+                            (default 0)
 ``batch_deployment``        azure_openai: the Global-Batch deployment a line must name as its model
                             (default: the provider's ``deployment``)
 =========================== ===========================================================================
@@ -38,6 +41,7 @@ BATCH_KEYS = {
     "batch_max_requests",
     "batch_max_bytes",
     "batch_create_delay_ms",
+    "batch_download_delay_ms",
     "batch_deployment",
 }
 BATCH_KINDS = ("openai", "azure_openai", "anthropic")
@@ -57,6 +61,7 @@ class BatchConfig:
     max_requests: int = 50_000
     max_bytes: int = 200 * 1024 * 1024
     create_delay_ms: float = 0.0
+    download_delay_ms: float = 0.0
     deployment: str | None = None  # azure_openai only
 
 
@@ -86,5 +91,6 @@ def parse_batch(raw: dict, kind: str, where: str, deployment: str | None = None)
         ),  # fmt: skip
         max_bytes=number(raw, "batch_max_bytes", where, DEFAULT_MAX_BYTES[kind], minimum=1, integer=True),
         create_delay_ms=number(raw, "batch_create_delay_ms", where, 0.0, minimum=0),
+        download_delay_ms=number(raw, "batch_download_delay_ms", where, 0.0, minimum=0),
         deployment=batch_deployment if kind == "azure_openai" else None,
     )

@@ -217,7 +217,7 @@ class BatchStore:
         if line.invalid is not None or line.fails:
             line.outcome = "errored"
             return
-        call = self.kind.call(line.body, _NO_REQUEST)
+        call = self.kind.call(line.body, NO_REQUEST)
         prompt = estimate_text_tokens(call.texts)
         native = self.cfg.native
         write = native.cache_write_ratio if self.cfg.kind == "anthropic" else 0.0
@@ -241,12 +241,13 @@ class BatchStore:
         return dict(self.counters)
 
 
-class _NoRequest:
-    """What a kind adapter's ``call`` reads of a request, for a batch line (no headers, no query)."""
+class NoRequest:
+    """What a kind adapter's ``validate`` / ``call`` read of a request, for a batch line (no headers, no
+    query, no path)."""
 
     headers: dict[str, str] = {}
     query: dict[str, str] = {}
     match_info: dict[str, str] = {}
 
 
-_NO_REQUEST = _NoRequest()
+NO_REQUEST = NoRequest()

@@ -170,6 +170,9 @@ class AnthropicBatchRoutes:
             return self.refuse(store, f"Message batch {batch.id} has not ended yet; results are available once "
                                f"its processing_status is ended.")  # fmt: skip
         store.counters["batch_results_downloads"] += 1
+        delay = store.seconds(store.bc.download_delay_ms)
+        if delay > 0:
+            await asyncio.sleep(delay)
         rows = [json.dumps({"custom_id": ln.custom_id, "result": _result(ln)}, separators=(",", ":"))
                 for ln in batch.lines]  # fmt: skip
         random.Random(f"{store.seed}:{batch.id}:order").shuffle(rows)  # out of order, as the API warns

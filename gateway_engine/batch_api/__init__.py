@@ -6,6 +6,7 @@ rows, polls and applies results; this package only speaks each kind's batch wire
 gateway_engine.http (the one module that talks HTTP to providers).
 """
 
+from .adoption import matches as adoption_matches
 from .client import BatchApiClient, for_target
 from .errors import line_verdict
 from .types import (
@@ -27,6 +28,7 @@ __all__ = [
     "BatchTarget",
     "LineResult",
     "RemoteBatch",
+    "adoption_matches",
     "for_target",
     "line_verdict",
 ]

@@ -12,7 +12,15 @@ import time
 import httpx
 import pytest
 
-from gateway_engine.batch_api import BatchApiError, BatchLine, BatchTarget, for_target, line_verdict
+from gateway_engine.batch_api import (
+    STATES,
+    BatchApiError,
+    BatchLine,
+    BatchTarget,
+    adoption_matches,
+    for_target,
+    line_verdict,
+)
 from gateway_engine.batch_api.client import BatchApiClient
 from gateway_engine.http_batch import BatchHttp
 from sim.testing import run_simulator_in_thread
@@ -72,6 +80,19 @@ CONFIG = {
         # the create call answers 300 ms real after the batch is stored
         "oa_gap": {"kind": "openai", "api_key": KEY, "batch_create_delay_ms": 300_000},
         "an_gap": {"kind": "anthropic", "api_key": KEY, "batch_create_delay_ms": 300_000},
+        # a results download answers 300 ms real after it was asked
+        "oa_dl": {
+            "kind": "openai",
+            "api_key": KEY,
+            "batch_turnaround_ms": 10_000,
+            "batch_download_delay_ms": 300_000,
+        },
+        "an_dl": {
+            "kind": "anthropic",
+            "api_key": KEY,
+            "batch_turnaround_ms": 10_000,
+            "batch_download_delay_ms": 300_000,
+        },  # fmt: skip
     },
 }
 
@@ -135,7 +156,7 @@ def test_create_poll_results_and_list_since(sim, kind):
             await client.aclose()
 
     created, done, results, listed, later, calls = run(scenario())
-    assert created.state in ("submitted", "in_progress") and created.total == 6 and not created.ended
+    assert created.state in STATES and created.total == 6
     assert (done.state, done.ended, done.total, done.succeeded, done.errored) == ("ended", True, 6, 6, 0)
     assert created.expires_at is not None and created.expires_at > created.created_at
     ids = sorted(r.custom_id for r in results)
@@ -340,9 +361,11 @@ def test_encoded_lines_are_exactly_what_is_sent(sim):
 @pytest.mark.parametrize("kind", ("openai", "anthropic"))
 def test_a_create_cut_off_in_the_gap_left_a_batch_to_adopt(sim, kind):
     """The simulator stores the batch, then waits before answering: a caller that gives up (or dies) in
-    the gap has no id, but list_since finds the batch (OpenAI by its chunk metadata, Anthropic by time
-    and request count)."""
+    the gap has no id, but list_since finds the batch and adoption_matches picks it (OpenAI by its chunk
+    metadata, Anthropic by time and request count); a second same-sized Anthropic batch makes it
+    ambiguous (two matches: the caller must not create again)."""
     name = name_of(kind, "_gap")
+    sim.reset()
     since = time.time()
 
     async def scenario():
@@ -351,13 +374,50 @@ def test_a_create_cut_off_in_the_gap_left_a_batch_to_adopt(sim, kind):
         try:
             with pytest.raises(BatchApiError) as cut:
                 await client.create("gap1", lines("gap1", 4, kind))
-            return cut.value, await client.list_since(since)
+            found = await client.list_since(since)
+            with pytest.raises(BatchApiError):
+                await client.create("gap2", lines("gap2", 4, kind))
+            return cut.value, found, await client.list_since(since)
         finally:
             await http.aclose()
 
-    cut, found = run(scenario())
+    cut, found, both = run(scenario())
     assert cut.retryable and cut.error_type == "timeout"
     assert len(found) == 1 and found[0].total == 4
+    assert adoption_matches(kind, found, "gap1", since, 4) == found
+    assert adoption_matches(kind, found, "gap1", since, 5) == ([] if kind == "anthropic" else found)
+    assert adoption_matches(kind, found, "gap1", time.time() + 5, 4) == []
     if kind == "openai":
         assert found[0].metadata == {"gateway_chunk": "gap1"}
-    assert sim.provider_counters(name)["batches_created"] == 1
+        assert [b.metadata["gateway_chunk"] for b in adoption_matches(kind, both, "gap2", since, 4)] == [
+            "gap2"
+        ]
+    else:  # no metadata: two batches of the same size since the intent are ambiguous
+        assert len(adoption_matches(kind, both, "gap2", since, 4)) == 2
+    assert sim.provider_counters(name)["batches_created"] == 2
+    assert sim.batch_lines()[name] == {f"gap{c}-{i}": 1 for c in (1, 2) for i in range(4)}
+
+
+@pytest.mark.parametrize("kind", ("openai", "anthropic"))
+def test_a_download_cut_off_can_be_read_again_with_the_same_lines(sim, kind):
+    name = name_of(kind, "_dl")
+    sim.reset()
+
+    async def scenario():
+        client = for_target(target(sim, name, kind))
+        short = BatchHttp(timeout_s=0.05)
+        hasty = for_target(target(sim, name, kind), http=short)
+        try:
+            done = await until_ended(client, (await client.create("dl", lines("dl", 5, kind))).id)
+            with pytest.raises(BatchApiError) as cut:
+                await hasty.results(done)
+            return cut.value, await client.results(done), await client.results(done)
+        finally:
+            await client.aclose()
+            await short.aclose()
+
+    cut, first, second = run(scenario())
+    assert cut.retryable and cut.error_type == "timeout"
+    assert sorted((r.custom_id, r.outcome) for r in first) == sorted((r.custom_id, r.outcome) for r in second)
+    assert sorted(r.custom_id for r in first) == [f"dl-{i}" for i in range(5)]
+    assert sim.provider_counters(name)["batch_results_downloads"] == 3
