@@ -19,7 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
-from gateway_engine.batch_api import BatchApiError, RemoteBatch
+from gateway_engine.batch_api import BatchApiError, RemoteBatch, adoption_matches
 from gateway_engine.routing import ProviderConfig
 
 from . import guard, remote
@@ -91,10 +91,14 @@ def _adopt(row: ProviderBatch, config: ProviderConfig) -> bool:
     since = row.created_at.timestamp() - ADOPT_SLACK_SECONDS
     found, calls = remote.call(config, lambda c: c.list_since(since))
     _count_calls(row, calls)
-    if config.kind == "anthropic":
-        matches = [b for b in found if b.total == row.line_count and b.created_at >= since]
-    else:
-        matches = [b for b in found if (b.metadata or {}).get("gateway_chunk") == row.id]
+    # a provider batch another chunk already holds is not this one's (Anthropic matches by count)
+    taken = set(
+        ProviderBatch.objects.filter(provider=row.provider, remote_id__in=[b.id for b in found])
+        .exclude(id=row.id)
+        .values_list("remote_id", flat=True)
+    )
+    candidates = [b for b in found if b.id not in taken]
+    matches = adoption_matches(config.kind, candidates, row.id, since, row.line_count)
     if not matches:
         log.warning("provider batch %s: no provider batch of an earlier create found; creating it", row.id)
         return False

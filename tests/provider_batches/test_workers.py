@@ -31,6 +31,9 @@ CONFIG = sim_config(
     an=sim_provider("anthropic", turnaround_ms=800_000),
     oa_gap=sim_provider("openai", batch_create_delay_ms=3_000_000),
     an_gap=sim_provider("anthropic", batch_create_delay_ms=3_000_000),
+    # a results download is held 2 s before its answer: the kill lands inside it
+    oa_dl=sim_provider("openai", batch_download_delay_ms=2_000_000),
+    an_dl=sim_provider("anthropic", batch_download_delay_ms=2_000_000),
 )
 WORKER_ENV = {
     "GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS": "0.1",
@@ -126,29 +129,36 @@ def test_kill_9_in_the_create_gap_adopts_the_provider_batch(team, make_provider,
     assert_exactly_once([batch], [sim])
 
 
-@pytest.mark.parametrize("name,kind", [("oa", "openai"), ("an", "anthropic")])
+@pytest.mark.parametrize("name,kind", [("oa_dl", "openai"), ("an_dl", "anthropic")])
 def test_kill_9_during_the_result_download_applies_each_line_once(
     team, make_provider, sim, worker, name, kind
 ):
     proc = worker[0]
     batch_provider(make_provider, sim, name, kind)
-    batch = submit(team, items(1000, name))
+    batch = submit(team, items(300, name))
 
-    def results_being_read() -> bool:
+    def downloading() -> bool:
         chunk = ProviderBatch.objects.filter(batch=batch).first()
-        return chunk is not None and chunk.remote_state == "ended" and chunk.state != ChunkState.DONE
+        started = sim.counters()["providers"][name]["batch_results_downloads"]
+        return (
+            chunk is not None
+            and chunk.remote_state == "ended"
+            and chunk.state != ChunkState.DONE
+            and started >= 1
+        )
 
-    wait_until(results_being_read, timeout=60, interval=0.005, what="the provider batch to end")
+    wait_until(downloading, timeout=60, interval=0.02, what="the result download to be held by the simulator")
     assert kill_children(proc)
     wait_done(batch)
 
-    assert sim.counters()["providers"][name]["batches_created"] == 1
+    counters = sim.counters()["providers"][name]
+    assert counters["batches_created"] == 1 and counters["batch_results_downloads"] >= 2  # read again
     (chunk,) = ProviderBatch.objects.filter(batch=batch)
-    assert chunk.state == ChunkState.DONE
+    assert chunk.state == ChunkState.DONE and chunk.applied_count == 300
     assert set(BatchItem.objects.filter(batch=batch).values_list("status", flat=True)) == {
         ItemStatus.SUCCEEDED
     }
-    assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 1000  # each line applied once
+    assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 300  # each line applied once
     assert_exactly_once([batch], [sim])
 
 
