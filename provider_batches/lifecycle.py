@@ -22,7 +22,7 @@ from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from gateway_engine.batch_api import BatchApiError, RemoteBatch, adoption_matches
 from gateway_engine.routing import ProviderConfig
 
-from . import guard, remote
+from . import budget, guard, remote
 from .applying import all_to_realtime, apply_chunk, cancel_unsent
 from .grouping import CLAIM_HOLD
 from .lines import batch_line
@@ -68,6 +68,11 @@ def _create_or_adopt(row: ProviderBatch, config: ProviderConfig) -> None:
         _finish(row, "cancelled before the create")
         return
     if row.state == ChunkState.AMBIGUOUS:
+        return
+    if not row.create_attempts and not budget.hold(row, config):
+        all_to_realtime(row, config, attempted=False)  # admission refuses them there, as any item
+        _finish(row, "the team's budget has no room")
+        remote.wake_dispatchers()
         return
     # the attempt is on record before the call: a crash from here on adopts, never creates again
     claimed = ProviderBatch.objects.filter(id=row.id, create_attempts=row.create_attempts).update(
@@ -219,6 +224,7 @@ def _finish(row: ProviderBatch, note: str) -> None:
     ProviderBatch.objects.filter(id=row.id).update(
         state=ChunkState.DONE, ended_at=timezone.now(), due_at=None, **({"note": note} if note else {})
     )
+    budget.release(row)  # the result writer charged the reported usage
 
 
 def _count_calls(row: ProviderBatch, calls: int) -> None:

@@ -49,7 +49,10 @@ class ProviderBatch(models.Model):
     polls = models.PositiveIntegerField(default=0)
     # why a cancel was asked: "deadline" (the guard) or "cancelled" (the gateway batch's cancel)
     cancel_reason = models.CharField(max_length=16, blank=True, default="")
-    reserved_tokens = models.PositiveBigIntegerField(default=0)  # budget reserved at create
+    # the team's budget reserved at create (the discounted estimate) and its ledger keys; given back
+    # when the chunk is done (the result writer charged the reported usage)
+    reserved_tokens = models.PositiveBigIntegerField(default=0)
+    reserved_keys = models.JSONField(default=list, blank=True)
     note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)  # the intent's time
     submitted_at = models.DateTimeField(null=True, blank=True)

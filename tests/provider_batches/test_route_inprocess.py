@@ -141,3 +141,35 @@ def test_provider_batches_are_visible_on_the_pages_and_in_the_metrics(team, make
     parsed = samples(generate_latest(metrics_registry()).decode())
     assert value(parsed, "gateway_provider_batches", provider="oa", state="done") == 1
     assert value(parsed, "gateway_provider_batch_lines", provider="oa", outcome="applied") == 7
+
+
+def test_the_budget_holds_the_discounted_estimate_and_ends_at_the_reported_usage(
+    team, make_provider, sim, redis_sync
+):
+    from django.db.models import Sum
+
+    from provider_batches import budget
+    from providers.limits.budgets import budget_usage
+
+    batch_provider(make_provider, sim, "oa", "openai")
+    team.daily_token_budget, team.monthly_token_budget = 10_000_000, 100_000_000
+    team.save()
+    assert [n for _, _, n in budget_usage(team)] == [0, 0]
+    held = []
+    real_hold = budget.hold
+
+    def spy(row, config):
+        ok = real_hold(row, config)
+        held.append(ProviderBatch.objects.get(id=row.id).reserved_tokens)
+        return ok
+
+    budget.hold = spy
+    try:
+        batch = drive_until_done(submit(team, items(20, "oa", max_tokens=50)))
+    finally:
+        budget.hold = real_hold
+    # 20 lines × (prompt estimate + 50 max_tokens) × 0.5
+    assert len(held) == 1 and 500 <= held[0] <= 20 * 60
+    used = BatchItem.objects.filter(batch=batch).aggregate(t=Sum("total_tokens"))["t"]
+    assert [n for _, _, n in budget_usage(team)] == [used, used]  # the hold given back, usage charged
+    assert ProviderBatch.objects.get(batch=batch).reserved_tokens == 0
