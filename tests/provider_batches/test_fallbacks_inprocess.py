@@ -23,7 +23,6 @@ CONFIG = sim_config(
     oa_err=sim_provider("openai", batch_line_error_rate=0.3),
     an_err=sim_provider("anthropic", batch_line_error_rate=0.3),
     oa_fail=sim_provider("openai", batch_max_requests=5),  # the gateway's limit is 50,000: the file fails
-    oa_late=sim_provider("openai", turnaround_ms=1e9, batch_progress=True),
     an_late=sim_provider("anthropic", turnaround_ms=1e9, batch_progress=True),
     oa_slow=sim_provider("openai", turnaround_ms=4_000_000, batch_progress=True),
 )
@@ -73,7 +72,8 @@ def test_a_provider_batch_that_fails_validation_sends_its_items_to_real_time(tea
     assert_exactly_once([batch], [sim])
 
 
-@pytest.mark.parametrize("name,kind", [("oa_late", "openai"), ("an_late", "anthropic")])
+# openai: the same with a real worker (test_workers.py)
+@pytest.mark.parametrize("name,kind", [("an_late", "anthropic")])
 def test_deadline_guard_sends_the_rest_through_real_time_before_expiry(
     team, make_provider, sim, settings, name, kind
 ):

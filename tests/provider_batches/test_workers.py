@@ -34,12 +34,14 @@ CONFIG = sim_config(
     # a results download is held 2 s before its answer: the kill lands inside it
     oa_dl=sim_provider("openai", batch_download_delay_ms=2_000_000),
     an_dl=sim_provider("anthropic", batch_download_delay_ms=2_000_000),
+    oa_late=sim_provider("openai", turnaround_ms=1e9, batch_progress=True),  # turnaround ≫ the window
 )
 WORKER_ENV = {
     "GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS": "0.1",
     "GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS": "0.5",
     "GATEWAY_CLAIM_LEASE_SECONDS": "3",  # the reconciler passes every second
     "GATEWAY_DISPATCH_SLICE_SECONDS": "2",  # idle dispatcher slices end soon (a quick warm shutdown)
+    "GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS": "8.5",  # of a 10 s window (the 24 h ones: no effect)
 }
 
 
@@ -165,6 +167,19 @@ def test_kill_9_during_the_result_download_applies_each_line_once(
         ItemStatus.SUCCEEDED
     }
     assert BatchItem.objects.filter(batch=batch, attempts=1).count() == 300  # each line applied once
+    assert_exactly_once([batch], [sim])
+
+
+def test_deadline_guard_with_workers_the_rest_finish_in_real_time_before_expiry(team, make_provider, sim):
+    batch_provider(make_provider, sim, "oa_late", "openai", batch_min_window_seconds=10)
+    batch = wait_done(submit(team, items(60, "oa_late"), window="10s"), timeout=60)
+    (chunk,) = ProviderBatch.objects.filter(batch=batch)
+    assert chunk.cancel_reason == "deadline" and chunk.realtime_count > 0
+    rows = list(BatchItem.objects.filter(batch=batch))
+    assert {r.status for r in rows} == {ItemStatus.SUCCEEDED}
+    assert all(r.finished_at <= batch.expires_at for r in rows)  # every item before expires_at
+    realtime = sim.request_counts().get("oa_late", {})
+    assert len(realtime) == chunk.realtime_count and set(realtime.values()) == {1}  # no item twice
     assert_exactly_once([batch], [sim])
 
 
