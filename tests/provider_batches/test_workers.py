@@ -103,9 +103,8 @@ def test_2000_items_through_one_provider_batch(team, make_provider, sim, name, k
     p = batch.stats["providers"][name]
     realtime = (p["prompt_tokens"] * 1 + p["completion_tokens"] * 2) / 1e6
     assert p["cost"] == pytest.approx(0.5 * realtime, abs=1e-6)
-    assert (
-        p["request_count"] == 2000 and batch.stats["batch_api_calls"] >= 4
-    )  # upload, create, poll, download
+    assert p["request_count"] == 2000  # the lines
+    assert batch.stats["batch_api_calls"] >= 3  # (OpenAI: upload,) create, a poll, the download
     part = p["provider_batch"]
     assert part["request_count"] == 2000 and part["prompt_tokens"] == p["prompt_tokens"] > 0
     assert part["realtime_cost"] == pytest.approx(realtime, abs=1e-6)
