@@ -33,6 +33,21 @@ class BatchPriority(models.TextChoices):
     LOW = "low"
 
 
+class ProviderBatchMode(models.TextChoices):
+    AUTO = "auto"
+    NEVER = "never"
+    ALWAYS = "always"
+
+
+class ServedVia(models.TextChoices):
+    """The path an item takes: the real-time dispatcher ("") or its provider's batch API. Claims for
+    real time take only REALTIME items (batches.execution.claims); the provider-batch route
+    (provider_batches) sets an item back to REALTIME when real time must finish it."""
+
+    REALTIME = "", "realtime"
+    PROVIDER_BATCH = "provider_batch", "provider batch"
+
+
 # The lanes' service order is batches.scheduling.fair.LANE_RANK (high 0 first), the one priority rank.
 
 
@@ -61,6 +76,13 @@ class Batch(models.Model):
     # The response cache for this batch (docs/contract.md §4, docs/cache.md): True caches every item,
     # False none, None (not given) leaves it to the route's `cache` setting.
     cache = models.BooleanField(null=True, blank=True, default=None)
+    # whether items may go through their provider's own batch API (docs/provider_batches.md)
+    provider_batch = models.CharField(
+        max_length=8, choices=ProviderBatchMode.choices, default=ProviderBatchMode.AUTO
+    )
+    # HTTP calls made to providers' batch APIs for this batch (uploads, creates, polls, downloads): the
+    # stats' ``batch_api_calls``, apart from ``request_count`` (which counts its lines)
+    batch_api_calls = models.PositiveIntegerField(default=0)
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
@@ -142,6 +164,9 @@ class BatchItem(models.Model):
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
+    served_via = models.CharField(
+        max_length=16, choices=ServedVia.choices, blank=True, default=ServedVia.REALTIME
+    )
     provider = models.CharField(
         max_length=64, blank=True, default="", help_text="Provider that answered last."
     )

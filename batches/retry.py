@@ -72,6 +72,7 @@ def _options_of(batch: Batch) -> BatchOptions:
         batch.completion_window or None,
         cache=batch.cache,
         webhook_url=batch.webhook_url or None,
+        provider_batch=batch.provider_batch,
     )
 
 

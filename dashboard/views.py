@@ -19,6 +19,7 @@ from batches.retry import RetryRefused, retry_failed
 from batches.selectors import item_status_counts
 from batches.submission import SubmissionError
 from gateway_engine.retry import error_class
+from provider_batches import selectors as provider_batch_reads
 from providers.adapters import provider_limits
 from webhooks import selectors as webhook_reads
 from webhooks import services as webhook_services
@@ -124,6 +125,7 @@ def batch_detail(request, batch_id):
             "can_cancel": cancellable(batch) and request.user.has_perm("batches.cancel_batch"),
             "retry_origin": detail_reads.retry_origin(batch),
             "providers": detail_reads.provider_breakdown(batch),
+            "provider_batches": provider_batch_reads.provider_batches_of(batch),
             "error_classes": error_classes.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},
             "has_stats": bool((batch.stats or {}).get("providers")),
@@ -346,6 +348,7 @@ def providers(request):
             "refresh_seconds": PROVIDERS_REFRESH_SECONDS,
             "now": timezone.now(),
             "queues": queue_reads.queued_items_by_provider(),
+            "provider_batch_work": provider_batch_reads.enqueued_by_provider(),
         },
     )
 

@@ -60,6 +60,16 @@ PROVIDER_FIELDS: dict[str, FieldSpec] = {
     "otpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
     # shared keys: follow the provider's remaining-quota headers (kinds that send none: no effect)
     "adaptive": FieldSpec(bool, default=True),
+    # the provider-batch fields (docs/contract.md §3 and its documented extensions; checked together
+    # by kind_problems; the kind-dependent defaults of the None ones come from batch_limits)
+    "batch_api": FieldSpec(bool, default=False),
+    "batch_deployment": FieldSpec(str, default=""),
+    "batch_price_factor": FieldSpec((int, float), default=0.5, minimum=0.01, maximum=1.0),
+    "batch_turnaround_seconds": FieldSpec(int, default=86_400, minimum=1, maximum=30 * 86_400),
+    "batch_min_window_seconds": FieldSpec(int, default=None, minimum=1, maximum=30 * 86_400),
+    "batch_max_requests": FieldSpec(int, default=None, minimum=1, maximum=1_000_000),
+    "batch_max_bytes": FieldSpec(int, default=None, minimum=1024, maximum=10_000_000_000),
+    "batch_max_enqueued_tokens": FieldSpec(int, default=None, minimum=1, maximum=100_000_000_000),
 }
 ROUTE_FIELDS: dict[str, FieldSpec] = {
     "route": FieldSpec(str, required=True),
@@ -73,15 +83,9 @@ ROUTE_FIELDS: dict[str, FieldSpec] = {
 SECRET_FIELDS = frozenset({"api_key"})
 # the file's top level
 FILE_KEYS: tuple[str, ...] = ("providers", "routes")
-# provider fields docs/contract.md §3 names for the provider-batch work, which this
-# gateway does not implement yet: a file may carry them, they are ignored (and said so)
-CONTRACT_ONLY_PROVIDER_FIELDS = frozenset(
-    {
-        "batch_api",
-        "batch_deployment",
-        "batch_price_factor",
-    }
-)
+# provider fields docs/contract.md §3 names that this gateway does not implement yet: a file may carry
+# them, they are ignored (and said so). None today: batch_api (#23) and adaptive (#24) are implemented.
+CONTRACT_ONLY_PROVIDER_FIELDS: frozenset[str] = frozenset()
 # a free-text note, allowed anywhere without a warning (as in examples/sim.json)
 NOTE_KEYS = frozenset({"comment"})
 
@@ -102,14 +106,72 @@ def effective_adaptive(kind: str, adaptive: bool) -> bool:
 
 
 # fields only one kind reads: given for another kind they would be silently ignored, so they are refused
-KIND_ONLY_FIELDS: dict[str, str] = {"deployment": AZURE_KIND, "api_version": AZURE_KIND}
+KIND_ONLY_FIELDS: dict[str, str] = {
+    "deployment": AZURE_KIND,
+    "api_version": AZURE_KIND,
+    "batch_deployment": AZURE_KIND,
+}
+# the kinds whose own batch API the gateway speaks (gateway_engine.batch_api); batch_api is refused on
+# the others (gemini) with the field named
+BATCH_API_KINDS: tuple[str, ...] = ("anthropic", "azure_openai", "openai")
+# each kind's published batch limits: (max requests per batch, max input-file bytes)
+BATCH_KIND_LIMITS: dict[str, tuple[int, int]] = {
+    "openai": (50_000, 200 * 1024 * 1024),
+    "azure_openai": (50_000, 200 * 1024 * 1024),
+    "anthropic": (100_000, 256 * 1024 * 1024),
+}
 # Azure enforces its RPM/TPM over 1–10 s windows: a bucket holding more than one second of quota would
 # send a burst the provider answers with 429s
 AZURE_MAX_BURST_SECONDS = 1.0
 # the values a kind gives a field the entry omits (elsewhere the table's default)
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {AZURE_KIND: {"burst_seconds": AZURE_MAX_BURST_SECONDS}}
 # the fields kind_errors reads
-KIND_CHECKED_FIELDS: tuple[str, ...] = ("kind", "deployment", "api_version", "burst_seconds")
+KIND_CHECKED_FIELDS: tuple[str, ...] = (
+    "kind",
+    "deployment",
+    "api_version",
+    "burst_seconds",
+    "batch_api",
+    "batch_deployment",
+)
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """One provider's batch-API settings with the kind's defaults filled in (docs/provider_batches.md)."""
+
+    enabled: bool
+    price_factor: float
+    turnaround_seconds: int
+    min_window_seconds: int
+    max_requests: int
+    max_bytes: int
+    max_enqueued_tokens: int | None
+    deployment: str
+
+
+def batch_limits(kind: str, values: Mapping[str, Any]) -> BatchLimits:
+    """The batch settings of a provider of ``kind`` (a field absent or None takes its default: the
+    kind's published limits, ``batch_min_window_seconds`` = the turnaround)."""
+
+    def given(name: str) -> Any:
+        value = values.get(name)
+        return PROVIDER_FIELDS[name].default if value is None else value
+
+    max_requests, max_bytes = BATCH_KIND_LIMITS.get(kind, BATCH_KIND_LIMITS["openai"])
+    turnaround = int(given("batch_turnaround_seconds"))
+    return BatchLimits(
+        enabled=bool(given("batch_api")) and kind in BATCH_API_KINDS,
+        price_factor=float(given("batch_price_factor")),
+        turnaround_seconds=turnaround,
+        min_window_seconds=int(values.get("batch_min_window_seconds") or turnaround),
+        max_requests=int(values.get("batch_max_requests") or max_requests),
+        max_bytes=int(values.get("batch_max_bytes") or max_bytes),
+        max_enqueued_tokens=(
+            int(values["batch_max_enqueued_tokens"]) if values.get("batch_max_enqueued_tokens") else None
+        ),
+        deployment=str(given("batch_deployment") or ""),
+    )
 
 
 def kind_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -124,6 +186,24 @@ def kind_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         for name, owner in KIND_ONLY_FIELDS.items()
         if values.get(name) and kind != owner
     ]
+    if values.get("batch_api") and kind not in BATCH_API_KINDS:
+        problems.append(
+            (
+                "batch_api",
+                f"kind {kind} has no batch API the gateway speaks (kinds: {', '.join(BATCH_API_KINDS)})",
+            )
+        )
+    if (
+        values.get("batch_api")
+        and kind == AZURE_KIND
+        and not str(values.get("batch_deployment") or "").strip()
+    ):
+        problems.append(
+            (
+                "batch_deployment",
+                f"required with batch_api for kind {AZURE_KIND} (the Global-Batch deployment)",
+            )
+        )
     if kind == AZURE_KIND:
         if not str(values.get("api_version") or "").strip():
             problems.append(("api_version", f"required for kind {AZURE_KIND}"))

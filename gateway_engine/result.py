@@ -40,7 +40,7 @@ def result_dict(
     served_by: str = "realtime",
 ) -> dict[str, Any]:
     """One RESULT: {custom_id, ok, status, provider, attempts, latency_ms, response, error, usage,
-    served_by} (``served_by``: realtime | provider_batch | cache).
+    served_by} (``served_by``: ``realtime``, ``provider_batch`` or ``cache``, docs/contract.md §4).
 
     ``usage`` carries the prompt-cache counts the OpenAI way, only when the provider reported them:
     ``prompt_tokens_details.cached_tokens`` (OpenAI's own field) and, beside it,

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ApplicationError
-from .provider_file import PROVIDER_FIELDS, ROUTE_FIELDS, effective_adaptive, parse_entry
+from .provider_file import (
+    PROVIDER_FIELDS,
+    ROUTE_FIELDS,
+    BatchLimits,
+    batch_limits,
+    effective_adaptive,
+    parse_entry,
+)
 from .quota.types import ProviderLimits
 
 
@@ -46,6 +53,8 @@ class ProviderConfig:
     # max_tokens sent where a kind requires it and the item gives none (GATEWAY_DEFAULT_MAX_TOKENS);
     # also what the output-token reservation uses
     default_max_tokens: int = 1024
+    # the provider's own batch API settings (None: no batch API; docs/provider_batches.md)
+    batch: BatchLimits | None = None
 
     @property
     def timeout_seconds(self) -> float:
@@ -82,7 +91,14 @@ class ProviderConfig:
             kind=v["kind"],
             deployment=v["deployment"],
             api_version=v["api_version"],
+            batch=batch_or_none(v["kind"], v),
         )
+
+
+def batch_or_none(kind: str, values: Mapping[str, Any]) -> BatchLimits | None:
+    """A provider's batch-API settings, or None when it has no batch API enabled."""
+    limits = batch_limits(kind, values)
+    return limits if limits.enabled else None
 
 
 @dataclass(frozen=True)

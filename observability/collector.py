@@ -142,6 +142,31 @@ def database_families() -> list[Metric]:
     return [batches, queued]
 
 
+def provider_batch_families() -> list[Metric]:
+    """Provider batches by provider and state, and their lines by outcome (docs/provider_batches.md)."""
+    from provider_batches.models import ChunkState
+    from provider_batches.selectors import counts_by_state, lines_by_outcome
+
+    chunks = GaugeMetricFamily(
+        "gateway_provider_batches",
+        "Provider batches (provider batch APIs) by state.",
+        labels=["provider", "state"],
+    )
+    counts = counts_by_state()
+    for provider in sorted({p for p, _ in counts}):
+        for state in ChunkState.values:
+            chunks.add_metric([provider, state], counts.get((provider, state), 0))
+    lines = GaugeMetricFamily(
+        "gateway_provider_batch_lines",
+        "Lines of the stored provider batches by outcome: as the provider reported them (succeeded, "
+        "errored, canceled, expired) and what the gateway did (applied, to_realtime).",
+        labels=["provider", "outcome"],
+    )
+    for (provider, outcome), n in sorted(lines_by_outcome().items()):
+        lines.add_metric([provider, outcome], n)
+    return [chunks, lines]
+
+
 class LiveStateCollector:
     """A prometheus_client collector; register it on the registry that /metrics renders."""
 
@@ -161,6 +186,7 @@ class LiveStateCollector:
             ("breaker", lambda: [breaker_family([lim.name for lim in limits])]),
             ("pauses", lambda: [pause_family([lim.name for lim in limits])]),
             ("database", database_families),
+            ("provider_batches", provider_batch_families),
         ):
             try:
                 yield from build()

@@ -108,6 +108,12 @@ class OpenAIBatchCreateSerializer(serializers.Serializer):
         help_text="Gateway extension: true | false, the response cache for every line (SDK: extra_body; "
         "docs/cache.md). Omitted: the route's cache setting.",
     )
+    provider_batch = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="Gateway extension: auto (default) | never | always — whether items may go through "
+        "their provider's own batch API (SDK: extra_body; docs/provider_batches.md).",
+    )
 
 
 class OpenAIBatchListQuerySerializer(serializers.Serializer):

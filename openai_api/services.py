@@ -68,6 +68,7 @@ class BatchRequest:
     priority: Any = None
     webhook_url: Any = None
     cache: Any = None
+    provider_batch: Any = None
 
 
 def _check_metadata(metadata: Any) -> dict[str, str] | None:
@@ -150,7 +151,11 @@ def create_batch(
     metadata = _check_metadata(request.metadata)
     try:
         options = batch_options(
-            request.priority, request.completion_window, cache=request.cache, webhook_url=request.webhook_url
+            request.priority,
+            request.completion_window,
+            cache=request.cache,
+            webhook_url=request.webhook_url,
+            provider_batch=request.provider_batch,
         )
     except SubmissionError as exc:
         first = exc.errors[0]

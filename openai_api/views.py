@@ -324,6 +324,7 @@ class BatchesView(OpenAIView):
                 priority=params.get("priority"),
                 webhook_url=params.get("webhook_url"),
                 cache=params.get("cache"),
+                provider_batch=params.get("provider_batch"),
             ),
         )
         ob = services.refresh_batch(selectors.get_batch_for_team(self.team, ob.id))

@@ -53,6 +53,7 @@ def provider_config(provider) -> ProviderConfig:
         deployment=provider.deployment,
         api_version=provider.api_version,
         default_max_tokens=int(settings.GATEWAY_DEFAULT_MAX_TOKENS),
+        batch=provider.batch_limits if provider.batch_limits.enabled else None,
     )
 
 

@@ -5,7 +5,10 @@ from django.utils.html import format_html
 from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin
 from providers.adapters import provider_limits
 
-from .models import Provider, RoutingRule
+from .models import BATCH_FIELDS, Provider, RoutingRule
+
+# provider-batch fields a form post may omit (a script written before #23): the stored value stays
+KEPT_WHEN_ABSENT = ("batch_price_factor", "batch_turnaround_seconds")
 
 
 class ProviderForm(forms.ModelForm):
@@ -47,12 +50,28 @@ class ProviderForm(forms.ModelForm):
             "price_completion_per_million",
             "price_cached_prompt_per_million",
             "price_cache_write_per_million",
+            *BATCH_FIELDS,
         ]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # a post without the field (a script written before #21) keeps the provider's kind, not an error
         self.fields["kind"].required = False
+        # likewise the provider-batch numbers (#23): absent = the stored value
+        for name in KEPT_WHEN_ABSENT:
+            self.fields[name].required = False
+
+    def _kept(self, name: str):
+        value = self.cleaned_data.get(name)
+        if value is None:
+            return getattr(self.instance, name)
+        return value
+
+    def clean_batch_price_factor(self):
+        return self._kept("batch_price_factor")
+
+    def clean_batch_turnaround_seconds(self):
+        return self._kept("batch_turnaround_seconds")
 
     def clean_kind(self) -> str:
         return self.cleaned_data.get("kind") or self.instance.kind or Provider._meta.get_field("kind").default
@@ -104,6 +123,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
         ("Credentials", {"fields": ["api_key", "clear_api_key", "key_source"]}),
         ("Quota", {"fields": ["rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds", "adaptive"]}),
         ("Calls", {"fields": ["timeout_seconds", "max_retries"]}),
+        ("Provider batch API (docs/provider_batches.md; not on gemini)", {"fields": list(BATCH_FIELDS)}),
         (
             "Prices",
             {

@@ -33,6 +33,8 @@ class Prices:
     # None: priced as prompt tokens (see the module docstring)
     cached_per_million: Decimal | None = None
     cache_write_per_million: Decimal | None = None
+    # provider-batch work costs this share of the real-time price (Provider.batch_price_factor)
+    batch_price_factor: float = 0.5
 
     @property
     def known(self) -> bool:
@@ -55,6 +57,7 @@ class Prices:
             provider.price_completion_per_million,
             provider.price_cached_prompt_per_million,
             provider.price_cache_write_per_million,
+            float(provider.batch_price_factor),
         )
 
 
@@ -100,6 +103,13 @@ def token_cost(
     return total
 
 
+def provider_batch_cost(prices: Prices, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
+    """Cost of tokens served through the provider's own batch API: ``batch_price_factor`` × the
+    real-time price of the same usage (docs/provider_batches.md)."""
+    realtime = token_cost(prices, prompt_tokens, completion_tokens)
+    return None if realtime is None else realtime * Decimal(str(prices.batch_price_factor))
+
+
 def as_number(cost: Decimal | None) -> float | None:
     """For JSON: rounded to a millionth of the currency unit; None stays None."""
     return None if cost is None else float(cost.quantize(COST_PLACES))
@@ -143,6 +153,7 @@ def prices_by_provider() -> dict[str, Prices]:
             "price_completion_per_million",
             "price_cached_prompt_per_million",
             "price_cache_write_per_million",
+            "batch_price_factor",
         )
     }
 
@@ -170,15 +181,30 @@ def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
     per provider and in ``token_usage``. ``cost`` includes ``wasted_cost``; unknown price → None."""
     total_cost: Decimal | None = Decimal(0)
     total_wasted: Decimal | None = Decimal(0)
+    saved: Decimal | None = Decimal(0)
+    any_batched = False
     for name, p in stats.get("providers", {}).items():
         price = prices.get(name, UNKNOWN)
+        batched = p.get("provider_batch") or {}
+        b_prompt, b_completion = (
+            int(batched.get("prompt_tokens", 0)),
+            int(batched.get("completion_tokens", 0)),
+        )
         used = token_cost(
             price,
-            p.get("prompt_tokens", 0),
-            p.get("completion_tokens", 0),
+            max(0, p.get("prompt_tokens", 0) - b_prompt),
+            max(0, p.get("completion_tokens", 0) - b_completion),
             cached_tokens=p.get("cached_tokens", 0),
             cache_write_tokens=p.get("cache_write_tokens", 0),
         )
+        if batched:
+            any_batched = True
+            b_cost = provider_batch_cost(price, b_prompt, b_completion)
+            b_full = token_cost(price, b_prompt, b_completion)
+            b_saved = None if b_cost is None or b_full is None else b_full - b_cost
+            batched["cost"], batched["realtime_cost"] = as_number(b_cost), as_number(b_full)
+            batched["saved_vs_realtime"] = as_number(b_saved)
+            used, saved = add_costs(used, b_cost), add_costs(saved, b_saved)
         wasted = token_cost(
             Prices(price.prompt_per_million, price.prompt_per_million), p.get("retry_extra_tokens", 0), 0
         )
@@ -187,4 +213,6 @@ def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
         total_cost, total_wasted = add_costs(total_cost, cost), add_costs(total_wasted, wasted)
     usage = stats.setdefault("token_usage", {})
     usage["cost"], usage["wasted_cost"] = as_number(total_cost), as_number(total_wasted)
+    if any_batched:
+        usage["saved_vs_realtime"] = as_number(saved)
     return stats

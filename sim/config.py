@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sim.batch_config import BATCH_KEYS, BatchConfig, parse_batch
 from sim.kind_config import ALL_KIND_KEYS, COMMON_KIND_KEYS, ConfigError, KindConfig, parse_kind, window
 from sim.kind_config import WindowConfig as OutageConfig
 from sim.kind_config import number as _num
@@ -70,6 +71,7 @@ class ProviderConfig:
     shared_key: str | None = None  # RPM / TPM from this shared key (sim/shared_keys.py)
     # the provider's prompt cache (sim/prompt_cache.py); fixed cache_read_ratio / cache_write_ratio win
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)  # its batch API (sim/batch_config.py)
 
     @property
     def kind(self) -> str:
@@ -103,7 +105,7 @@ _PROVIDER_KEYS = {
     "max_concurrency", "error_rate_500", "hang_rate", "hang_seconds", "outage", "fixed_status",
     "status_script", "default_max_tokens", "completion_tokens", "api_key", "seed", "comment",
     "stream_chunks", "chunk_delay_ms", "stream_error_after", "stream_cut_after", "shared_key",
-} | COMMON_KIND_KEYS | ALL_KIND_KEYS | PROMPT_CACHE_KEYS  # fmt: skip
+} | COMMON_KIND_KEYS | ALL_KIND_KEYS | PROMPT_CACHE_KEYS | BATCH_KEYS  # fmt: skip
 
 
 def parse_provider(name: str, raw: dict) -> ProviderConfig:
@@ -184,6 +186,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         stream_cut_after=cut_after,
         shared_key=raw.get("shared_key"),
         prompt_cache=parse_prompt_cache(raw, where),
+        batch=parse_batch(raw, native.kind, where, native.deployment),
     )
 
 

@@ -21,6 +21,12 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
                                      outage clock, scripts, the simulated day and spending
   POST /_sim/config                  replace the whole configuration (body: a config document), then reset
                                      (request counts included)
+  GET  /_sim/batch_lines             {"providers": {name: {custom_id: n}}}: the lines of every provider batch
+                                     created, by custom id (real-time calls are never in it, batch lines
+                                     never in /_sim/requests)
+  the batch APIs (issue #23): OpenAI files + batches under /{name}/v1/files and /{name}/v1/batches, Azure
+  under /{name}/openai/files and /{name}/openai/batches (sim/batches_openai.py), Anthropic message batches
+  under /{name}/v1/messages/batches (sim/batches_anthropic.py); their state: sim/batch_store.py
 
 The request pipeline (the same for every kind) is described in sim/provider.py; each kind's validation,
 answers, headers and fault forms in sim/kinds.py and sim/wire_*.py; streamed answers ("stream": true,
@@ -34,6 +40,9 @@ import time
 
 from aiohttp import web
 
+from sim import batches_anthropic, batches_openai
+from sim.batch_store import COUNTER_KEYS as BATCH_COUNTER_KEYS
+from sim.batch_store import BatchStore
 from sim.config import SimConfig, load_config
 from sim.kinds import fmt_duration
 from sim.provider import SimProvider
@@ -48,6 +57,7 @@ validate_body = validate_openai  # the OpenAI route's body check (kept for calle
 
 class SimState:
     def __init__(self, config: SimConfig):
+        self.batch_stores: dict[str, BatchStore] = {}  # the same dict for the app's life (routes hold it)
         self.install(config)
 
     def install(self, config: SimConfig) -> None:
@@ -60,6 +70,9 @@ class SimState:
             name: SimProvider(p, config.time_scale, config.seed, now, tracer, config.trace_tag_regex)
             for name, p in config.providers.items()
         }
+        self.batch_stores.clear()
+        self.batch_stores.update({name: BatchStore(p.cfg, config.time_scale, config.seed, p.kind)
+                                  for name, p in self.providers.items()})  # fmt: skip
         self._share_keys(now)
 
     def _share_keys(self, now: float) -> None:
@@ -85,18 +98,24 @@ class SimState:
         for p in self.providers.values():
             p.reset(now)
         self._share_keys(now)
+        for store in self.batch_stores.values():
+            store.reset()
 
     def request_counts(self) -> dict:
         return {"providers": {name: p.counters.by_request_id for name, p in self.providers.items()}}
 
+    def batch_lines(self) -> dict:
+        return {"providers": {name: dict(b.lines_by_custom_id) for name, b in self.batch_stores.items()}}
+
     def counters(self) -> dict:
         now = asyncio.get_running_loop().time()
-        per = {name: p.counters.snapshot() for name, p in self.providers.items()}
+        per = {name: {**p.counters.snapshot(), **self.batch_stores[name].snapshot(now)}
+               for name, p in self.providers.items()}  # fmt: skip
         keys = ["requests", "ok", "rate_limited_429", "status_4xx", "status_5xx", "billed_tokens",
                 "delivered_tokens", "billed_prompt_tokens", "billed_completion_tokens",
                 "delivered_prompt_tokens", "delivered_completion_tokens", "in_flight", "shape_rejections",
                 "auth_rejections", "streams_started", "streams_completed", "streams_errored", "streams_cut",
-                "streams_aborted_by_client"]  # fmt: skip
+                "streams_aborted_by_client", *BATCH_COUNTER_KEYS]  # fmt: skip
         totals = {k: sum(s[k] for s in per.values()) for k in keys}
         return {
             "time_scale": self.config.time_scale,
@@ -153,6 +172,9 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     async def requests(request: web.Request) -> web.Response:
         return web.json_response(state.request_counts())
 
+    async def batch_lines(request: web.Request) -> web.Response:
+        return web.json_response(state.batch_lines())
+
     async def trace(request: web.Request) -> web.Response:
         fields = ["provider", "tag", "status", "arrival_s", "done_s"]
         return web.json_response({"fields": fields, "enabled": state.config.trace_tag_regex is not None,
@@ -182,12 +204,15 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     app.router.add_get("/_sim/counters", counters)
     app.router.add_get("/_sim/requests", requests)
     app.router.add_get("/_sim/trace", trace)
+    app.router.add_get("/_sim/batch_lines", batch_lines)
     app.router.add_post("/_sim/reset", reset)
     app.router.add_post("/_sim/config", set_config)
     app.router.add_post("/{name}/v1/chat/completions", route("openai"))
     app.router.add_post("/{name}/v1/messages", route("anthropic"))
     app.router.add_post("/{name}/{version:v1beta|v1}/models/{model_method:[^/]+}", route("gemini"))
     app.router.add_post("/{name}/openai/deployments/{deployment}/chat/completions", route("azure_openai"))
+    batches_openai.register(app, state.batch_stores)
+    batches_anthropic.register(app, state.batch_stores)
     # any other POST under a provider reached it with a wrong URL: counted, 404, a shape rejection
     app.router.add_post("/{name}/{tail:.*}", route("none"))
     app.router.add_get("/{name}/v1/models", models)

@@ -72,6 +72,11 @@ class SimHandle:
         The shape ``tests.exactly_once.assert_exactly_once`` reads."""
         return httpx.get(f"{self.base_url}/_sim/requests", timeout=30).json()["providers"]
 
+    def batch_lines(self) -> dict[str, dict[str, int]]:
+        """GET /_sim/batch_lines: {provider: {custom_id: lines}} over every provider batch created (the
+        batch APIs' counterpart of request_counts; zeroed by reset/set_config)."""
+        return httpx.get(f"{self.base_url}/_sim/batch_lines", timeout=30).json()["providers"]
+
     def trace(self) -> list[dict]:
         """GET /_sim/trace as dicts {provider, tag, status, arrival_s, done_s} (needs trace_tag_regex)."""
         data = httpx.get(f"{self.base_url}/_sim/trace", timeout=30).json()

@@ -35,6 +35,13 @@ fixture) is read relative to a snapshot taken before the batches ran (``counts_s
 or is ``reset()`` first (SimHandle, BrokenProvider). Call it once the batches have ended: a request still
 in flight is counted by its server but not yet in the item's ``attempts``.
 
+Provider batches (issue #23): a server with ``batch_lines() -> {provider: {line custom id: lines}}`` (the
+simulator's ``GET /_sim/batch_lines``) also counts the lines of the provider batches it was sent. A line's
+custom id is the gateway's own (``<chunk>-<n>``, provider_batches.models.ProviderBatch): it is mapped to its
+item's custom_id and counted as one request of that item, so (a) and (b) hold for items served by a
+provider batch (one line = one attempt) and for items that went back to real time after one — the
+batch-API HTTP calls (upload, create, polls, downloads) are not requests of any item and are left out.
+
 Returns a summary: ``{"batches", "items", "items_sent", "requests", "duplicates" (requests beyond one
 per custom id that was sent), "by_provider": {p: requests}, "other_requests"}``.
 """
@@ -78,6 +85,32 @@ def merged_counts(servers: Iterable[CountsRequests]) -> dict[str, Counter]:
     return out
 
 
+def batch_line_counts(servers: Iterable[Any], batch_ids: list[str]) -> dict[str, Counter]:
+    """{provider: Counter(item custom_id -> provider-batch lines)} for these batches' provider batches,
+    from every server that counts batch lines."""
+    from batches.models import BatchItem
+    from provider_batches.models import ProviderBatch
+
+    chunks = dict(ProviderBatch.objects.filter(batch_id__in=batch_ids).values_list("id", "item_ids"))
+    if not chunks:
+        return {}
+    wanted = {i for ids in chunks.values() for i in ids}
+    custom = dict(BatchItem.objects.filter(id__in=wanted).values_list("id", "custom_id"))
+    out: dict[str, Counter] = {}
+    for server in servers:
+        counter = getattr(server, "batch_lines", None)
+        if counter is None:
+            continue
+        for provider, lines in counter().items():
+            for line_id, n in lines.items():
+                chunk, _, index = str(line_id).rpartition("-")
+                item_ids = chunks.get(chunk)
+                if item_ids is None or not index.isdigit() or int(index) >= len(item_ids):
+                    continue
+                out.setdefault(provider, Counter())[custom[item_ids[int(index)]]] += n
+    return out
+
+
 def _batch_pk(batch: Any) -> str:
     return str(getattr(batch, "pk", batch))
 
@@ -108,7 +141,10 @@ def assert_exactly_once(
         for provider, row in ((stats or {}).get("providers") or {}).items():
             recorded[provider] += int((row or {}).get("request_count") or 0)
 
+    servers = list(servers)
     seen = merged_counts(servers)
+    for provider, lines in batch_line_counts(servers, ids).items():
+        seen.setdefault(provider, Counter()).update(lines)
     per_id: dict[str, Counter] = {}  # custom_id -> Counter(provider -> requests)
     by_provider: Counter = Counter()
     other: Counter = Counter()  # (provider, request_id) of requests that are not these batches'

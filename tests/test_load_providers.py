@@ -216,6 +216,8 @@ def test_contract_example_names_every_field_with_the_tables_defaults():
     entry = data["providers"][0]
     # the provider-adapter fields (#21) are the contract's table of optional fields, not the example's
     adapter_fields = {"kind", "deployment", "api_version", "itpm", "otpm", "adaptive"}  # + shared keys (#24)
+    # and so are the provider-batch fields (#23: the contract's three and the documented extensions)
+    adapter_fields |= {name for name in PROVIDER_FIELDS if name.startswith("batch_")}
     assert set(entry) == set(PROVIDER_FIELDS) - adapter_fields
     for name, f in PROVIDER_FIELDS.items():
         if not f.required and name not in ("api_key", *adapter_fields):
@@ -355,12 +357,13 @@ def test_strict_refuses_unknown_keys_and_stores_nothing(tmp_path):
 def test_keys_without_a_close_match_list_the_known_ones_and_contract_only_fields_say_so(tmp_path):
     data = json.loads(json.dumps(EXAMPLE))
     data["providers"][0]["zzz"] = 1
-    data["providers"][0]["batch_api"] = False  # docs/contract.md §3, not implemented by this gateway
+    data["providers"][0]["adaptive"] = False  # docs/contract.md §3, not implemented by this gateway
     data["providers"][0]["comment"] = "a note"  # free text: allowed everywhere without a warning
     data["comment"] = "a note"
     _, err = run_both(tmp_path, data)
     assert "providers[0] (alpha): `zzz`: unknown field (known: name, base_url, model, rpm," in err
-    assert "providers[0] (alpha): `batch_api`: not supported by this gateway (docs/contract.md §3)" in err
+    assert "providers[0] (alpha): `adaptive`: not supported by this gateway (docs/contract.md §3)" in err
+    assert "`batch_api`" not in err  # implemented since #23
     assert "`kind`" not in err  # implemented since #21
     assert "comment" not in err
 

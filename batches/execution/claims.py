@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from batches import signals
-from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, ServedVia
 from gateway_engine.retry import ErrorType
 
 from . import journal
@@ -33,6 +33,9 @@ CLAIM_FIELDS = (
     "started_at",
 )
 ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
+# real-time claims take only items on the real-time path: an item bound for its provider's batch API
+# (``served_via=provider_batch``) is the provider-batch route's (provider_batches) until it sets it back
+REALTIME_PATH = Q(served_via=ServedVia.REALTIME)
 
 
 def claim_items(
@@ -49,7 +52,7 @@ def claim_items(
     now = timezone.now()
     claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
     with transaction.atomic():
-        qs = BatchItem.objects.filter(claimable, batch_id=batch_id)
+        qs = BatchItem.objects.filter(claimable, REALTIME_PATH, batch_id=batch_id)
         if seq_from is not None:
             qs = qs.filter(seq__gte=seq_from)
         if seq_to is not None:
@@ -95,7 +98,9 @@ def claim_queued(
             break
         now = timezone.now()
         with transaction.atomic():
-            pending = BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.PENDING)
+            pending = BatchItem.objects.filter(
+                where, REALTIME_PATH, batch_id=batch_id, status=ItemStatus.PENDING
+            )
             if prefix is None:
                 items = _lock(pending, limit - len(taken))
             else:

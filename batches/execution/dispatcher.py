@@ -45,6 +45,7 @@ from .apply import apply_results
 from .cache_stage import CacheStage
 from .claims import (
     ACTIVE_BATCH_STATUSES,
+    REALTIME_PATH,
     cancel_claimable,
     cancelled_with_unsent,
     claim_queued,
@@ -86,7 +87,7 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
     flags = {
         f"q{i}": Exists(
             BatchItem.objects.filter(
-                queue_filter(name, names), batch=OuterRef("pk"), status=ItemStatus.PENDING
+                queue_filter(name, names), REALTIME_PATH, batch=OuterRef("pk"), status=ItemStatus.PENDING
             )
         )
         for i, name in enumerate(names)
@@ -118,7 +119,10 @@ def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
 def work_remains() -> bool:
     """Any pending item in an unfinished batch (what dispatchers exist for)."""
     return BatchItem.objects.filter(
-        status=ItemStatus.PENDING, batch__status__in=ACTIVE_BATCH_STATUSES, batch__completed_at__isnull=True
+        REALTIME_PATH,
+        status=ItemStatus.PENDING,
+        batch__status__in=ACTIVE_BATCH_STATUSES,
+        batch__completed_at__isnull=True,
     ).exists()
 
 

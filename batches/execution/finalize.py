@@ -51,12 +51,14 @@ def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
     )
     total = hits = 0
     cache: dict[str, list[int]] = {}  # provider → [cached, cache_write] of the answers it gave
+    batched: dict[str, dict[str, int]] = {}  # provider → its provider-batch lines and their used tokens
     for status, provider, attempt_log, prompt, completion, cached, cache_write, served_by in rows:
         total += 1
         if served_by == CACHE_HIT:  # no call, nothing billed: counted as a hit, no provider's tokens
             hits += 1
             builder.add_item(status, attempt_log)
             continue
+        count_provider_batch_lines(attempt_log, batched)
         builder.add_item(
             status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
         )
@@ -66,7 +68,40 @@ def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
             counts[1] += cache_write or 0
     stats = with_cache_tokens(builder.build(str(batch.id), batch.total_count or total, elapsed_ms), cache)
     stats["cache_hits"] = hits
+    with_provider_batch(stats, batched, batch.batch_api_calls)
     return add_stats_costs(stats, prices_by_provider()), builder
+
+
+PROVIDER_BATCH = "provider_batch"  # an attempt-log entry's ``served_by`` for a provider-batch line
+
+
+def count_provider_batch_lines(attempt_log, batched: dict[str, dict[str, int]]) -> None:
+    """Adds one item's provider-batch lines (attempt-log entries ``served_by: provider_batch``) and the
+    tokens of the one whose answer was used, per provider."""
+    for attempt in attempt_log or ():
+        if attempt.get("served_by") != PROVIDER_BATCH:
+            continue
+        row = batched.setdefault(
+            attempt.get("provider") or "?", {"request_count": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
+        row["request_count"] += 1
+        if attempt.get("used"):
+            row["prompt_tokens"] += int(attempt.get("prompt_tokens") or 0)
+            row["completion_tokens"] += int(attempt.get("completion_tokens") or 0)
+
+
+def with_provider_batch(stats: dict, batched: dict[str, dict[str, int]], api_calls: int) -> dict:
+    """The provider-batch part of the stats (docs/provider_batches.md): per provider
+    ``provider_batch`` {request_count (lines, also in the provider's request_count), prompt_tokens,
+    completion_tokens} (priced by add_stats_costs), and ``batch_api_calls`` (the batch-API HTTP calls,
+    which are no item's requests). Nothing is added for a batch that used no provider batch."""
+    if not batched and not api_calls:
+        return stats
+    for name, row in batched.items():
+        if name in stats.get("providers", {}):
+            stats["providers"][name][PROVIDER_BATCH] = row
+    stats["batch_api_calls"] = int(api_calls)
+    return stats
 
 
 def with_cache_tokens(stats: dict, cache: dict[str, list[int]]) -> dict:

@@ -29,7 +29,7 @@ def request_hash(body: bytes, content_type: str | None, query: Mapping[str, str]
     """SHA-256 over what decides the batch: the media type, the JSONL options and the body bytes."""
     digest = hashlib.sha256()
     digest.update(media_type_of(content_type).encode() + b"\n")
-    for name in ("priority", "completion_window", "cache", "webhook_url"):
+    for name in ("priority", "completion_window", "cache", "webhook_url", "provider_batch"):
         digest.update(f"{name}={(query or {}).get(name) or ''}\n".encode())
     digest.update(body)
     return digest.hexdigest()

@@ -1,5 +1,6 @@
-"""Batch options: ``priority``, ``completion_window``, ``cache`` and ``webhook_url`` (top-level JSON fields, or query
-parameters for a JSONL body; docs/contract.md §4), checked into a ``BatchOptions``."""
+"""Batch options: ``priority``, ``completion_window``, ``cache``, ``webhook_url`` and ``provider_batch``
+(top-level JSON fields, or query parameters for a JSONL body; docs/contract.md §4), checked into a
+``BatchOptions``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Any
 
 from django.conf import settings
 
-from ..models import BatchPriority
+from ..models import BatchPriority, ProviderBatchMode
 from . import webhook_url as webhook_urls
 from .errors import FieldError, SubmissionError
 from .json_values import type_name
 
 PRIORITIES = tuple(p.value for p in BatchPriority)
+PROVIDER_BATCH_MODES = tuple(m.value for m in ProviderBatchMode)
 COMPLETION_WINDOW_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_COMPLETION_WINDOW = timedelta(seconds=10)
@@ -28,6 +30,7 @@ class BatchOptions:
     completion_window: str = ""
     window: timedelta | None = None
     webhook_url: str = ""  # "" = none given (the team's default URL, if any, is used at the batch's end)
+    provider_batch: str = "auto"
     cache: bool | None = None  # the response cache (docs/cache.md); None: the route's setting decides
 
 
@@ -93,6 +96,7 @@ def batch_options(
     completion_window: Any = None,
     *,
     cache: Any = None,
+    provider_batch: Any = None,
     webhook_url: Any = None,
     allow_private_webhooks: bool | None = None,
 ) -> BatchOptions:
@@ -106,6 +110,10 @@ def batch_options(
     completion_window, window = _window(completion_window, errors)
     cached = _cache(cache, errors)
     url = _webhook_url(webhook_url, allow_private_webhooks, errors)
+    if provider_batch is None or provider_batch == "":
+        provider_batch = ProviderBatchMode.AUTO.value
+    elif provider_batch not in PROVIDER_BATCH_MODES:
+        errors.append(FieldError(None, "provider_batch", f"must be one of {', '.join(PROVIDER_BATCH_MODES)}"))
     if errors:
         raise SubmissionError(400, errors)
     return BatchOptions(
@@ -114,4 +122,5 @@ def batch_options(
         window=window,
         cache=cached,
         webhook_url=url,
+        provider_batch=str(provider_batch),
     )

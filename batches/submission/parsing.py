@@ -17,7 +17,9 @@ from .metadata import metadata_errors, reserved_metadata_errors
 # A UTF-8 byte order mark (Excel, Notepad) before a JSON or JSONL body is not part of it.
 UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-BODY_FIELDS = frozenset({"items", "metadata", "priority", "completion_window", "cache", "webhook_url"})
+BODY_FIELDS = frozenset(
+    {"items", "metadata", "priority", "completion_window", "cache", "webhook_url", "provider_batch"}
+)
 JSON_MEDIA_TYPES = frozenset({"application/json"})
 JSONL_MEDIA_TYPES = frozenset({"application/jsonl", "application/x-ndjson", "application/jsonlines"})
 
@@ -30,6 +32,7 @@ class ParsedBody:
     completion_window: Any = None
     webhook_url: Any = None
     cache: Any = None
+    provider_batch: Any = None
     # Raw size in bytes of each item as sent (JSONL lines); None when the body was one JSON document.
     item_sizes: list[int] | None = None
     # 1-based line of each item in a JSONL body (blank lines are skipped); None for a JSON document.
@@ -151,6 +154,7 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
         completion_window=doc.get("completion_window"),
         webhook_url=doc.get("webhook_url"),
         cache=doc.get("cache"),
+        provider_batch=doc.get("provider_batch"),
     )
 
 

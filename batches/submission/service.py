@@ -28,6 +28,7 @@ from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
 from .parsing import parse_body
+from .provider_batch import check_provider_batch
 from .reach import Reach
 from .storage import insert_items
 from .targets import KnownTargets
@@ -87,6 +88,7 @@ def submit_batch(
     options = options or BatchOptions()
     targets, table = load_targets()
     valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets)
+    check_provider_batch(options, valid, targets.reach)
     check_budget(team, valid)
     with transaction.atomic():
         queue_limits.check(team, len(valid))  # locks the team's row until this commits
@@ -102,10 +104,11 @@ def submit_batch(
             webhook_url=options.webhook_url,
             expires_at=now + options.window if options.window else None,
             cache=options.cache,
+            provider_batch=options.provider_batch,
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
-        insert_items(batch, valid, table)
+        insert_items(batch, valid, table, options)
         batch_id = str(batch.id)
         transaction.on_commit(lambda: enqueue.enqueue_start(batch_id))
     return batch
@@ -140,8 +143,13 @@ def submit_body(
         parsed.priority, parsed.completion_window = query.get("priority"), query.get("completion_window")
         parsed.webhook_url = query.get("webhook_url")
         parsed.cache = query.get("cache")
+        parsed.provider_batch = query.get("provider_batch")
     options = batch_options(
-        parsed.priority, parsed.completion_window, cache=parsed.cache, webhook_url=parsed.webhook_url
+        parsed.priority,
+        parsed.completion_window,
+        cache=parsed.cache,
+        webhook_url=parsed.webhook_url,
+        provider_batch=parsed.provider_batch,
     )
     return submit_batch(
         team=team,

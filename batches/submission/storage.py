@@ -13,6 +13,8 @@ from batches.scheduling.prefix import prefix_keyer
 from gateway_engine.routing import RoutingTable, draw_free_preference, preferred_provider
 
 from ..models import Batch, BatchItem, ItemStatus
+from .options import BatchOptions
+from .provider_batch import path_chooser
 from .validation import ValidItem
 
 COPY_COLUMNS = (
@@ -23,6 +25,7 @@ COPY_COLUMNS = (
     "requested_provider",
     "queue_provider",
     "prefix_key",
+    "served_via",
     "payload",
     "status",
     "provider",
@@ -37,13 +40,17 @@ COPY_COLUMNS = (
 SQLITE_CHUNK = 5000
 
 
-def insert_items(batch: Batch, valid: Iterable[ValidItem], table: RoutingTable) -> None:
-    """Store the items of ``batch`` (inside the caller's transaction), queued as ``table`` routes them."""
+def insert_items(
+    batch: Batch, valid: Iterable[ValidItem], table: RoutingTable, options: BatchOptions | None = None
+) -> None:
+    """Store the items of ``batch`` (inside the caller's transaction), queued as ``table`` routes them,
+    each on the path its provider and the batch's ``provider_batch`` option give it (``served_via``)."""
     queue = queue_namer(str(batch.id), table)
+    path = path_chooser(options or BatchOptions(), table)
     if connection.vendor == "postgresql":
-        _copy_items(batch, valid, queue)
+        _copy_items(batch, valid, queue, path)
     else:
-        _bulk_create_items(batch, valid, queue)
+        _bulk_create_items(batch, valid, queue, path)
 
 
 def queue_namer(batch_id: str, table: RoutingTable) -> Callable[[ValidItem], str]:
@@ -64,7 +71,9 @@ def queue_namer(batch_id: str, table: RoutingTable) -> Callable[[ValidItem], str
     return name
 
 
-def _copy_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
+def _copy_items(
+    batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str], path: Callable[[str], str]
+) -> None:
     table = connection.ops.quote_name(BatchItem._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(c) for c in COPY_COLUMNS)
     now = timezone.now()
@@ -74,16 +83,20 @@ def _copy_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[Valid
     with connection.cursor() as cursor:
         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for v in valid:
+                q = queue(v)
                 copy.write_row(
-                    (batch_id, v.seq, v.custom_id, v.route, v.provider, queue(v), prefix(v.payload), v.payload_json, pending, "", 0, "", "", 0,
-                     "[]", "", now)
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, q, prefix(v.payload), path(q), v.payload_json, pending,
+                     "", 0, "", "", 0, "[]", "", now)
                 )  # fmt: skip
 
 
-def _bulk_create_items(batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str]) -> None:
+def _bulk_create_items(
+    batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str], path: Callable[[str], str]
+) -> None:
     prefix = prefix_keyer()
     rows = [
         BatchItem(
+            served_via=path(queue(v)),
             batch=batch,
             seq=v.seq,
             custom_id=v.custom_id,

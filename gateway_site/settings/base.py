@@ -154,6 +154,17 @@ GATEWAY_DEFAULT_MAX_TOKENS = env_int("GATEWAY_DEFAULT_MAX_TOKENS", 1024, minimum
 # Execution engine: a worker owns claimed items for this long (renewed while alive); a dead worker's
 # items are claimed again after it. Retry backoff: full jitter, base × 2^n capped.
 GATEWAY_CLAIM_LEASE_SECONDS = env_float("GATEWAY_CLAIM_LEASE_SECONDS", 60.0, minimum=2.0, maximum=3600.0)
+# Provider batches (docs/provider_batches.md): polls of a provider batch start this far apart and grow by
+# half each time up to the maximum; the deadline guard keeps this margin beyond what real time needs
+GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS = env_float(
+    "GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS", 30.0, minimum=0.05, maximum=3600.0
+)
+GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS = env_float(
+    "GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS", 600.0, minimum=0.05, maximum=3600.0
+)
+GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS = env_float(
+    "GATEWAY_PROVIDER_BATCH_GUARD_MARGIN_SECONDS", 300.0, minimum=0.0, maximum=86400.0
+)
 # Scheduling (docs/engine.md): dispatcher slices, fair share, priority aging, outage ride-through
 GATEWAY_DISPATCHERS = env_int("GATEWAY_DISPATCHERS", 4, minimum=1, maximum=1000)
 GATEWAY_DISPATCH_SLICE_SECONDS = env_float("GATEWAY_DISPATCH_SLICE_SECONDS", 20.0, minimum=1.0, maximum=600.0)
@@ -271,6 +282,7 @@ INSTALLED_APPS = [
     "interactive",  # /v1/chat/completions and /v1/models (issue #22)
     "webhooks",  # signed events when a batch ends (issue #26)
     "response_cache",  # the response cache and in-flight dedup (issue #25)
+    "provider_batches",  # the providers' own batch APIs (issue #23, docs/provider_batches.md)
     "axes",  # admin login lockout (#29)
     "csp",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from gateway_engine.quota.types import BudgetReservation
 from teams.limits import team_limits
 from teams.models import Team
 from teams.usage import seed_budget_from_db
@@ -33,6 +34,23 @@ def charge_budget(team: Team, tokens: int) -> None:
     limits = team_limits(team)
     if limits.has_budget and tokens > 0:
         _run(get_quota_store().charge_budget, limits, int(tokens))
+
+
+def reserve_tokens(team: Team, tokens: int) -> BudgetReservation | None:
+    """Reserve ``tokens`` on the team's ledger ahead of work served outside the engine (a provider
+    batch's discounted estimate at its create); None for a team without budgets. Raises BudgetExceeded
+    (nothing taken) when a period has no room, QuotaStoreUnavailable if Redis is down."""
+    limits = team_limits(team)
+    if not limits.has_budget or tokens <= 0:
+        return None
+    return _run(get_quota_store().reserve_budget, limits, int(tokens), seed_budget_from_db)
+
+
+def give_back_tokens(team_name: str, keys: list[str], tokens: int) -> None:
+    """Give a ``reserve_tokens`` reservation back once the work's reported usage was charged (by the
+    result writer): the ledger ends at the reported usage."""
+    if keys and tokens > 0:
+        _run(get_quota_store().give_back_budget, BudgetReservation(team_name, tuple(keys), int(tokens)))
 
 
 def forget_ledger_if_unbudgeted(team: Team) -> None:

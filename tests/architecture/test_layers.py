@@ -8,8 +8,10 @@ into a function to dodge a circle still fails here).
     providers                        providers, routes, live limits, breakers, prices
     response_cache                   the response cache and in-flight dedup (issue #25): keys, entries, leaders
     batches                          submission, scheduling, execution, results
-    interactive | webhooks           the interactive lane (/v1/chat/completions, /v1/models) on batches' rules;
-                                     signed events when a batch ends (listens to batches.signals)
+    interactive | webhooks | provider_batches
+                                     the interactive lane (/v1/chat/completions, /v1/models) on batches' rules;
+                                     signed events when a batch ends (listens to batches.signals); the
+                                     provider-batch route (issue #23) — neighbours, not importing each other
     openai_api | dashboard           the two surfaces built on batches (they do not import each other)
     observability | audit            may import any app below; nothing imports them but the site root
     gateway_site (root)              settings, urls, wsgi/asgi, celery app, host middleware: anything
@@ -34,13 +36,14 @@ LAYERS: list[set[str]] = [
     {"providers"},
     {"response_cache"},
     {"batches"},
-    {"interactive", "webhooks"},
+    {"interactive", "webhooks", "provider_batches"},
     {"openai_api", "dashboard"},
     {"observability", "audit"},
     {"gateway_site"},
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 CHECKED = ["gateway_engine", "gateway_site", "teams", "providers", "response_cache", "batches", "interactive", "webhooks",
+           "provider_batches",
            "openai_api", "dashboard", "observability", "audit"]  # fmt: skip
 
 

@@ -80,6 +80,12 @@ class Command(DatabaseCommand):
             help="POST a signed event here when the batch ends (https://; docs/webhooks.md).",
         )
         parser.add_argument(
+            "--provider-batch",
+            default=None,
+            choices=("auto", "never", "always"),
+            help="Whether items may go through their provider's own batch API (default auto).",
+        )
+        parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
         parser.add_argument(
@@ -103,6 +109,7 @@ class Command(DatabaseCommand):
                 options["completion_window"],
                 cache=options["cache"],
                 webhook_url=options["webhook_url"],
+                provider_batch=options["provider_batch"],
             )
             parsed = parse_jsonl(body)
             batch = submit_batch(

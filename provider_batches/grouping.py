@@ -1,0 +1,159 @@
+"""Items bound for a provider's batch API → provider batches (chunks) within the provider's limits.
+
+An item's provider is its queue (``BatchItem.queue_provider``: the route's priority/weight draw made at
+submission, ``routing.preferred_provider``). Per gateway batch and provider, pending items with
+``served_via=provider_batch`` are taken (``FOR UPDATE SKIP LOCKED``) in seq order and cut into chunks of
+at most ``batch_max_requests`` lines and ``batch_max_bytes`` bytes (each line measured as the client
+will upload it, ``encode_line``). Each chunk's row (its intent: chunk id, provider, item ids, time) is
+stored in the SAME transaction as its items' claims (``claimed_by=pb:<chunk>``), due at once — so a
+crash anywhere leaves either free items or a chunk that the due work resumes, never both.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from batches.execution.claims import ACTIVE_BATCH_STATUSES
+from batches.models import Batch, BatchItem, ItemStatus, ServedVia
+from gateway_engine.batch_api import BatchLine
+from gateway_engine.routing import ProviderConfig
+
+from . import remote
+from .lines import batch_line
+from .models import ProviderBatch, new_chunk_id
+
+log = logging.getLogger("provider_batches")
+
+# a chunk's items are held by its claim until the chunk is done (each poll renews it)
+CLAIM_HOLD = dt.timedelta(days=30)
+MAX_ITEMS_PER_PASS = 200_000
+
+
+@dataclass
+class Chunk:
+    id: str
+    provider: ProviderConfig
+    items: list[BatchItem] = field(default_factory=list)
+    bytes: int = 0
+
+
+def batches_to_group(limit: int = 20) -> list[str]:
+    """Unfinished batches with items bound for a provider batch and not yet in one."""
+    ids = (
+        BatchItem.objects.filter(
+            status=ItemStatus.PENDING,
+            served_via=ServedVia.PROVIDER_BATCH,
+            batch__status__in=ACTIVE_BATCH_STATUSES,
+            batch__completed_at__isnull=True,
+        )
+        .order_by()
+        .values_list("batch_id", flat=True)
+        .distinct()[:limit]
+    )
+    return [str(i) for i in ids]
+
+
+def next_group_due() -> dt.datetime | None:
+    """Now, when some item waits to be grouped (one indexed EXISTS)."""
+    waiting = BatchItem.objects.filter(
+        status=ItemStatus.PENDING,
+        served_via=ServedVia.PROVIDER_BATCH,
+        batch__status__in=ACTIVE_BATCH_STATUSES,
+        batch__completed_at__isnull=True,
+    ).exists()
+    return timezone.now() if waiting else None
+
+
+def group_batch(batch_id: str) -> list[ProviderBatch]:
+    """Cut one batch's waiting items into chunks and store them (intent rows + claims) in one
+    transaction. Items whose provider has no batch API any more go back to real time."""
+    providers = remote.provider_configs()
+    with transaction.atomic():
+        items = list(
+            BatchItem.objects.filter(
+                batch_id=batch_id, status=ItemStatus.PENDING, served_via=ServedVia.PROVIDER_BATCH
+            )
+            .order_by("seq")
+            .select_for_update(skip_locked=True, of=("self",))
+            .only("id", "batch_id", "seq", "custom_id", "queue_provider", "payload")[:MAX_ITEMS_PER_PASS]
+        )
+        if not items:
+            return []
+        by_provider: dict[str, list[BatchItem]] = {}
+        for item in items:
+            by_provider.setdefault(item.queue_provider, []).append(item)
+        chunks: list[Chunk] = []
+        orphans: list[int] = []
+        for name, group in by_provider.items():
+            config = providers.get(name)
+            if config is None or config.batch is None or not config.enabled:
+                orphans += [i.id for i in group]
+                continue
+            chunks += list(cut(config, group))
+        rows = [_store(batch_id, c) for c in chunks]
+        log.info(
+            "batch %s: %d items grouped into %d provider batches",
+            batch_id,
+            len(items) - len(orphans),
+            len(rows),
+        )
+        if orphans:
+            BatchItem.objects.filter(id__in=orphans).update(served_via=ServedVia.REALTIME)
+            log.warning(
+                "batch %s: %d items' providers have no batch API now: sent in real time",
+                batch_id,
+                len(orphans),
+            )
+    if orphans:
+        remote.wake_dispatchers()
+    return rows
+
+
+def cut(config: ProviderConfig, items: list[BatchItem]) -> Iterator[Chunk]:
+    """Chunks of at most max_requests lines and max_bytes bytes (a line alone larger than max_bytes
+    still gets a chunk of its own: the provider refuses it and the item goes to real time)."""
+    assert config.batch is not None
+    encode = remote.line_encoder(config)
+    chunk = Chunk(new_chunk_id(), config)
+    for item in items:
+        size = len(encode(_line_for(chunk, len(chunk.items), config, item)))
+        full = len(chunk.items) >= config.batch.max_requests or chunk.bytes + size > config.batch.max_bytes
+        if chunk.items and full:
+            yield chunk
+            chunk = Chunk(new_chunk_id(), config)
+            size = len(encode(_line_for(chunk, 0, config, item)))
+        chunk.items.append(item)
+        chunk.bytes += size
+    if chunk.items:
+        yield chunk
+
+
+def _line_for(chunk: Chunk, n: int, config: ProviderConfig, item: BatchItem) -> BatchLine:
+    return batch_line(f"{chunk.id}-{n}", config, item.payload)
+
+
+def _store(batch_id: str, chunk: Chunk) -> ProviderBatch:
+    now = timezone.now()
+    row = ProviderBatch.objects.create(
+        id=chunk.id,
+        batch_id=batch_id,
+        provider=chunk.provider.name,
+        kind=chunk.provider.kind,
+        item_ids=[i.id for i in chunk.items],
+        line_count=len(chunk.items),
+        input_bytes=chunk.bytes,
+        due_at=now,
+    )
+    ids = [i.id for i in chunk.items]
+    BatchItem.objects.filter(id__in=ids).update(
+        status=ItemStatus.RUNNING, claimed_by=row.owner, claim_expires_at=now + CLAIM_HOLD
+    )
+    BatchItem.objects.filter(id__in=ids, started_at__isnull=True).update(started_at=now)
+    Batch.objects.filter(id=batch_id, started_at__isnull=True).update(started_at=now)
+    return row

@@ -1,0 +1,149 @@
+"""Items ⇄ provider-batch lines, and a line's result → the engine's ``ItemResult`` (pure: no ORM, no I/O).
+
+A line's body is exactly what the real-time call of the provider's kind would POST (the kind's wire
+format, ``gateway_engine.wire.for_kind(kind).body``), with ``model`` set where the batch line must name
+it (Azure: the Global-Batch deployment; OpenAI: the provider's model). Its custom id is the gateway's
+own (``<chunk>-<n>``), never the user's.
+
+A line counts as one attempt of its item (its attempt-log entry says ``served_by: provider_batch``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from gateway_engine.batch_api import BatchLine, LineResult, line_verdict
+from gateway_engine.items import ItemResult
+from gateway_engine.retry import ErrorType, is_retryable_error
+from gateway_engine.routing import ProviderConfig
+from gateway_engine.wire import for_kind
+
+SERVED_BY = "provider_batch"
+
+
+def line_body(config: ProviderConfig, payload: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of one item's line for ``config``'s kind."""
+    body = dict(
+        for_kind(config.kind).body(config, list(payload.get("messages") or []), payload.get("params") or {})
+    )
+    if config.kind == "azure_openai":
+        body["model"] = config.batch.deployment if config.batch else config.deployment or config.model
+    elif config.kind == "openai":
+        body.setdefault("model", config.model)
+    return body
+
+
+def batch_line(line_id: str, config: ProviderConfig, payload: dict[str, Any]) -> BatchLine:
+    return BatchLine(custom_id=line_id, body=line_body(config, payload))
+
+
+@dataclass(frozen=True)
+class LineVerdict:
+    """What one line's result means for its item: ``result`` to store (None: send it again in real
+    time, ``back_to_realtime``), and the attempt-log entry the line adds either way."""
+
+    result: ItemResult | None
+    entry: dict[str, Any]
+
+    @property
+    def back_to_realtime(self) -> bool:
+        return self.result is None
+
+
+def _entry(
+    provider: str, status_code: int | None, error_type: str, usage: dict[str, int] | None, used: bool
+) -> dict[str, Any]:
+    return {
+        "provider": provider,
+        "status_code": status_code,
+        "error_type": error_type,
+        "latency_ms": 0,
+        "prompt_tokens": int((usage or {}).get("prompt_tokens") or 0),
+        "completion_tokens": int((usage or {}).get("completion_tokens") or 0),
+        "tokens": int((usage or {}).get("total_tokens") or 0),
+        "used": used,
+        "at": dt.datetime.now(dt.UTC).isoformat(),
+        "served_by": SERVED_BY,
+    }
+
+
+def verdict(
+    custom_id: str, config: ProviderConfig, line: LineResult, *, realtime_allowed: bool, latency_ms: int
+) -> LineVerdict:
+    """A line's result → its item's result. Succeeded: the answer read by the kind's wire format.
+    Errored non-retryable: the item fails as it would in real time. Errored retryable, expired or
+    canceled (by the guard): back to real time when ``realtime_allowed``, else ended (expired /
+    cancelled / failed)."""
+    wire = for_kind(config.kind)
+    if line.outcome == "succeeded" and isinstance(line.body, dict):
+        answer = wire.read_answer(line.body)
+        if answer.refusal is None:
+            usage = answer.usage or {}
+            entry = _entry(config.name, line.status_code or 200, "", usage, True)
+            entry["latency_ms"] = latency_ms
+            result = ItemResult(
+                custom_id=custom_id,
+                status="succeeded",
+                provider=config.name,
+                attempts=1,
+                latency_ms=latency_ms,
+                response=answer.response,
+                native_response=answer.native,
+                prompt_tokens=usage.get("prompt_tokens"),
+                completion_tokens=usage.get("completion_tokens"),
+                total_tokens=usage.get("total_tokens"),
+                cached_tokens=usage.get("cached_tokens"),
+                cache_write_tokens=usage.get("cache_write_tokens"),
+                attempt_log=[entry],  # type: ignore[list-item]
+            )
+            return LineVerdict(result, entry)
+        error_type, message, status = answer.refusal.error_type, answer.refusal.message, line.status_code
+    elif line.outcome == "errored":
+        status = line.status_code
+        judged = line_verdict(config.kind, line)
+        error_type = judged.error_type if judged else ErrorType.SERVER_ERROR
+        message = judged.message if judged else "the provider batch errored this line"
+    elif line.outcome == "expired":
+        error_type, message, status = (
+            ErrorType.EXPIRED,
+            "the provider batch expired before this line ran",
+            None,
+        )
+    else:
+        error_type, message, status = (
+            ErrorType.CANCELLED,
+            "the provider batch was cancelled before this line ran",
+            None,
+        )
+    entry = _entry(config.name, status, error_type, None, False)
+    retryable = line.outcome in ("expired", "canceled") or is_retryable_error(error_type)
+    if retryable and realtime_allowed:
+        return LineVerdict(None, entry)
+    final_status = {ErrorType.EXPIRED: "expired", ErrorType.CANCELLED: "cancelled"}.get(error_type, "failed")
+    result = ItemResult(
+        custom_id=custom_id,
+        status=final_status,
+        provider=config.name,
+        attempts=1,
+        error_type=error_type,
+        error_status_code=status,
+        error_message=message,
+        attempt_log=[entry],  # type: ignore[list-item]
+    )
+    return LineVerdict(result, entry)
+
+
+def missing_line(
+    custom_id: str, config: ProviderConfig, *, realtime_allowed: bool, cancelled: bool
+) -> LineVerdict:
+    """A line the provider returned nothing for (a failed or cancelled batch)."""
+    outcome = "canceled" if cancelled else "expired"
+    return verdict(
+        custom_id,
+        config,
+        LineResult(custom_id, outcome, None, None, None),
+        realtime_allowed=realtime_allowed,
+        latency_ms=0,
+    )  # type: ignore[arg-type]
