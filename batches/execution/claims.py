@@ -124,17 +124,22 @@ def _claim_groups(pending, running, limit: int, current: str) -> list[BatchItem]
     groups in flight instead of each opening one), then the group of the lowest pending seq."""
     items: list[BatchItem] = []
     key: str | None = current or None
+    tried: set[str] = set()  # each group is tried once: a group whose rows another claim holds is skipped
     while len(items) < limit:
         rest = pending.exclude(id__in=[i.id for i in items]) if items else pending
         if key is None:
+            untried = rest.exclude(prefix_key__in=tried) if tried else rest
             in_flight = running.exclude(prefix_key="").values("prefix_key")
             first = list(
-                rest.filter(prefix_key__in=in_flight).order_by("seq").values_list("prefix_key", flat=True)[:1]
+                untried.filter(prefix_key__in=in_flight)
+                .order_by("seq")
+                .values_list("prefix_key", flat=True)[:1]
             )
-            first = first or list(rest.order_by("seq").values_list("prefix_key", flat=True)[:1])
+            first = first or list(untried.order_by("seq").values_list("prefix_key", flat=True)[:1])
             if not first:
                 break
             key = first[0]
+        tried.add(key)
         got = _lock(rest.filter(prefix_key=key), limit - len(items))
         if not got and key != current:
             break  # what is pending is locked by another claim

@@ -55,3 +55,45 @@ def test_grouping_off_claims_in_seq_order_and_batches_keep_their_order(team, mak
     got = claim_queued("alpha", [str(first.id)], 10, "owner-2", prefix="")
     assert seqs(got) == [3, 2]  # what is left: seq 3 joins its group in flight (seq 0), then seq 2
     assert not BatchItem.objects.filter(status=ItemStatus.PENDING).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_group_whose_rows_another_claim_holds_is_skipped_not_retried_forever(team, make_provider):
+    """Every pending row of the current group is locked by another transaction (a concurrent claim): the
+    claim moves on to the other groups and returns. (It once looped forever on such a group, re-querying
+    the database at 100 % CPU in a worker child.)"""
+    import threading
+
+    from django.db import connection, transaction
+
+    make_provider("alpha")
+    batch = queue_batch(team, items("l", 6, groups=2))  # group A: seqs 0, 2, 4; group B: 1, 3, 5
+    k0 = key_of(batch, 0)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_group_a():
+        try:
+            with transaction.atomic():
+                list(BatchItem.objects.select_for_update(no_key=True).filter(batch=batch, prefix_key=k0))
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_group_a)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        got: list = []
+        worker = threading.Thread(
+            target=lambda: (got.extend(claim_queued("alpha", [str(batch.id)], 6, "owner-1", prefix=k0)),
+                            connection.close()),
+            daemon=True,
+        )  # fmt: skip
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive(), "claim_queued did not return while a group's rows were locked"
+        assert seqs(got) == [1, 3, 5]  # the free group; the locked one skipped
+    finally:
+        release.set()
+        holder.join(30)
