@@ -11,21 +11,11 @@ from ..answers import AnswerRejected, parse_answer
 from ..http_batch import RawAnswer
 from ..retry import DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS, is_retryable_error, rate_limit_wait
 from ..wire import ErrorVerdict, for_kind
+from ..wire.anthropic_stream import ERROR_STATUS
 from .types import BatchApiError, LineResult
 
-# Anthropic's error types -> the status the Messages API answers them with (docs.anthropic.com/en/api/errors)
-ANTHROPIC_ERROR_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
+# Anthropic's error types -> the status the Messages API answers them with: the wire module's one table
+ANTHROPIC_ERROR_STATUS = ERROR_STATUS
 
 
 def parsed(answer: RawAnswer) -> Any:
