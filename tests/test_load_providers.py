@@ -354,15 +354,15 @@ def test_strict_refuses_unknown_keys_and_stores_nothing(tmp_path):
 
 
 @pytest.mark.django_db
-def test_keys_without_a_close_match_list_the_known_ones_and_contract_only_fields_say_so(tmp_path):
+def test_keys_without_a_close_match_list_the_known_ones_and_the_contracts_fields_load_silently(tmp_path):
     data = json.loads(json.dumps(EXAMPLE))
     data["providers"][0]["zzz"] = 1
-    data["providers"][0]["adaptive"] = False  # docs/contract.md §3, not implemented by this gateway
+    data["providers"][0]["adaptive"] = False  # docs/contract.md §3, implemented since #24
     data["providers"][0]["comment"] = "a note"  # free text: allowed everywhere without a warning
     data["comment"] = "a note"
     _, err = run_both(tmp_path, data)
     assert "providers[0] (alpha): `zzz`: unknown field (known: name, base_url, model, rpm," in err
-    assert "providers[0] (alpha): `adaptive`: not supported by this gateway (docs/contract.md §3)" in err
+    assert "`adaptive`" not in err  # implemented since #24
     assert "`batch_api`" not in err  # implemented since #23
     assert "`kind`" not in err  # implemented since #21
     assert "comment" not in err

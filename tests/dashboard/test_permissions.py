@@ -78,3 +78,22 @@ def test_an_operator_can_and_every_action_is_in_the_history(client, staff_user, 
     assert ("ops", "dashboard", "viewed", str(finished.id)) in history
     assert ("ops", "dashboard", "retried", str(finished.id)) in history
     assert ("ops", "dashboard", "cancelled", str(running.id)) in history
+
+
+def test_a_missing_operator_group_is_made_again_by_migrate_and_an_existing_one_is_left_alone():
+    """A flushed database (``manage.py flush``, transactional tests) or a deleted group: post_migrate makes
+    it again with its default permissions; an operator's edits to an existing group stay."""
+    from django.core.management.sql import emit_post_migrate_signal
+    from django.db import connection
+
+    from batches.operators import OPERATOR_GROUP, ensure_operator_group
+
+    Group.objects.filter(name=OPERATOR_GROUP).delete()
+    emit_post_migrate_signal(verbosity=0, interactive=False, db=connection.alias)
+    group = Group.objects.get(name=OPERATOR_GROUP)
+    perms = set(group.permissions.values_list("content_type__app_label", "codename"))
+    assert {("batches", "view_content"), ("batches", "cancel_batch"), ("teams", "change_team"),
+            ("providers", "change_provider")} <= perms  # fmt: skip
+    group.permissions.remove(*group.permissions.filter(codename="retry_batch"))
+    assert ensure_operator_group() is False
+    assert not group.permissions.filter(codename="retry_batch").exists()

@@ -73,7 +73,7 @@ def test_the_loader_and_the_model_refuse_batch_api_on_gemini():
 
 def test_the_option_is_checked_and_auto_needs_a_long_enough_window():
     with pytest.raises(SubmissionError) as refused:
-        batch_options(None, "24h", "sometimes")
+        batch_options(None, "24h", provider_batch="sometimes")
     assert [e.field for e in refused.value.errors] == ["provider_batch"]
     config = ProviderConfig.from_dict({**BASE, "batch_api": True, "batch_min_window_seconds": 3600})
     plain = ProviderConfig.from_dict(BASE)
