@@ -1,16 +1,16 @@
 from django.urls import path
 
-from . import views
+from . import actions, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.batch_list, name="batches"),
     path("batches/<uuid:batch_id>/", views.batch_detail, name="batch_detail"),
-    path("batches/<uuid:batch_id>/retry-failed", views.batch_retry_failed, name="batch_retry_failed"),
-    path("batches/<uuid:batch_id>/cancel", views.batch_cancel, name="batch_cancel"),
+    path("batches/<uuid:batch_id>/retry-failed", actions.batch_retry_failed, name="batch_retry_failed"),
+    path("batches/<uuid:batch_id>/cancel", actions.batch_cancel, name="batch_cancel"),
     path(
         "batches/<uuid:batch_id>/webhook/redeliver",
-        views.batch_webhook_redeliver,
+        actions.batch_webhook_redeliver,
         name="batch_webhook_redeliver",
     ),
     path("items/<int:item_id>/", views.item_detail, name="item_detail"),

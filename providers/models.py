@@ -68,7 +68,68 @@ def url_origin(url: str) -> str:
     return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
 
 
-class Provider(models.Model):
+class ProviderBatchSettings(models.Model):
+    """The provider's own batch API (docs/provider_batches.md): its fields, kept apart from the rest of
+    ``Provider`` (an abstract model: the columns are Provider's). None = the kind's default
+    (gateway_engine.provider_file.batch_limits)."""
+
+    batch_api = models.BooleanField(
+        default=_P["batch_api"].default,
+        help_text="Deadline-tolerant items may go through the provider's own batch API (kinds openai, "
+        "azure_openai, anthropic; refused on gemini).",
+    )
+    batch_deployment = models.CharField(
+        max_length=200,
+        blank=True,
+        default=_P["batch_deployment"].default,
+        help_text="azure_openai with batch_api (required there): the Global-Batch deployment each line names.",
+    )
+    batch_price_factor = models.FloatField(
+        default=_P["batch_price_factor"].default,
+        validators=_bounds(_P["batch_price_factor"]),
+        help_text="Price of provider-batch work relative to real time (0.5 = half).",
+    )
+    batch_turnaround_seconds = models.PositiveIntegerField(
+        default=_P["batch_turnaround_seconds"].default,
+        validators=_bounds(_P["batch_turnaround_seconds"]),
+        help_text="How long the provider may take to end a batch (its window; 86400 = 24h).",
+    )
+    batch_min_window_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=_bounds(_P["batch_min_window_seconds"]),
+        help_text="auto: a batch goes to the batch API only with a completion_window at least this long "
+        "(empty = the turnaround).",
+    )
+    batch_max_requests = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=_bounds(_P["batch_max_requests"]),
+        help_text="Lines per provider batch (empty = the kind's limit: 50,000 OpenAI/Azure, 100,000 Anthropic).",
+    )
+    batch_max_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=_bounds(_P["batch_max_bytes"]),
+        help_text="Bytes per provider batch input (empty = the kind's limit: 200 MB OpenAI/Azure, 256 MB Anthropic).",
+    )
+    batch_max_enqueued_tokens = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=_bounds(_P["batch_max_enqueued_tokens"]),
+        help_text="Prompt tokens the provider lets one account hold enqueued (empty = not limited here).",
+    )
+
+    class Meta:
+        abstract = True
+
+    @property
+    def batch_limits(self) -> BatchLimits:
+        """The batch-API settings with the kind's defaults filled in."""
+        return batch_limits(self.kind, {name: getattr(self, name) for name in BATCH_FIELDS})
+
+
+class Provider(ProviderBatchSettings):
     name = models.SlugField(
         max_length=64, unique=True, help_text="Stable identifier, used in routes and stats."
     )
@@ -121,54 +182,6 @@ class Provider(models.Model):
         blank=True,
         validators=_bounds(_P["otpm"]),
         help_text="Output tokens per minute, enforced beside RPM and TPM (empty = not limited apart).",
-    )
-    # the provider's own batch API (docs/provider_batches.md); None = the kind's default
-    # (gateway_engine.provider_file.batch_limits)
-    batch_api = models.BooleanField(
-        default=_P["batch_api"].default,
-        help_text="Deadline-tolerant items may go through the provider's own batch API (kinds openai, "
-        "azure_openai, anthropic; refused on gemini).",
-    )
-    batch_deployment = models.CharField(
-        max_length=200,
-        blank=True,
-        default=_P["batch_deployment"].default,
-        help_text="azure_openai with batch_api (required there): the Global-Batch deployment each line names.",
-    )
-    batch_price_factor = models.FloatField(
-        default=_P["batch_price_factor"].default,
-        validators=_bounds(_P["batch_price_factor"]),
-        help_text="Price of provider-batch work relative to real time (0.5 = half).",
-    )
-    batch_turnaround_seconds = models.PositiveIntegerField(
-        default=_P["batch_turnaround_seconds"].default,
-        validators=_bounds(_P["batch_turnaround_seconds"]),
-        help_text="How long the provider may take to end a batch (its window; 86400 = 24h).",
-    )
-    batch_min_window_seconds = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        validators=_bounds(_P["batch_min_window_seconds"]),
-        help_text="auto: a batch goes to the batch API only with a completion_window at least this long "
-        "(empty = the turnaround).",
-    )
-    batch_max_requests = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        validators=_bounds(_P["batch_max_requests"]),
-        help_text="Lines per provider batch (empty = the kind's limit: 50,000 OpenAI/Azure, 100,000 Anthropic).",
-    )
-    batch_max_bytes = models.PositiveBigIntegerField(
-        null=True,
-        blank=True,
-        validators=_bounds(_P["batch_max_bytes"]),
-        help_text="Bytes per provider batch input (empty = the kind's limit: 200 MB OpenAI/Azure, 256 MB Anthropic).",
-    )
-    batch_max_enqueued_tokens = models.PositiveBigIntegerField(
-        null=True,
-        blank=True,
-        validators=_bounds(_P["batch_max_enqueued_tokens"]),
-        help_text="Prompt tokens the provider lets one account hold enqueued (empty = not limited here).",
     )
     max_concurrency = models.PositiveIntegerField(
         validators=_bounds(_P["max_concurrency"]),
@@ -306,11 +319,6 @@ class Provider(models.Model):
                         "choose a name that differs in letters or digits"
                     }
                 )
-
-    @property
-    def batch_limits(self) -> BatchLimits:
-        """The batch-API settings with the kind's defaults filled in."""
-        return batch_limits(self.kind, {name: getattr(self, name) for name in BATCH_FIELDS})
 
     def _clean_kind(self) -> None:
         """The kind-specific checks of the provider file (gateway_engine.provider_file.kind_problems),

@@ -61,7 +61,9 @@ def items(n: int, provider: str, text: str = "", **params) -> list[dict]:
 
 
 def submit(team, batch_items: list[dict], window: str | None = "24h", mode: str | None = None) -> Batch:
-    return submit_batch(team=team, items=batch_items, options=batch_options(None, window, provider_batch=mode))
+    return submit_batch(
+        team=team, items=batch_items, options=batch_options(None, window, provider_batch=mode)
+    )
 
 
 def drive_until_done(batch: Batch, timeout: float = 60.0) -> Batch:
