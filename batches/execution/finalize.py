@@ -296,7 +296,7 @@ def cancel_batch(batch_id: str) -> Batch:
         batch.status = BatchStatus.CANCELLED
         batch.save(update_fields=["status"])
         signals.batch_action.send(
-            sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team_id} {batch.id}",
+            sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team.name} {batch.id}",
             action="cancelled", changes=None,
         )  # fmt: skip
     cancel_claimable(batch_id)
