@@ -82,6 +82,8 @@ class Reach:
         return out if impossible is None else [*out, impossible]
 
 
+# how a quota refusal's message starts (the interactive lane answers it with the error type's row)
+QUOTA_IMPOSSIBLE_PREFIX = "quota_impossible: "
 # the item field a bucket too small for it is about (what QuotaImpossible's advice says to change)
 _BUCKET_FIELDS = {"TPM": "params.max_tokens", "ITPM": "messages", "OTPM": "params.max_tokens"}
 
@@ -104,7 +106,9 @@ def quota_refusal(
         return None
     if not problems:
         return None
-    return _BUCKET_FIELDS[problems[0].bucket], "quota_impossible: " + "; ".join(p.message for p in problems)
+    return _BUCKET_FIELDS[problems[0].bucket], QUOTA_IMPOSSIBLE_PREFIX + "; ".join(
+        p.message for p in problems
+    )
 
 
 def _one(config: ProviderConfig | None) -> tuple[ProviderConfig, ...]:
