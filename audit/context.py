@@ -8,11 +8,19 @@ from contextlib import contextmanager
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
+from teams.caller import api_caller, caller_scope
+
 _actor: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("audit_actor", default=None)
 
 
 def current() -> tuple[str, str]:
-    return _actor.get() or ("system", "code")
+    """(actor, via): a request's user, or for an API request the API key it authenticated with and
+    its team (teams.caller); "system"/"code" outside a request."""
+    actor, via = _actor.get() or ("system", "code")
+    key = api_caller()
+    if actor == "anonymous" and key:
+        actor = key[:150]
+    return actor, via
 
 
 @contextmanager
@@ -41,18 +49,18 @@ class AuditActorMiddleware:
             return self._acall(request)
         user = getattr(request, "user", None)
         name = user.get_username() if user is not None and user.is_authenticated else "anonymous"
-        with acting_as(name, _via(request.path)):
+        with acting_as(name, _via(request.path)), caller_scope():
             return self.get_response(request)
 
     async def _acall(self, request):
         path = request.path
         if path.startswith("/v1/") or path.startswith("/api/"):  # API keys, no session user: no query here
-            with acting_as("anonymous", "api"):
+            with acting_as("anonymous", "api"), caller_scope():
                 return await self.get_response(request)
         auser = getattr(request, "auser", None)
         user = await auser() if auser is not None else None
         name = user.get_username() if user is not None and user.is_authenticated else "anonymous"
-        with acting_as(name, _via(path)):
+        with acting_as(name, _via(path)), caller_scope():
             return await self.get_response(request)
 
 

@@ -266,6 +266,13 @@ class TeamUsageDaily(models.Model):
     cache_write_tokens = models.PositiveBigIntegerField(
         default=0, db_default=0, help_text="Of prompt_tokens: written to the provider's prompt cache."
     )
+    # the provider-batch split (docs/provider_batches.md): the rest of prompt/completion is real time
+    provider_batch_prompt_tokens = models.PositiveBigIntegerField(
+        default=0, db_default=0, help_text="Of prompt_tokens: served through the provider's batch API."
+    )
+    provider_batch_completion_tokens = models.PositiveBigIntegerField(
+        default=0, db_default=0, help_text="Of completion_tokens: served through the provider's batch API."
+    )
 
     class Meta:
         ordering = ["-day", "team", "provider"]

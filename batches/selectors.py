@@ -51,6 +51,9 @@ USAGE_SUMS = (
 # The prompt-cache parts of prompt_tokens: summed by the usage API too; the CSV appends them after its
 # existing columns (so a column position a spreadsheet reads never moves)
 CACHE_SUMS = ("cached_tokens", "cache_write_tokens")
+# The provider-batch parts of prompt/completion tokens (the rest is real time): summed by the usage API,
+# appended to the CSV after the cache columns (docs/provider_batches.md)
+PROVIDER_BATCH_SUMS = ("provider_batch_prompt_tokens", "provider_batch_completion_tokens")
 
 
 def batches_for_team(team: Team, *, status: str | None = None) -> QuerySet[Batch]:
@@ -147,7 +150,7 @@ def usage_for_team(
         qs = qs.filter(day__gte=date_from)
     if date_to is not None:
         qs = qs.filter(day__lte=date_to)
-    sums = {name: Sum(name) for name in (*USAGE_SUMS, *CACHE_SUMS)}
+    sums = {name: Sum(name) for name in (*USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)}
     rows = []
     for row in qs.values(group_by).annotate(**sums).order_by(group_by):
         key = row[group_by]
@@ -178,18 +181,24 @@ def _tokens_by_provider(qs: QuerySet[TeamUsageDaily], group_by: str) -> dict[Any
             w=Sum("wasted_tokens"),
             r=Sum("cached_tokens"),
             cw=Sum("cache_write_tokens"),
+            bp=Sum("provider_batch_prompt_tokens"),
+            bc=Sum("provider_batch_completion_tokens"),
         )
         .order_by()
     )
     out: dict[Any, list[ProviderTokens]] = {}
     for row in per_provider:
         key = row[group_by].isoformat() if isinstance(row[group_by], dt.date) else row[group_by]
-        p, c, w, r, cw = (int(row[k] or 0) for k in ("p", "c", "w", "r", "cw"))
-        out.setdefault(key, []).append((row["provider"], p, c, w, r, cw))
+        p, c, w, r, cw, bp, bc = (int(row[k] or 0) for k in ("p", "c", "w", "r", "cw", "bp", "bc"))
+        out.setdefault(key, []).append((row["provider"], p, c, w, r, cw, bp, bc))
     return out
 
 
 def _usage_numbers(row: dict[str, Any]) -> dict[str, int]:
-    numbers = {name: int(row.get(name) or 0) for name in (*USAGE_SUMS, *CACHE_SUMS)}
+    numbers = {name: int(row.get(name) or 0) for name in (*USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)}
     numbers["total_tokens"] = numbers["prompt_tokens"] + numbers["completion_tokens"]
+    numbers["realtime_prompt_tokens"] = numbers["prompt_tokens"] - numbers["provider_batch_prompt_tokens"]
+    numbers["realtime_completion_tokens"] = (
+        numbers["completion_tokens"] - numbers["provider_batch_completion_tokens"]
+    )
     return numbers

@@ -9,14 +9,16 @@ from collections.abc import Iterator
 from django.db.models import QuerySet
 
 from batches.models import TeamUsageDaily
-from batches.selectors import CACHE_SUMS, USAGE_SUMS
+from batches.selectors import CACHE_SUMS, PROVIDER_BATCH_SUMS, USAGE_SUMS
 from providers.pricing import UNKNOWN, Prices, prices_by_provider, sum_usage_costs
 
 from .selectors.usage import usage_csv_rows
 
 # the detail columns of usage_csv_rows (batches.selectors.USAGE_SUMS), then what is computed from them,
-# then the prompt-cache parts of prompt_tokens (appended last: the earlier columns keep their places)
-CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost", *CACHE_SUMS]
+# then the prompt-cache parts of prompt_tokens, then the provider-batch parts of the tokens and the
+# real-time / provider-batch costs (each group appended last: the earlier columns keep their places)
+CSV_HEADER = ["day", "team", "provider", *USAGE_SUMS, "total_tokens", "cost", "wasted_cost", *CACHE_SUMS,
+              *PROVIDER_BATCH_SUMS, "realtime_cost", "provider_batch_cost"]  # fmt: skip
 
 
 def csv_safe(value: str) -> str:
@@ -29,10 +31,14 @@ class _Echo:
         return value
 
 
+COST_COLUMNS = ("cost", "wasted_cost", "realtime_cost", "provider_batch_cost")
+
+
 def csv_costs(prices: dict[str, Prices], provider: str, *tokens: int) -> list:
-    """cost and wasted_cost of one line; ``tokens``: prompt, completion, wasted, cached, cache_write."""
+    """cost, wasted_cost, realtime_cost, provider_batch_cost of one line; ``tokens``: prompt,
+    completion, wasted, cached, cache_write, provider-batch prompt, provider-batch completion."""
     costs = sum_usage_costs([(prices.get(provider, UNKNOWN), *tokens)])
-    return ["" if costs[k] is None else f"{costs[k]:.6f}" for k in ("cost", "wasted_cost")]
+    return ["" if costs[k] is None else f"{costs[k]:.6f}" for k in COST_COLUMNS]
 
 
 def usage_csv_lines(qs: QuerySet[TeamUsageDaily]) -> Iterator[str]:
@@ -43,7 +49,12 @@ def usage_csv_lines(qs: QuerySet[TeamUsageDaily]) -> Iterator[str]:
     def lines() -> Iterator[str]:
         yield writer.writerow(CSV_HEADER)
         for row in usage_csv_rows(qs):
-            day, team, provider, req, ok, failed, prompt, completion, wasted, cached, cache_write = row
+            day, team, provider, req, ok, failed, prompt, completion, wasted, cached, cache_write, bp, bc = (
+                row
+            )
+            cost, wasted_cost, realtime_cost, batch_cost = csv_costs(
+                prices, provider, prompt, completion, wasted, cached, cache_write, bp, bc
+            )
             yield writer.writerow(
                 [
                     day.isoformat(),
@@ -56,9 +67,14 @@ def usage_csv_lines(qs: QuerySet[TeamUsageDaily]) -> Iterator[str]:
                     completion,
                     wasted,
                     prompt + completion,
-                    *csv_costs(prices, provider, prompt, completion, wasted, cached, cache_write),
+                    cost,
+                    wasted_cost,
                     cached,
                     cache_write,
+                    bp,
+                    bc,
+                    realtime_cost,
+                    batch_cost,
                 ]
             )
 

@@ -295,7 +295,17 @@ def usage(request):
             by_team_provider=(by_team_provider := usage_reads.usage_by_team_provider(qs)),
             cost_totals=usage_reads.team_provider_costs(by_team_provider),
             totals={
-                k: sum(r[k] for r in per_day) for k in ("prompt", "completion", "wasted", "total", "requests")
+                k: sum(r[k] for r in per_day)
+                for k in (
+                    "prompt",
+                    "completion",
+                    "wasted",
+                    "total",
+                    "requests",
+                    "realtime_total",
+                    "batch_total",
+                    "items_failed",
+                )  # fmt: skip
             },
             chart=charts.stacked_bar_chart(
                 [d["day"].strftime("%m-%d") for d in per_day],

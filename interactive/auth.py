@@ -77,8 +77,3 @@ async def _checked(request: HttpRequest, digest: bytes, now: float) -> ApiClient
         _cache.clear()
     _cache[digest] = (now + KEY_CACHE_SECONDS, client)
     return client
-
-
-def forget_keys() -> None:
-    """Drop every remembered key (tests, and a key's revocation in this process)."""
-    _cache.clear()

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from batches.submission.caps import Limits
+from batches.submission.reach import QUOTA_IMPOSSIBLE_PREFIX
 from batches.submission.targets import HINT_SEPARATOR, KnownTargets
 from batches.submission.validation import ItemValidator
 from gateway_engine.items import WorkItem
+from gateway_engine.retry import ErrorType
 
-from .errors import CallError
+from .errors import CallError, refusal
 
 MAX_WAIT_HEADER = "X-Gateway-Max-Wait"
 # what the request body carries that is not an item param: the gateway sets these itself
@@ -143,4 +145,6 @@ def _refusal(validator: ItemValidator, model: str) -> CallError:
             )
         return CallError(400, f"model: {message}", param="model", code="invalid_value")
     param = _ITEM_PARAM.sub("", field) if field != "item" else None
+    if message.startswith(QUOTA_IMPOSSIBLE_PREFIX):  # no reachable provider's buckets can ever hold it
+        return refusal(ErrorType.QUOTA_IMPOSSIBLE, message[len(QUOTA_IMPOSSIBLE_PREFIX) :], param=param)
     return CallError(400, f"{param or 'request'}: {message}", param=param, code="invalid_value")

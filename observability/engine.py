@@ -66,6 +66,11 @@ def _never_raises(method):
     return wrapped
 
 
+# the statuses gateway_items_total counts (docs/operations.md); an engine result "released" (not sent,
+# handed back to be queued again) is no final state: the item is counted once it ends
+FINAL_ITEM_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
+
+
 def outcome_label(error_type: str, status_code: int | None) -> str:
     """ok, 4xx, 429, 5xx, timeout, connection, invalid_response."""
     return "ok" if not error_type else error_class(error_type, status_code)
@@ -266,6 +271,8 @@ class GatewayObserver:
     # ---- items -------------------------------------------------------------------------------------
     @_never_raises
     def on_item_done(self, result, *, team: str = "", batch_id: str = "") -> None:
+        if result.status not in FINAL_ITEM_STATUSES:  # released: not sent, re-queued; it ends later
+            return
         metrics.items.labels(result.status, self.lane).inc()
         if result.status == "failed":
             log.warning(

@@ -5,7 +5,9 @@ Input line  {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body
 
 RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
 "body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
-`{"error": {"message", "type"}}` body; everything else has `response: null, error: {code, message}`).
+`{"error": {"message", "type", "param", "code"}}` body; everything else has `response: null, error: {code,
+message}`). Codes and OpenAI types come from gateway_engine.error_kinds, the table the interactive lane
+reads too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from gateway_engine.error_kinds import error_kind
 from gateway_engine.errors import ApplicationError
+from gateway_engine.retry import ErrorType
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 ENDPOINTS = (CHAT_COMPLETIONS,)
@@ -28,27 +32,10 @@ MAX_LINE_ERRORS = 100
 UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows write one)
 HINT_SEPARATOR = " — "  # batches.submission's: what follows it in a native error is a hint
 
-# RESULT error types whose answer came from the provider over HTTP: the error line keeps the status.
-# (#21: a provider's overload, e.g. Anthropic 529, and its billing refusal are provider answers too.)
-HTTP_ERROR_TYPES = frozenset(
-    {"client_error", "server_error", "rate_limited", "overloaded", "provider_quota_exhausted"}
-)
-# RESULT error type (or item status) → OpenAI error code for lines without an HTTP answer.
-ERROR_CODES = {
-    "cancelled": "batch_cancelled",
-    "expired": "batch_expired",
-    "budget_exceeded": "budget_exceeded",
-    "overloaded": "overloaded",  # e.g. every reachable provider overloaded, no HTTP answer kept
-    "provider_quota_exhausted": "provider_quota_exhausted",  # e.g. the provider paused for billing
-    "timeout": "timeout",
-    "connection_error": "connection_error",
-    "quota_impossible": "quota_impossible",
-    "no_provider": "no_provider",
-    "invalid_response": "invalid_response",
-    "gateway_error": "gateway_error",
-    "pending": "batch_cancelled",  # not sent before the batch ended
-    "running": "gateway_error",
-}
+# An item that ended without an error type (its status instead): the error type its line shows; codes
+# and OpenAI types come from the one table, gateway_engine.error_kinds. Pending: not sent before the
+# batch ended.
+STATUS_ERROR_TYPES = {"pending": ErrorType.CANCELLED, "running": ErrorType.GATEWAY_ERROR}
 
 
 @dataclass(frozen=True)
@@ -315,19 +302,21 @@ def result_line(result: dict[str, Any], batch_key: str) -> tuple[bool, dict[str,
         response = {"status_code": 200, "request_id": request_id, "body": result["response"]}
         return True, {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
     error = result["error"] or {}
-    kind = error.get("type") or result.get("status") or "gateway_error"
-    message = error.get("message") or kind
+    status = result.get("status") or ""
+    kind = error_kind(error.get("type") or STATUS_ERROR_TYPES.get(status, status))
+    message = error.get("message") or kind.name
     status_code = error.get("status_code")
-    if kind in HTTP_ERROR_TYPES and status_code:
-        body = {"error": {"message": message, "type": kind}}
+    if kind.provider_answer and status_code:
+        body = {
+            "error": {"message": message, "type": kind.openai_type, "param": None, "code": kind.line_code}
+        }
         response = {"status_code": status_code, "request_id": request_id, "body": body}
         return False, {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
-    code = ERROR_CODES.get(kind, kind)
     return False, {
         "id": line_id,
         "custom_id": custom_id,
         "response": None,
-        "error": {"code": code, "message": message},
+        "error": {"code": kind.line_code, "message": message},
     }
 
 

@@ -4,7 +4,13 @@ An item's provider is its queue (``BatchItem.queue_provider``: the route's prior
 submission, ``routing.preferred_provider``). Per gateway batch and provider, pending items with
 ``served_via=provider_batch`` are taken (``FOR UPDATE SKIP LOCKED``) in seq order and cut into chunks of
 at most ``batch_max_requests`` lines and ``batch_max_bytes`` bytes (each line measured as the client
-will upload it, ``encode_line``). Each chunk's row (its intent: chunk id, provider, item ids, time) is
+will upload it, ``encode_line``), and, where the provider sets ``batch_max_enqueued_tokens`` (the
+account's enqueued-token limit: input tokens of every open provider batch together), at most the
+room left under it: each line counts its estimated input tokens (``estimate_split``, as the engine
+estimates them), held while its chunk is open (``ProviderBatch.enqueued_tokens``). Items beyond it stay
+pending and wait for the next provider batch: a provider at its limit (one open chunk or more) is not
+grouped again until its open chunks are done; with nothing enqueued a chunk takes at least one item.
+Each chunk's row (its intent: chunk id, provider, item ids, time) is
 stored in the SAME transaction as its items' claims (``claimed_by=pb:<chunk>``), due at once — so a
 crash anywhere leaves either free items or a chunk that the due work resumes, never both.
 """
@@ -17,16 +23,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from batches.execution.claims import ACTIVE_BATCH_STATUSES
 from batches.models import Batch, BatchItem, ItemStatus, ServedVia
 from gateway_engine.batch_api import BatchLine
+from gateway_engine.items import estimate_split
 from gateway_engine.routing import ProviderConfig
+from providers.models import Provider
 
 from . import remote
 from .lines import batch_line
-from .models import ProviderBatch, new_chunk_id
+from .models import OPEN_STATES, ProviderBatch, new_chunk_id
 
 log = logging.getLogger("provider_batches")
 
@@ -41,33 +50,58 @@ class Chunk:
     provider: ProviderConfig
     items: list[BatchItem] = field(default_factory=list)
     bytes: int = 0
+    tokens: int = 0  # estimated input tokens of its lines (the enqueued-token limit counts them)
 
 
-def batches_to_group(limit: int = 20) -> list[str]:
-    """Unfinished batches with items bound for a provider batch and not yet in one."""
-    ids = (
-        BatchItem.objects.filter(
-            status=ItemStatus.PENDING,
-            served_via=ServedVia.PROVIDER_BATCH,
-            batch__status__in=ACTIVE_BATCH_STATUSES,
-            batch__completed_at__isnull=True,
-        )
-        .order_by()
-        .values_list("batch_id", flat=True)
-        .distinct()[:limit]
+def enqueued_tokens() -> dict[str, int]:
+    """Per provider, the estimated input tokens held by its open provider batches (one GROUP BY)."""
+    rows = (
+        ProviderBatch.objects.filter(state__in=OPEN_STATES)
+        .values("provider")
+        .annotate(n=Sum("enqueued_tokens"))
     )
-    return [str(i) for i in ids]
+    return {row["provider"]: int(row["n"] or 0) for row in rows.order_by()}
 
 
-def next_group_due() -> dt.datetime | None:
-    """Now, when some item waits to be grouped (one indexed EXISTS)."""
-    waiting = BatchItem.objects.filter(
+def providers_at_limit() -> set[str]:
+    """Providers with an enqueued-token limit and an open provider batch: their waiting items wait for
+    it to end (grouping them now would find no room, or cut a sliver)."""
+    limited = set(
+        Provider.objects.filter(batch_max_enqueued_tokens__isnull=False).values_list("name", flat=True)
+    )
+    if not limited:
+        return set()
+    open_ = ProviderBatch.objects.filter(state__in=OPEN_STATES, provider__in=limited)
+    return set(open_.values_list("provider", flat=True).distinct())
+
+
+def item_tokens(config: ProviderConfig, item: BatchItem) -> int:
+    """The input tokens one line holds against the enqueued-token limit (the engine's estimate)."""
+    payload = item.payload or {}
+    return estimate_split(
+        payload.get("messages") or [], payload.get("params") or {}, config.default_max_tokens
+    )[0]
+
+
+def _waiting():
+    """Items bound for a provider batch, not in one yet, whose provider is not at its enqueued limit."""
+    return BatchItem.objects.filter(
         status=ItemStatus.PENDING,
         served_via=ServedVia.PROVIDER_BATCH,
         batch__status__in=ACTIVE_BATCH_STATUSES,
         batch__completed_at__isnull=True,
-    ).exists()
-    return timezone.now() if waiting else None
+    ).exclude(queue_provider__in=providers_at_limit())
+
+
+def batches_to_group(limit: int = 20) -> list[str]:
+    """Unfinished batches with items bound for a provider batch and not yet in one."""
+    ids = _waiting().order_by().values_list("batch_id", flat=True).distinct()[:limit]
+    return [str(i) for i in ids]
+
+
+def next_group_due() -> dt.datetime | None:
+    """Now, when some item waits to be grouped (one indexed EXISTS) and its provider has room."""
+    return timezone.now() if _waiting().exists() else None
 
 
 def group_batch(batch_id: str) -> list[ProviderBatch]:
@@ -90,17 +124,18 @@ def group_batch(batch_id: str) -> list[ProviderBatch]:
             by_provider.setdefault(item.queue_provider, []).append(item)
         chunks: list[Chunk] = []
         orphans: list[int] = []
+        held = enqueued_tokens()
         for name, group in by_provider.items():
             config = providers.get(name)
             if config is None or config.batch is None or not config.enabled:
                 orphans += [i.id for i in group]
                 continue
-            chunks += list(cut(config, group))
+            chunks += list(cut(config, group, held.get(name, 0)))
         rows = [_store(batch_id, c) for c in chunks]
         log.info(
             "batch %s: %d items grouped into %d provider batches",
             batch_id,
-            len(items) - len(orphans),
+            sum(len(c.items) for c in chunks),
             len(rows),
         )
         if orphans:
@@ -115,13 +150,21 @@ def group_batch(batch_id: str) -> list[ProviderBatch]:
     return rows
 
 
-def cut(config: ProviderConfig, items: list[BatchItem]) -> Iterator[Chunk]:
+def cut(config: ProviderConfig, items: list[BatchItem], enqueued: int = 0) -> Iterator[Chunk]:
     """Chunks of at most max_requests lines and max_bytes bytes (a line alone larger than max_bytes
-    still gets a chunk of its own: the provider refuses it and the item goes to real time)."""
+    still gets a chunk of its own: the provider refuses it and the item goes to real time), within
+    the room ``max_enqueued_tokens`` leaves beside the ``enqueued`` tokens of the provider's open
+    batches: the items past it are left out (they stay pending). With nothing enqueued the first item
+    is taken whatever its size (else it could never go)."""
     assert config.batch is not None
     encode = remote.line_encoder(config)
+    limit = config.batch.max_enqueued_tokens
     chunk = Chunk(new_chunk_id(), config)
     for item in items:
+        tokens = item_tokens(config, item)
+        if limit is not None and enqueued + tokens > limit and (enqueued or chunk.items):
+            break  # the rest waits for the next provider batch
+        enqueued += tokens
         size = len(encode(_line_for(chunk, len(chunk.items), config, item)))
         full = len(chunk.items) >= config.batch.max_requests or chunk.bytes + size > config.batch.max_bytes
         if chunk.items and full:
@@ -130,6 +173,7 @@ def cut(config: ProviderConfig, items: list[BatchItem]) -> Iterator[Chunk]:
             size = len(encode(_line_for(chunk, 0, config, item)))
         chunk.items.append(item)
         chunk.bytes += size
+        chunk.tokens += tokens
     if chunk.items:
         yield chunk
 
@@ -148,6 +192,7 @@ def _store(batch_id: str, chunk: Chunk) -> ProviderBatch:
         item_ids=[i.id for i in chunk.items],
         line_count=len(chunk.items),
         input_bytes=chunk.bytes,
+        enqueued_tokens=chunk.tokens,
         due_at=now,
     )
     ids = [i.id for i in chunk.items]

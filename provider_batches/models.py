@@ -36,6 +36,9 @@ class ProviderBatch(models.Model):
     item_ids = models.JSONField(default=list)
     line_count = models.PositiveIntegerField(default=0)
     input_bytes = models.PositiveBigIntegerField(default=0)
+    # the estimated input tokens of its lines, held against the provider's batch_max_enqueued_tokens
+    # while the chunk is open (provider_batches.grouping)
+    enqueued_tokens = models.PositiveBigIntegerField(default=0)
     create_attempts = models.PositiveSmallIntegerField(default=0)
     remote_id = models.CharField(max_length=200, blank=True, default="")
     remote_state = models.CharField(max_length=16, blank=True, default="")  # batch_api.types.STATES

@@ -67,9 +67,14 @@ def _first_set(*prices: Decimal | None) -> Decimal | None:
 
 UNKNOWN = Prices(None, None)
 
-# (provider name, prompt tokens, completion tokens, wasted tokens[, cached tokens, cache-write tokens])
-# of one usage row
-ProviderTokens = tuple[str, int, int, int] | tuple[str, int, int, int, int, int]
+# (provider name, prompt tokens, completion tokens, wasted tokens[, cached tokens, cache-write tokens[,
+# provider-batch prompt tokens, provider-batch completion tokens]]) of one usage row; the provider-batch
+# parts are parts of prompt/completion
+ProviderTokens = (
+    tuple[str, int, int, int]
+    | tuple[str, int, int, int, int, int]
+    | tuple[str, int, int, int, int, int, int, int]
+)
 
 
 def token_cost(
@@ -126,19 +131,34 @@ def add_costs(*costs: Decimal | None) -> Decimal | None:
 
 
 def sum_usage_costs(parts) -> dict:
-    """{"cost", "wasted_cost"} of usage rows given as (Prices, prompt, completion, wasted) tuples, or
-    (Prices, prompt, completion, wasted, cached, cache_write) where the rows know the cached split;
-    wasted tokens are priced at the prompt price (the rows have no split). ``cost`` includes
-    ``wasted_cost``."""
-    cost: Decimal | None = Decimal(0)
+    """{"cost", "wasted_cost", "realtime_cost", "provider_batch_cost"} of usage rows given as (Prices,
+    prompt, completion, wasted[, cached, cache_write[, batch_prompt, batch_completion]]) tuples. The
+    provider-batch parts of prompt/completion are priced with ``provider_batch_cost`` (the batch
+    discount, as the batch stats price them), the rest at the real-time price (cached reads and writes
+    there); wasted tokens at the prompt price (the rows have no split). ``cost`` = real-time +
+    provider-batch + wasted."""
+    realtime: Decimal | None = Decimal(0)
+    batched: Decimal | None = Decimal(0)
     wasted_cost: Decimal | None = Decimal(0)
-    for prices, prompt, completion, wasted, *cache in parts:
-        cached, written = (list(cache) + [0, 0])[:2]
+    for prices, prompt, completion, wasted, *rest in parts:
+        cached, written, b_prompt, b_completion = (list(rest) + [0, 0, 0, 0])[:4]
         waste = token_cost(Prices(prices.prompt_per_million, prices.prompt_per_million), wasted, 0)
-        used = token_cost(prices, prompt, completion, cached_tokens=cached, cache_write_tokens=written)
-        cost = add_costs(cost, used, waste)
+        used = token_cost(
+            prices,
+            max(0, prompt - b_prompt),
+            max(0, completion - b_completion),
+            cached_tokens=cached,
+            cache_write_tokens=written,
+        )
+        realtime = add_costs(realtime, used)
+        batched = add_costs(batched, provider_batch_cost(prices, b_prompt, b_completion))
         wasted_cost = add_costs(wasted_cost, waste)
-    return {"cost": as_number(cost), "wasted_cost": as_number(wasted_cost)}
+    return {
+        "cost": as_number(add_costs(realtime, batched, wasted_cost)),
+        "wasted_cost": as_number(wasted_cost),
+        "realtime_cost": as_number(realtime),
+        "provider_batch_cost": as_number(batched),
+    }
 
 
 def prices_by_provider() -> dict[str, Prices]:

@@ -33,9 +33,3 @@ def held_keys(keys: Iterable[str]) -> set[str]:
 
 def stored_bytes() -> int:
     return int(CacheEntry.objects.aggregate(n=Sum("bytes"))["n"] or 0)
-
-
-def team_summary(team_id: int) -> tuple[int, int]:
-    """(entries, bytes) a team stored."""
-    row = CacheEntry.objects.filter(team_id=team_id).aggregate(n=Sum("bytes"))
-    return CacheEntry.objects.filter(team_id=team_id).count(), int(row["n"] or 0)

@@ -22,6 +22,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
 from gateway_site.security import FailedAuthThrottle, RateLimiterUnavailable, client_ip
+from teams.caller import set_api_caller
 from teams.keys import KEY_PREFIX, hash_key, visible_prefix
 from teams.models import ApiKey, Team
 
@@ -111,6 +112,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if key.revoked_at is not None:
             raise exceptions.AuthenticationFailed("this API key has been revoked")
         self._touch(key)
+        set_api_caller(key)  # the config history names this key for actions of the request
         return ApiClient(team=key.team, api_key=key), key
 
     @staticmethod

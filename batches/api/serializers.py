@@ -309,6 +309,20 @@ class UsageNumbersSerializer(serializers.Serializer):
     wasted_cost = serializers.FloatField(
         allow_null=True, help_text="Cost of the wasted tokens (null: a price is unknown)."
     )
+    realtime_prompt_tokens = serializers.IntegerField(help_text="Of prompt_tokens: sent in real time.")
+    realtime_completion_tokens = serializers.IntegerField(help_text="Of completion_tokens: real time.")
+    provider_batch_prompt_tokens = serializers.IntegerField(
+        help_text="Of prompt_tokens: served through the provider's batch API."
+    )
+    provider_batch_completion_tokens = serializers.IntegerField(
+        help_text="Of completion_tokens: served through the provider's batch API."
+    )
+    realtime_cost = serializers.FloatField(
+        allow_null=True, help_text="Cost of the real-time tokens, wasted ones excluded (null: unknown)."
+    )
+    provider_batch_cost = serializers.FloatField(
+        allow_null=True, help_text="Cost of the provider-batch tokens, at batch_price_factor (null: unknown)."
+    )
 
 
 class UsageRowSerializer(UsageNumbersSerializer):

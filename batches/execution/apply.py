@@ -12,7 +12,8 @@ already account (``Served.accounted_by_engine``), after the write commits:
 * the item and token metrics are recorded through the hook observability installs
   (batches.execution.observers ``record_served``);
 * the batch is finalized if that was its last open item (stats and TeamUsageDaily come from the
-  items' attempt logs there, batches.execution.finalize).
+  items' attempt logs there, batches.execution.finalize); a result written after its batch was
+  already final (a late one) is added to TeamUsageDaily then (``count_late_usage``).
 
 Real-time results add nothing of these here: admission settled their budget reservation, the engine
 observer counted their attempts, and the dispatcher (or ``execute_chunk``) finalizes the batches it
@@ -35,7 +36,7 @@ from providers.limits.budgets import charge_budget
 
 from . import observers
 from .common import log
-from .finalize import finalize_batch_if_done
+from .finalize import count_late_usage, finalize_batch_if_done
 from .results import write_rows
 from .served import Served, ServedBy
 
@@ -93,4 +94,7 @@ def _account(batch_id: str, outside: list[Served]) -> None:
         # the ledger undercounts until it is re-seeded from the database (which holds these rows)
         log.warning("batch %s: budget ledger not charged for %d results: %s", batch_id, len(outside), exc)
     observers.record_served(batch_id, batch.team.name, [(s.result, str(s.served_by)) for s in outside])
-    finalize_batch_if_done(batch_id)
+    if not finalize_batch_if_done(batch_id) or batch.completed_at is None:
+        return
+    # the batch was final before this apply: its usage did not count these items (a late result)
+    count_late_usage(batch_id, [s.item.id for s in outside])

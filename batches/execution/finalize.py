@@ -34,21 +34,21 @@ CACHE_HIT = "cache"
 CACHE_KEYS = ("cached_tokens", "cache_write_tokens")
 
 
-def batch_stats(batch: Batch, elapsed_ms: int) -> tuple[dict, StatsBuilder]:
+def batch_stats(batch: Batch, elapsed_ms: int, item_ids=None) -> tuple[dict, StatsBuilder]:
+    """The stats of the batch's items (``item_ids``: of those only)."""
     builder = StatsBuilder()
-    rows = (
-        BatchItem.objects.filter(batch_id=batch.id)
-        .values_list(
-            "status",
-            "provider",
-            "attempt_log",
-            "prompt_tokens",
-            "completion_tokens",
-            *CACHE_KEYS,
-            "served_by",
-        )
-        .iterator(chunk_size=2000)
-    )
+    items = BatchItem.objects.filter(batch_id=batch.id)
+    if item_ids is not None:
+        items = items.filter(id__in=list(item_ids))
+    rows = items.values_list(
+        "status",
+        "provider",
+        "attempt_log",
+        "prompt_tokens",
+        "completion_tokens",
+        *CACHE_KEYS,
+        "served_by",
+    ).iterator(chunk_size=2000)
     total = hits = 0
     cache: dict[str, list[int]] = {}  # provider → [cached, cache_write] of the answers it gave
     batched: dict[str, dict[str, int]] = {}  # provider → its provider-batch lines and their used tokens
@@ -120,10 +120,16 @@ def with_cache_tokens(stats: dict, cache: dict[str, list[int]]) -> dict:
     return stats
 
 
+# TeamUsageDaily's provider of the items that failed before reaching any provider (no request, no tokens)
+NO_PROVIDER = ""
+
+
 def _upsert_usage(batch: Batch, stats: dict, day) -> None:
-    """TeamUsageDaily += this batch's numbers, per provider (upsert_team_usage)."""
+    """TeamUsageDaily += this batch's numbers, per provider (upsert_team_usage); the items that failed
+    before reaching a provider count in ``items_failed`` of the row with provider ``NO_PROVIDER``."""
     rows = []
     for provider, p in stats["providers"].items():
+        batched = p.get(PROVIDER_BATCH) or {}
         rows.append(
             (
                 batch.team_id,
@@ -137,22 +143,31 @@ def _upsert_usage(batch: Batch, stats: dict, day) -> None:
                 p["retry_extra_tokens"],
                 p.get("cached_tokens", 0),
                 p.get("cache_write_tokens", 0),
+                int(batched.get("prompt_tokens", 0)),
+                int(batched.get("completion_tokens", 0)),
             )
         )
+    unrouted = int(stats.get("failed_count", 0)) - sum(p["items_failed"] for p in stats["providers"].values())
+    if unrouted > 0:  # failed before reaching any provider (no_provider, budget_exceeded, quota_impossible)
+        rows.append((batch.team_id, NO_PROVIDER, day, 0, 0, unrouted, 0, 0, 0, 0, 0, 0, 0))
     upsert_team_usage(rows)
 
 
 def upsert_team_usage(rows: list[tuple]) -> None:
     """TeamUsageDaily += each row (team_id, provider, day, requests, items_succeeded, items_failed,
-    prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens), race-free
-    (INSERT … ON CONFLICT): the batch finalizer's and the interactive lane's one writer."""
+    prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens[,
+    provider_batch_prompt_tokens, provider_batch_completion_tokens]), race-free (INSERT … ON
+    CONFLICT): the batch finalizer's and the interactive lane's one writer (a row without the
+    provider-batch parts is all real time)."""
     table = TeamUsageDaily._meta.db_table
     if not rows:
         return
+    rows = [tuple(row) + (0,) * (13 - len(row)) for row in rows]
     sql = (
         f"INSERT INTO {table} (team_id, provider, day, requests, items_succeeded, items_failed, "
-        "prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens, "
+        "provider_batch_prompt_tokens, provider_batch_completion_tokens) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (team_id, provider, day) DO UPDATE SET "
         f"requests = {table}.requests + excluded.requests, "
         f"items_succeeded = {table}.items_succeeded + excluded.items_succeeded, "
@@ -161,7 +176,11 @@ def upsert_team_usage(rows: list[tuple]) -> None:
         f"completion_tokens = {table}.completion_tokens + excluded.completion_tokens, "
         f"wasted_tokens = {table}.wasted_tokens + excluded.wasted_tokens, "
         f"cached_tokens = {table}.cached_tokens + excluded.cached_tokens, "
-        f"cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens"
+        f"cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens, "
+        f"provider_batch_prompt_tokens = {table}.provider_batch_prompt_tokens "
+        "+ excluded.provider_batch_prompt_tokens, "
+        f"provider_batch_completion_tokens = {table}.provider_batch_completion_tokens "
+        "+ excluded.provider_batch_completion_tokens"
     )
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
@@ -220,6 +239,25 @@ def finalize_batch_if_done(batch_id: str) -> bool:
     return True
 
 
+def count_late_usage(batch_id: str, item_ids) -> int:
+    """TeamUsageDaily += the usage of items written after their batch was finalized (their
+    ``finished_at`` is later than the batch's ``completed_at``, so the finalizer did not count them):
+    e.g. a provider batch's result applied late. Returns how many items were counted."""
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().filter(id=batch_id, completed_at__isnull=False).first()
+        if batch is None:
+            return 0
+        late = list(
+            BatchItem.objects.filter(
+                batch_id=batch_id, id__in=list(item_ids), finished_at__gt=batch.completed_at
+            ).values_list("id", flat=True)
+        )
+        if late:
+            stats, _ = batch_stats(batch, 0, late)
+            _upsert_usage(batch, stats, timezone.now().date())
+    return len(late)
+
+
 _last_snapshot: dict[str, float] = {}
 
 
@@ -258,7 +296,7 @@ def cancel_batch(batch_id: str) -> Batch:
         batch.status = BatchStatus.CANCELLED
         batch.save(update_fields=["status"])
         signals.batch_action.send(
-            sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team_id} {batch.id}",
+            sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team.name} {batch.id}",
             action="cancelled", changes=None,
         )  # fmt: skip
     cancel_claimable(batch_id)

@@ -5,7 +5,10 @@ An item is checked against EVERY enabled provider its route can reach (any of th
 after a fallback), or its explicit ``provider``: the params and message content each provider's kind
 cannot take (``gateway_engine.wire.check_request``: a param the kind has no such thing for, a value
 outside its range, a content part it cannot carry), each problem naming the field and the provider,
-e.g. ``params.temperature: 1.5 is above 1 for provider 'claude' (kind anthropic)``.
+e.g. ``params.temperature: 1.5 is above 1 for provider 'claude' (kind anthropic)``. And whether any
+of them can ever hold the item's token reservation (``quota_refusal``): an item none can hold would
+fail ``quota_impossible`` with 0 attempts, so it is refused here, naming ``params.max_tokens`` (or
+``messages`` for an input-token bucket).
 
 Pure: the reachable providers are resolved once per submission from the routing table
 (``Reach.of``, no query per item); a provider whose kind no wire format speaks is a configuration
@@ -18,6 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway_engine.items import estimate_split
+from gateway_engine.quota import QuotaImpossible
+from gateway_engine.quota.token_ask import TokenAsk
 from gateway_engine.routing import ProviderConfig, RoutingTable
 from gateway_engine.wire import KNOWN_KINDS, ParamProblem, check_request
 
@@ -72,7 +78,37 @@ class Reach:
                 if refusal not in seen:
                     seen.add(refusal)
                     out.append(refusal)
-        return out
+        impossible = quota_refusal(configs, messages, params)
+        return out if impossible is None else [*out, impossible]
+
+
+# how a quota refusal's message starts (the interactive lane answers it with the error type's row)
+QUOTA_IMPOSSIBLE_PREFIX = "quota_impossible: "
+# the item field a bucket too small for it is about (what QuotaImpossible's advice says to change)
+_BUCKET_FIELDS = {"TPM": "params.max_tokens", "ITPM": "messages", "OTPM": "params.max_tokens"}
+
+
+def quota_refusal(
+    configs: tuple[ProviderConfig, ...], messages: list[Any], params: Mapping[str, Any]
+) -> Refusal | None:
+    """A refusal when NO reachable provider's token buckets (TPM, ITPM, OTPM) can ever hold the item's
+    reservation — the prompt estimate plus ``max_tokens`` (or the provider's ``default_max_tokens``),
+    as the engine reserves it (``estimate_split``, ``TokenAsk``): it would fail ``quota_impossible``
+    with 0 attempts. One provider that can hold it is enough (the engine falls back to it)."""
+    problems: list[QuotaImpossible] = []
+    for config in configs:
+        est_input, est_output = estimate_split(messages, params, config.default_max_tokens)
+        try:
+            TokenAsk(est_input + est_output, est_input, est_output).amounts(config.limits)
+        except QuotaImpossible as exc:
+            problems.append(exc)
+            continue
+        return None
+    if not problems:
+        return None
+    return _BUCKET_FIELDS[problems[0].bucket], QUOTA_IMPOSSIBLE_PREFIX + "; ".join(
+        p.message for p in problems
+    )
 
 
 def _one(config: ProviderConfig | None) -> tuple[ProviderConfig, ...]:

@@ -8,7 +8,7 @@ import datetime as dt
 from django.db.models import QuerySet, Sum
 
 from batches.models import TeamUsageDaily
-from batches.selectors import CACHE_SUMS, USAGE_SUMS
+from batches.selectors import CACHE_SUMS, PROVIDER_BATCH_SUMS, USAGE_SUMS
 from providers.pricing import add_usage_costs
 from teams.models import Team
 
@@ -21,6 +21,8 @@ _USAGE_SUMS = {
     "wasted": Sum("wasted_tokens"),
     "cached": Sum("cached_tokens"),
     "cache_write": Sum("cache_write_tokens"),
+    "batch_prompt": Sum("provider_batch_prompt_tokens"),
+    "batch_completion": Sum("provider_batch_completion_tokens"),
 }
 
 
@@ -35,6 +37,8 @@ def _with_total(row: dict) -> dict:
     for key in _USAGE_SUMS:
         row[key] = row[key] or 0
     row["total"] = row["prompt"] + row["completion"]
+    row["batch_total"] = row["batch_prompt"] + row["batch_completion"]  # the provider-batch part
+    row["realtime_total"] = row["total"] - row["batch_total"]
     row["wasted_pct"] = (100.0 * row["wasted"] / row["total"]) if row["total"] else None
     return row
 
@@ -63,6 +67,8 @@ def team_provider_costs(by_team_provider: list[dict]) -> dict:
                     row["wasted"],
                     row["cached"],
                     row["cache_write"],
+                    row["batch_prompt"],
+                    row["batch_completion"],
                 )
             ],
         )
@@ -85,6 +91,6 @@ def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
     return (
         qs.select_related("team")
         .order_by("day", "team__name", "provider")
-        .values_list("day", "team__name", "provider", *USAGE_SUMS, *CACHE_SUMS)
+        .values_list("day", "team__name", "provider", *USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)
         .iterator(chunk_size=2000)
     )

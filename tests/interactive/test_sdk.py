@@ -188,7 +188,7 @@ def test_budgets_and_impossible_asks_are_refused_before_the_provider(
         client.chat.completions.create(
             model="chat", messages=[{"role": "user", "content": "x"}], max_tokens=50
         )
-    assert broke.value.code == "insufficient_quota" and broke.value.type == "insufficient_quota"
+    assert broke.value.code == "budget_exceeded" and broke.value.type == "insufficient_quota"
     assert broke.value.response.headers["x-should-retry"] == "false"
     assert sim.request_counts().get("gpt", {}) == {}
     assert json.loads(broke.value.response.text)["error"]["param"] is None

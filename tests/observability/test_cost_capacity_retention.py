@@ -66,10 +66,11 @@ def test_usage_page_and_csv_show_cost(team, usage, client):
     csv_text = b"".join(client.get(reverse("dashboard:usage_csv"), query).streaming_content).decode()
     lines = [line.split(",") for line in csv_text.strip().splitlines()]
     # the prompt-cache columns come last (#21): every earlier column keeps its place
-    assert lines[0][-4:] == ["cost", "wasted_cost", "cached_tokens", "cache_write_tokens"]
+    # then the provider-batch split (appended after them)
+    assert lines[0][-8:-4] == ["cost", "wasted_cost", "cached_tokens", "cache_write_tokens"]
     by_provider = {line[2]: line for line in lines[1:]}
-    assert by_provider["alpha"][-4:] == ["5.500000", "1.000000", "0", "0"]
-    assert by_provider["beta"][-4:] == ["", "0.000000", "0", "0"]
+    assert by_provider["alpha"][-8:-4] == ["5.500000", "1.000000", "0", "0"]
+    assert by_provider["beta"][-8:-4] == ["", "0.000000", "0", "0"]
 
 
 def test_batch_stats_cost_from_prices():
@@ -90,7 +91,12 @@ def test_batch_stats_cost_from_prices():
     assert stats["providers"]["alpha"]["wasted_cost"] == pytest.approx(1.0)
     assert stats["providers"]["beta"]["cost"] is None
     assert stats["token_usage"]["cost"] is None and stats["token_usage"]["wasted_cost"] == pytest.approx(1.0)
-    assert sum_usage_costs([]) == {"cost": 0.0, "wasted_cost": 0.0}
+    assert sum_usage_costs([]) == {
+        "cost": 0.0,
+        "wasted_cost": 0.0,
+        "realtime_cost": 0.0,
+        "provider_batch_cost": 0.0,
+    }
 
 
 def test_finished_batch_object_shows_cost(team, priced):

@@ -73,7 +73,8 @@ def test_all_failed_native_batch_is_openai_completed_with_http_error_lines(
     for line in lines:
         assert line["error"] is None
         assert line["response"]["status_code"] == 400
-        assert line["response"]["body"]["error"]["type"] == "client_error"
+        assert line["response"]["body"]["error"]["type"] == "invalid_request_error"
+        assert line["response"]["body"]["error"]["code"] == "client_error"
         assert line["response"]["body"]["error"]["message"]
 
 
@@ -220,11 +221,11 @@ def test_result_lines_per_error_type():
 
     assert line("server_error", 503)[1]["response"]["status_code"] == 503
     assert line("rate_limited", 429)[1]["response"]["body"] == {
-        "error": {"message": "m", "type": "rate_limited"}
+        "error": {"message": "m", "type": "rate_limit_error", "param": None, "code": "rate_limited"}
     }
     # #21: an Anthropic 529 and a billing refusal keep the provider's status; without one, a code
     assert line("overloaded", 529)[1]["response"]["status_code"] == 529
-    assert line("provider_quota_exhausted", 402)[1]["response"]["body"]["error"]["type"] == (
+    assert line("provider_quota_exhausted", 402)[1]["response"]["body"]["error"]["code"] == (
         "provider_quota_exhausted"
     )
     assert line("provider_quota_exhausted")[1]["error"]["code"] == "provider_quota_exhausted"

@@ -20,7 +20,7 @@ LIMITS = Limits(max_items=20_000, max_body_bytes=10**8, max_item_bytes=10_000)
 
 def config(name: str, kind: str = "openai") -> ProviderConfig:
     limits = ProviderLimits(
-        name=name, rpm=60, tpm=10_000, burst_seconds=1, max_concurrency=1, timeout_seconds=5
+        name=name, rpm=60, tpm=100_000, burst_seconds=1, max_concurrency=1, timeout_seconds=5
     )
     api_version = "2024-10-21" if kind == "azure_openai" else ""
     return ProviderConfig(
