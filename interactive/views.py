@@ -5,6 +5,7 @@ streams.py), record it (records.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -13,7 +14,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from batches.submission.caps import Limits
+from gateway_engine.items import ItemResult
 from gateway_engine.quota.types import QuotaStoreUnavailable
+from gateway_engine.retry import ErrorType
 
 from . import calls, streams
 from .auth import authenticate
@@ -69,6 +72,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             result = await lane.complete(call.item)
         except QuotaStoreUnavailable as exc:
             return _unavailable(str(exc))
+        except asyncio.CancelledError:  # the client left (gateway_site.asgi_interactive): the engine let go
+            gone = ItemResult(call.call_id, "failed", error_type=ErrorType.CANCELLED,
+                              error_message="the client disconnected before the answer")  # fmt: skip
+            finish_record(call, client, gone, 499, None)
+            raise
         if result.ok:
             answer = JsonResponse(result.response, status=200)
         else:
