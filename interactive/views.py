@@ -6,13 +6,17 @@ streams.py), record it (records.py)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from batches.api.exceptions import dependency_of
 from batches.submission.caps import Limits
 from gateway_engine.items import ItemResult
 from gateway_engine.quota.types import QuotaStoreUnavailable
@@ -24,7 +28,31 @@ from .errors import CallError, call_failure
 from .lane import current_lane, targets
 from .outcome import finish_record, retry_after_for
 
+log = logging.getLogger(__name__)
+
 _active = 0  # calls this process holds now (GATEWAY_INTERACTIVE_MAX_CALLS)
+View = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+def dependencies_answer_503(view: View) -> View:
+    """Redis or the database unreachable anywhere in the view (the key check, the routing data, the
+    quota pool): 503 in OpenAI's shape with Retry-After, never the 500 of a bug."""
+
+    @functools.wraps(view)
+    async def wrapped(request: HttpRequest) -> HttpResponse:
+        try:
+            return await view(request)
+        except Exception as exc:
+            dependency = dependency_of(exc)
+            if dependency is None:
+                raise
+            log.warning("%s: %s unavailable (%s: %s)", request.path, dependency, type(exc).__name__, exc)
+            if isinstance(exc, QuotaStoreUnavailable):
+                return _unavailable(str(exc))
+            return CallError(503, f"{dependency} is unavailable; retry later", "server_error", None,
+                             "dependency_unavailable", {"Retry-After": "5"}).response()  # fmt: skip
+
+    return wrapped
 
 
 def _json_error(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JsonResponse:
@@ -32,6 +60,7 @@ def _json_error(status: int, message: str, code: str, type_: str = "invalid_requ
 
 
 @csrf_exempt
+@dependencies_answer_503
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     global _active
     if request.method != "POST":
@@ -102,6 +131,7 @@ def _unavailable(message: str) -> JsonResponse:
 
 
 @csrf_exempt
+@dependencies_answer_503
 async def models(request: HttpRequest) -> HttpResponse:
     """The team's routes and providers as OpenAI model objects (``owned_by``: "route" or the provider's
     kind); sorted by id."""
