@@ -101,23 +101,39 @@ def _error(text: str) -> OpenApiResponse:
 
 
 ANSWER_HEADERS = [
-    OpenApiParameter("x-gateway-provider", str, OpenApiParameter.HEADER, response=[200],
-                     description="The provider that answered."),  # fmt: skip
-    OpenApiParameter("x-gateway-attempts", int, OpenApiParameter.HEADER, response=[200],
-                     description="Attempts the call took (retries and fallbacks included)."),  # fmt: skip
+    OpenApiParameter(
+        "x-gateway-provider",
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description="The provider that answered.",
+    ),
+    OpenApiParameter(
+        "x-gateway-attempts",
+        int,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description="Attempts the call took (retries and fallbacks included).",
+    ),
 ]
 CHAT_ERRORS = {
-    400: _error("Invalid request (`param` names the field), a param a reachable provider refuses, a bad "
-                f"{MAX_WAIT_HEADER}, `quota_impossible`, or the provider refused it."),  # fmt: skip
+    400: _error(
+        "Invalid request (`param` names the field), a param a reachable provider refuses, a bad "
+        f"{MAX_WAIT_HEADER}, `quota_impossible`, or the provider refused it."
+    ),
     401: _error("No, invalid or revoked API key."),
     404: _error("`model_not_found`: no route or provider of that name (with a hint)."),
     413: _error("The body is larger than GATEWAY_MAX_BODY_BYTES."),
-    429: _error("`gateway_queue_timeout` (no quota within the max wait; the provider never saw the call), "
-                "`insufficient_quota` (the team's budget), `provider_rate_limited`, `gateway_busy`; "
-                "see Retry-After."),  # fmt: skip
+    429: _error(
+        "`gateway_queue_timeout` (no quota within the max wait; the provider never saw the call), "
+        "`insufficient_quota` (the team's budget), `provider_rate_limited`, `gateway_busy`; "
+        "see Retry-After."
+    ),
     502: _error("The provider failed (server error, invalid answer, connection) after retries."),
-    503: _error("The provider is overloaded or out of quota, no provider, or Redis (the quota pool) is "
-                "down (`quota_store_unavailable`, Retry-After)."),  # fmt: skip
+    503: _error(
+        "The provider is overloaded or out of quota, no provider, or Redis (the quota pool) is "
+        "down (`quota_store_unavailable`, Retry-After)."
+    ),
     504: _error("The provider timed out."),
 }
 
@@ -144,9 +160,14 @@ class ChatCompletionsDoc(InteractiveDocView):
         ),
         request=ChatCompletionRequestSerializer,
         parameters=[
-            OpenApiParameter(MAX_WAIT_HEADER, float, OpenApiParameter.HEADER, required=False,
-                             description="Seconds this call may wait for quota (at most, and by default, "
-                             "GATEWAY_INTERACTIVE_MAX_WAIT_SECONDS; 0: served only if quota is there now)."),
+            OpenApiParameter(
+                MAX_WAIT_HEADER,
+                float,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="Seconds this call may wait for quota (at most, and by default, "
+                "GATEWAY_INTERACTIVE_MAX_WAIT_SECONDS; 0: served only if quota is there now).",
+            ),
             *ANSWER_HEADERS,
         ],  # fmt: skip
         responses={
@@ -168,9 +189,12 @@ class ModelsDoc(InteractiveDocView):
         summary="The routes and providers a call may name (OpenAI-compatible)",
         description="The team's routes (`owned_by: route`) and enabled providers (`owned_by: "
         "provider:<kind>`) as OpenAI model objects, sorted by id; both are valid `model` values.",
-        responses={200: ModelListSerializer, 401: CHAT_ERRORS[401],
-                   429: _error("Too many failed key checks from this address (see Retry-After)."),
-                   503: _error("Redis or the database is down (Retry-After).")},  # fmt: skip
+        responses={
+            200: ModelListSerializer,
+            401: CHAT_ERRORS[401],
+            429: _error("Too many failed key checks from this address (see Retry-After)."),
+            503: _error("Redis or the database is down (Retry-After)."),
+        },  # fmt: skip
     )
     def get(self, request):  # pragma: no cover - documentation only (interactive.views serves it)
         raise NotImplementedError

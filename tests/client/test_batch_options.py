@@ -10,7 +10,8 @@ import pytest
 from batch_gateway_client import BadRequestError, Gateway
 
 from batches.models import Batch, BatchItem
-from tests.provider_batches.helpers import KEY, sim_provider as batch_sim_provider
+from tests.provider_batches.helpers import KEY
+from tests.provider_batches.helpers import sim_provider as batch_sim_provider
 from tests.waiting import wait_until
 from webhooks.models import WebhookEvent
 
@@ -23,7 +24,9 @@ def sent(sim, name: str) -> int:
     return sum(sim.request_counts().get(name, {}).values())
 
 
-def test_cache_answers_a_repeated_batch_without_the_provider(stack, sim_server, make_provider, make_route, key):
+def test_cache_answers_a_repeated_batch_without_the_provider(
+    stack, sim_server, make_provider, make_route, key
+):
     sim, gpt = sim_provider(sim_server, make_provider)
     make_route("chat", gpt)
     items = [{"custom_id": f"c{i}", "route": "chat", "query": f"same question {i}", "params": {"temperature": 0.7}}
@@ -41,7 +44,9 @@ def test_cache_answers_a_repeated_batch_without_the_provider(stack, sim_server, 
     assert [b.cache for b in Batch.objects.order_by("created_at")] == [True, True, False]
 
 
-def test_webhook_url_is_stored_and_the_batch_end_makes_its_event(stack, sim_server, make_provider, make_route, key):
+def test_webhook_url_is_stored_and_the_batch_end_makes_its_event(
+    stack, sim_server, make_provider, make_route, key
+):
     _, gpt = sim_provider(sim_server, make_provider)
     make_route("chat", gpt)
     url = "https://hooks.example.com/client"

@@ -34,7 +34,10 @@ def test_a_max_wait_of_0_is_served_when_the_quota_is_there_and_never_waits_when_
     assert limited.value.code == "gateway_queue_timeout"
     assert sum(sim.request_counts()["gpt"].values()) == 1  # the first was sent, the second never
     rows = logged_calls(2)
-    assert [(r.status, r.http_status, r.attempts) for r in rows] == [("succeeded", 200, 1), ("expired", 429, 0)]
+    assert [(r.status, r.http_status, r.attempts) for r in rows] == [
+        ("succeeded", 200, 1),
+        ("expired", 429, 0),
+    ]
 
 
 def test_an_unknown_models_hint_names_the_model_field(make_provider, make_route, team, sdk):

@@ -69,4 +69,3 @@ def test_every_v1_operation_answers_503_in_openai_shape_when_redis_is_down(
         assert int(answer.headers["Retry-After"]) >= 1, (method, path)
     assert (Batch.objects.count(), OpenAIBatch.objects.count(), File.objects.count()) == before
     http.close()
-

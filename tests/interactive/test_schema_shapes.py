@@ -19,7 +19,9 @@ def properties(schemas: dict, name: str) -> set[str]:
     return set(schemas[name]["properties"])
 
 
-def test_the_documented_shapes_are_what_the_lane_answers(sim_server, make_provider, make_route, team, gateway):
+def test_the_documented_shapes_are_what_the_lane_answers(
+    sim_server, make_provider, make_route, team, gateway
+):
     schemas = openapi_document()["components"]["schemas"]
     sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
     gpt = make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=6000, tpm=10**6)

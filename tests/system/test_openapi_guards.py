@@ -170,7 +170,9 @@ def test_the_document_lists_exactly_what_is_served(scene):
     assert served - documented == set(), "served but not in /api/schema/"
     assert documented - served == set(), "in /api/schema/ but not served"
     chat = scene["schema"]["paths"]["/v1/chat/completions"]["post"]
-    assert chat["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("ChatCompletionRequest")
+    assert chat["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "ChatCompletionRequest"
+    )
     assert set(chat["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     models = scene["schema"]["paths"]["/v1/models"]["get"]
     assert models["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("ModelList")
