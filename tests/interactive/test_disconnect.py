@@ -15,6 +15,7 @@ import pytest
 from providers.adapters import provider_limits
 from providers.limits import snapshot_all_sync
 from providers.limits.budgets import budget_usage
+from providers.limits.factory import run_with_store
 from teams.services import create_api_key
 from tests.waiting import wait_until
 
@@ -74,3 +75,33 @@ def test_a_client_that_leaves_a_plain_call_cancels_it_and_frees_the_lease_and_th
     assert (counters["in_flight"], counters["hangs"]) == (0, 1)
     (row,) = logged_calls(1)
     assert (row.status, row.error_type, row.stream, row.http_status) == ("failed", "cancelled", False, 499)
+
+
+def test_a_client_that_leaves_while_its_call_waits_for_quota_is_never_sent(
+    sim_server, make_provider, make_route, team, gateway
+):
+    sim = sim_server({"time_scale": 1, "providers": {"gpt": KINDS["gpt"]}})
+    # rpm 60 with a 1 s burst: the first call takes the only token, the second waits about a second
+    gpt = make_provider("gpt", base_url=sim.provider_url("gpt"), model="gpt-sim", rpm=60, burst_seconds=1.0,
+                        tpm=10**6)  # fmt: skip
+    make_route("chat", gpt)
+    key = create_api_key(team, "k")[1]
+    settled()
+    body = {"model": "chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5}
+    first = open_call(gateway, key, body)
+    wait_until(lambda: sum(sim.request_counts().get("gpt", {}).values()) == 1, 15, what="the first call sent")
+    waiting = open_call(gateway, key, body)
+    wait_until(lambda: run_with_store(lambda store: store.interactive_waiters("gpt")) >= 1, 15,
+               what="the second call to wait for quota")  # fmt: skip
+    waiting.close()  # gone while it waits for the refill
+    first.close()
+    rows = logged_calls(2)
+    assert [r.status for r in rows].count("succeeded") == 1
+    (gone,) = [r for r in rows if r.status != "succeeded"]
+    assert (gone.status, gone.error_type, gone.http_status, gone.attempts) == ("failed", "cancelled", 499, 0)
+    # well past the refill: the provider still saw one call (a cancelled waiter never takes a token)
+    wait_until(
+        lambda: snapshot_all_sync([provider_limits(gpt)])[0].rpm_tokens_available >= 1, 10, what="the refill"
+    )
+    assert sum(sim.request_counts()["gpt"].values()) == 1
+    assert leases(gpt) == 0
