@@ -11,9 +11,10 @@ threads (auth, targets, records), which close their connections themselves, so n
 
 What the site's middleware would do for these paths is done here: the request id (``X-Request-ID`` in,
 echoed out, on every log line), the Host check (a disallowed Host → 400 in OpenAI's shape), and the
-API answer headers. A client that disconnects during a streamed answer cancels the stream (the view's
-generator closes the upstream and releases everything); during a plain call the call finishes and its
-answer is dropped.
+API answer headers. A client that disconnects cancels its call: while the view runs (waiting for
+quota, or for a plain call's answer) the view is cancelled (``_unless_gone``: the engine closes the
+upstream connection and gives back the lease, the in-flight slot and the reservation); during a
+streamed answer the stream is (the view's generator closes the upstream and releases everything).
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ async def interactive_app(scope, receive, send) -> None:
         if body is None:
             response: HttpResponseBase = _error(413, "request body too large", "request_too_large")
         else:
-            response = await _answer(scope, body, path)
+            answered = await _unless_gone(_answer(scope, body, path), receive)
+            if answered is None:
+                return
+            response = answered
         await _send(response, rid, receive, send)
     finally:
         request_id_var.reset(token)
@@ -112,6 +116,24 @@ async def _answer(scope, body: bytes, path: str) -> HttpResponseBase:
         return _error(
             500, "internal server error; the request id is in the X-Request-ID header", "server_error"
         )
+
+
+async def _unless_gone(view: Awaitable[HttpResponseBase], receive) -> HttpResponseBase | None:
+    """The view's answer, or None when the client disconnected first: the view is cancelled then."""
+    answer, gone = asyncio.ensure_future(view), asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (answer, gone):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(answer, gone, return_exceptions=True)
+    return None if answer.cancelled() else answer.result()
+
+
+async def _disconnected(receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _send(response: HttpResponseBase, rid: str, receive, send) -> None:
@@ -143,11 +165,7 @@ async def _stream(response: StreamingHttpResponse, receive, send) -> None:
             await send({"type": "http.response.body", "body": bytes(chunk), "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    async def gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    sender, watcher = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
+    sender, watcher = asyncio.ensure_future(pump()), asyncio.ensure_future(_disconnected(receive))
     try:
         await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:

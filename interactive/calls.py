@@ -16,7 +16,7 @@ from typing import Any
 
 from batches.submission.caps import Limits
 from batches.submission.reach import QUOTA_IMPOSSIBLE_PREFIX
-from batches.submission.targets import HINT_SEPARATOR, KnownTargets
+from batches.submission.targets import HINT_SEPARATOR, KnownTargets, close_name
 from batches.submission.validation import ItemValidator
 from gateway_engine.items import WorkItem
 from gateway_engine.retry import ErrorType
@@ -24,6 +24,10 @@ from gateway_engine.retry import ErrorType
 from .errors import CallError, refusal
 
 MAX_WAIT_HEADER = "X-Gateway-Max-Wait"
+# the engine's deadline is never closer than this: a call that may not wait at all (0) still gets its
+# grant's round trips to the shared store (budget, bucket, lease, slot) — served if the quota is there
+# now; a bucket that would make it wait longer for a refill ends it at once with the gateway's 429
+GRANT_SECONDS = 0.25
 # what the request body carries that is not an item param: the gateway sets these itself
 LANE_FIELDS = frozenset({"model", "messages", "stream", "stream_options"})
 _ITEM_PARAM = re.compile(r"^params\.")
@@ -119,7 +123,7 @@ def prepare(
     validator = ItemValidator(limits, targets)
     valid = validator.item(0, item, raw_size)
     if valid is None:
-        raise _refusal(validator, model)
+        raise _refusal(validator, model, targets)
     work = WorkItem(
         custom_id=call_id,
         messages=valid.payload["messages"],
@@ -127,24 +131,30 @@ def prepare(
         route=valid.route,
         provider=valid.provider,
         key=call_id,
-        deadline=time.time() + wait,
+        deadline=time.time() + max(wait, GRANT_SECONDS),
         team=team,
     )
     return Call(call_id, work, model, stream, include_usage, wait, body, received, time.time())
 
 
-def _refusal(validator: ItemValidator, model: str) -> CallError:
+def _refusal(validator: ItemValidator, model: str, targets: KnownTargets) -> CallError:
     error = validator.errors[0]
     field, message = error.field, error.message
     if field in ("route", "provider"):
         if message.startswith("unknown"):
-            hint = message.split(HINT_SEPARATOR, 1)[1] if HINT_SEPARATOR in message else ""
-            text = f"The model {model!r} does not exist: no route or provider of that name"
-            return CallError(
-                404, f"{text}{' — ' + hint if hint else ''}", param="model", code="model_not_found"
-            )
+            return CallError(404, _unknown_model(model, targets), param="model", code="model_not_found")
         return CallError(400, f"model: {message}", param="model", code="invalid_value")
     param = _ITEM_PARAM.sub("", field) if field != "item" else None
     if message.startswith(QUOTA_IMPOSSIBLE_PREFIX):  # no reachable provider's buckets can ever hold it
         return refusal(ErrorType.QUOTA_IMPOSSIBLE, message[len(QUOTA_IMPOSSIBLE_PREFIX) :], param=param)
     return CallError(400, f"{param or 'request'}: {message}", param=param, code="invalid_value")
+
+
+def _unknown_model(model: str, targets: KnownTargets) -> str:
+    """The 404 of an unknown model, its hint in the request's own terms: ``model`` names a route or a
+    provider (the item's ``"route"`` / ``"provider"`` fields of the native hint do not exist here)."""
+    text = f"The model {model!r} does not exist: no route or provider of that name"
+    if targets.providers.get(model) is False:
+        return f"{text}{HINT_SEPARATOR}{model!r} is a provider, but it is disabled"
+    guess = close_name(model, [*targets.routes, *(p for p, on in targets.providers.items() if on)])
+    return f"{text}{HINT_SEPARATOR}did you mean model {guess!r}?" if guess else text

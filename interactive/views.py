@@ -5,15 +5,22 @@ streams.py), record it (records.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from batches.api.exceptions import dependency_of
 from batches.submission.caps import Limits
+from gateway_engine.items import ItemResult
 from gateway_engine.quota.types import QuotaStoreUnavailable
+from gateway_engine.retry import ErrorType
 
 from . import calls, streams
 from .auth import authenticate
@@ -21,7 +28,31 @@ from .errors import CallError, call_failure
 from .lane import current_lane, targets
 from .outcome import finish_record, retry_after_for
 
+log = logging.getLogger(__name__)
+
 _active = 0  # calls this process holds now (GATEWAY_INTERACTIVE_MAX_CALLS)
+View = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+def dependencies_answer_503(view: View) -> View:
+    """Redis or the database unreachable anywhere in the view (the key check, the routing data, the
+    quota pool): 503 in OpenAI's shape with Retry-After, never the 500 of a bug."""
+
+    @functools.wraps(view)
+    async def wrapped(request: HttpRequest) -> HttpResponse:
+        try:
+            return await view(request)
+        except Exception as exc:
+            dependency = dependency_of(exc)
+            if dependency is None:
+                raise
+            log.warning("%s: %s unavailable (%s: %s)", request.path, dependency, type(exc).__name__, exc)
+            if isinstance(exc, QuotaStoreUnavailable):
+                return _unavailable(str(exc))
+            return CallError(503, f"{dependency} is unavailable; retry later", "server_error", None,
+                             "dependency_unavailable", {"Retry-After": "5"}).response()  # fmt: skip
+
+    return wrapped
 
 
 def _json_error(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JsonResponse:
@@ -29,6 +60,7 @@ def _json_error(status: int, message: str, code: str, type_: str = "invalid_requ
 
 
 @csrf_exempt
+@dependencies_answer_503
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     global _active
     if request.method != "POST":
@@ -69,6 +101,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             result = await lane.complete(call.item)
         except QuotaStoreUnavailable as exc:
             return _unavailable(str(exc))
+        except asyncio.CancelledError:  # the client left (gateway_site.asgi_interactive): the engine let go
+            gone = ItemResult(call.call_id, "failed", error_type=ErrorType.CANCELLED,
+                              error_message="the client disconnected before the answer")  # fmt: skip
+            finish_record(call, client, gone, 499, None)
+            raise
         if result.ok:
             answer = JsonResponse(result.response, status=200)
         else:
@@ -94,6 +131,7 @@ def _unavailable(message: str) -> JsonResponse:
 
 
 @csrf_exempt
+@dependencies_answer_503
 async def models(request: HttpRequest) -> HttpResponse:
     """The team's routes and providers as OpenAI model objects (``owned_by``: "route" or the provider's
     kind); sorted by id."""

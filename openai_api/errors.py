@@ -3,11 +3,14 @@
 
 ``openai_exception_handler`` is the one place that maps errors here (the OpenAI views use it instead
 of DRF's): an ``OpenAIError`` with its own type and code, any other ``ApplicationError`` by its
-status (``param`` is its ``field``), DRF's exceptions (authentication, throttling, 404, ...) by kind.
+status (``param`` is its ``field``), DRF's exceptions (authentication, throttling, 404, ...) by kind,
+and a raw "Redis / the database cannot be reached" error past the throttle (``dependency_of``) as 503
+``dependency_unavailable`` with Retry-After, never Django's 500.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -15,8 +18,10 @@ from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from batches.api.exceptions import DependencyUnavailable
+from batches.api.exceptions import RETRY_AFTER_SECONDS, DependencyUnavailable, dependency_of
 from gateway_engine.errors import ApplicationError
+
+log = logging.getLogger(__name__)
 
 # DRF exception → (OpenAI error type, code)
 KINDS: list[tuple[type[exceptions.APIException], str, str | None]] = [
@@ -101,6 +106,12 @@ def _drf_error_response(exc: exceptions.APIException) -> Response:
 
 
 def openai_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    dependency = None if isinstance(exc, ApplicationError) else dependency_of(exc)
+    if dependency is not None:
+        log.warning("/v1 request failed: %s unavailable (%s: %s)", dependency, type(exc).__name__, exc)
+        exc = OpenAIError(503, f"{dependency} is unavailable; retry in {RETRY_AFTER_SECONDS} s",
+                          type="server_error", code="dependency_unavailable",
+                          headers={"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
     if isinstance(exc, ApplicationError):
         type_, code = openai_kind(exc)
         body = error_body(exc.message, type=type_, param=exc.field, code=code)

@@ -150,3 +150,8 @@ def batch_object(ob: OpenAIBatch) -> dict[str, Any]:
         },
         "priority": batch.priority if batch is not None else None,
     }
+
+
+def openai_batch_id(batch: Batch) -> str | None:
+    """The ``batch_…`` id of the /v1 batch running this native batch (None: submitted natively)."""
+    return OpenAIBatch.objects.filter(batch_id=batch.pk).values_list("id", flat=True).first()

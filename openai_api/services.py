@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
+# the request's own fields (not a line's): a native error naming one is a 400, never a failed batch
+REQUEST_FIELDS = frozenset({"priority", "completion_window", "cache", "webhook_url", "provider_batch"})
 
 
 # --- batches --------------------------------------------------------------------------------------
@@ -196,6 +198,7 @@ def create_batch(
             type="rate_limit_error", headers=exc.headers,
         ) from None  # fmt: skip
     except SubmissionError as exc:
+        _raise_request_error(exc)
         errors = [
             line_error_from_native(
                 e.index, e.field, e.message, parsed.lines, items=parsed.items, model_names=parsed.model_names
@@ -206,6 +209,16 @@ def create_batch(
     return OpenAIBatch.objects.create(
         errors={"object": "list", "data": [e.as_dict() for e in errors]}, failed_at=timezone.now(), **common
     )
+
+
+def _raise_request_error(exc: SubmissionError) -> None:
+    """A native error about the request itself (e.g. ``provider_batch: "always"`` that a reachable
+    provider cannot serve): 400 naming the field; the transaction rolled back, nothing is stored."""
+    for error in exc.errors:
+        if error.index is None and error.field in REQUEST_FIELDS:
+            raise OpenAIError(
+                400, f"{error.field}: {error.message}", param=error.field, code="invalid_value"
+            ) from None
 
 
 def _native_errors(parsed: ParsedFile) -> list[LineError]:

@@ -4,6 +4,7 @@ subclasses ApplicationError with its status, and each surface maps any of them i
 from __future__ import annotations
 
 import pytest
+from django.db import OperationalError as DbOperationalError
 from rest_framework.exceptions import APIException
 
 from batches.api.exceptions import DependencyUnavailable, InvalidQuery, exception_handler
@@ -120,6 +121,12 @@ def test_the_openai_handler_maps_any_application_error():
         "param": None,
         "code": None,
     }
+    for raw in (REDIS_ERRORS[0]("Error 111 connecting to 10.0.0.9:6379"), DbOperationalError("gone")):
+        unreachable = openai_exception_handler(raw, {})  # past the throttle: the view's own call failed
+        assert (unreachable.status_code, unreachable["Retry-After"]) == (503, "5"), raw
+        assert unreachable.data["error"]["type"] == "server_error", raw
+        assert unreachable.data["error"]["code"] == "dependency_unavailable", raw
+        assert "10.0.0.9" not in unreachable.data["error"]["message"]
     store = openai_exception_handler(QuotaStoreUnavailable("quota store down"), {})
     assert store.status_code == 503
     assert (

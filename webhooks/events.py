@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import logging
 import uuid
+from collections.abc import Callable
 
 from django.conf import settings
 from django.utils import timezone
@@ -30,6 +31,24 @@ EVENT_TYPES = {
     BatchStatus.EXPIRED: "batch.expired",
     BatchStatus.CANCELLED: "batch.cancelled",
 }
+
+
+# how a surface above names a batch to its owner (openai_api: the "batch_…" id the openai SDK retrieves,
+# for a batch created through /v1), installed in its AppConfig.ready; none answers: the native id
+_public_ids: list[Callable[[Batch], str | None]] = []
+
+
+def register_public_id(name_of: Callable[[Batch], str | None]) -> None:
+    if name_of not in _public_ids:
+        _public_ids.append(name_of)
+
+
+def public_id(batch: Batch) -> str:
+    """The id the event's ``data.id`` carries: the one the batch's owner reads it by."""
+    for name_of in _public_ids:
+        if name := name_of(batch):
+            return name
+    return str(batch.pk)
 
 
 def on_batch_finished(sender, batch: Batch, **kwargs) -> None:
@@ -73,7 +92,7 @@ def create_event(batch: Batch) -> tuple[WebhookEvent | None, bool]:
         team_id=batch.team_id,
         type=event_type,
         url=url,
-        body=event_body(event_id, event_type, now, str(batch.pk)),
+        body=event_body(event_id, event_type, now, public_id(batch)),
         due_at=now,
         give_up_at=now + dt.timedelta(seconds=float(settings.GATEWAY_WEBHOOK_MAX_AGE_SECONDS)),
     )

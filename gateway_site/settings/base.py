@@ -401,6 +401,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # the interactive lane is served outside DRF (gateway_site.asgi_interactive): documented by a hook
+    "PREPROCESSING_HOOKS": ["openai_api.interactive_schema.add_interactive_endpoints"],
 }
 
 # --- observability (docs/operations.md) -------------------------------------------------------------

@@ -123,6 +123,21 @@ def test_wrong_endpoint_is_bad_request_and_nothing_is_stored(client_for, team, f
     assert Batch.objects.count() == 0 and OpenAIBatch.objects.count() == 0
 
 
+def test_provider_batch_always_that_no_provider_can_serve_is_a_400_naming_the_field_with_nothing_stored(
+    client_for, team, fast, sim
+):
+    client = client_for(team)  # "fast" has no batch API
+    file = client.files.create(file=jsonl([request_line("a", "chat")]), purpose="batch")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h",
+                              extra_body={"provider_batch": "always"})  # fmt: skip
+    assert caught.value.body["param"] == "provider_batch" and "fast" in caught.value.body["message"]
+    assert caught.value.body["code"] == "invalid_value"
+    assert Batch.objects.count() == 0 and OpenAIBatch.objects.count() == 0
+    assert client.batches.list().data == []
+    assert sum(sim.request_counts().get("fast", {}).values()) == 0
+
+
 def test_bad_lines_make_a_failed_batch_naming_each_line_and_nothing_runs(client_for, team, fast, sim):
     client = client_for(team)
     lines = [

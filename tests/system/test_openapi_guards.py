@@ -1,6 +1,9 @@
 """Guards derived from the OpenAPI document, so a new endpoint cannot slip past them.
 
-For every operation that /api/schema/ describes (it covers /api/v1/ and /v1/):
+The document and what is served are the same set of (path, method): every API view of the URL conf
+and the interactive lane's paths (served by their own ASGI path, gateway_site.asgi_interactive,
+documented by openai_api/interactive_schema.py) — a new endpoint fails until it is documented.
+For every operation that /api/schema/ describes (it covers /api/v1/ and /v1/, the interactive lane too):
   * with a path id: another team's object answers 404 (never 200/403/409), and nothing changes;
   * GET: no provider secret (a database key or a GATEWAY_PROVIDER_SECRET_* value) is in the body,
     for the owner reading its own objects, after a batch ran against those providers.
@@ -15,9 +18,11 @@ import re
 
 import pytest
 from django.test import override_settings
+from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from batches.models import Batch
+from gateway_site.asgi_routing import INTERACTIVE_PATHS
 from openai_api.models import OpenAIBatch
 from sim.testing import run_simulator_in_thread
 from teams.services import create_api_key, create_team
@@ -124,6 +129,58 @@ def scene(make_provider, make_route, tmp_path, monkeypatch, redis_sync):
                 ("openai", "file_id"): file.json()["id"],
             },
         }
+
+
+UNDOCUMENTED = {"/api/schema/", "/api/docs/", "/api/docs/assets/{path}"}  # the document and its page
+
+
+def served_operations() -> set[tuple[str, str]]:
+    """(METHOD, path template) of every API operation the site serves: the URL conf's views under /api/
+    and /v1/ (a DRF view's methods, a plain view's from its ``Allow``-less method check below) and the
+    interactive lane's paths, which gateway_site.asgi routes before the URL conf."""
+    found: set[tuple[str, str]] = set()
+
+    def walk(patterns, prefix: str) -> None:
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, route)
+                continue
+            assert isinstance(pattern, URLPattern)
+            path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+            if not path.startswith(("/api/", "/v1/")) or path in UNDOCUMENTED or "(" in path:
+                continue
+            view = getattr(pattern.callback, "cls", None)
+            if view is not None:
+                for method in view.http_method_names:
+                    if method not in ("options", "head", "trace") and hasattr(view, method):
+                        found.add((method.upper(), path))
+            else:  # a plain view: the interactive lane's (its own method check)
+                assert path in INTERACTIVE_PATHS, f"{path}: a plain view under /api or /v1 is not documented"
+
+    walk(get_resolver().url_patterns, "")
+    found |= {("POST", "/v1/chat/completions"), ("GET", "/v1/models")}
+    assert {path for _, path in found} >= INTERACTIVE_PATHS
+    return found
+
+
+def test_the_document_lists_exactly_what_is_served(scene):
+    documented = {(method, path) for method, path, _ in operations(scene["schema"])}
+    served = served_operations()
+    assert served - documented == set(), "served but not in /api/schema/"
+    assert documented - served == set(), "in /api/schema/ but not served"
+    chat = scene["schema"]["paths"]["/v1/chat/completions"]["post"]
+    assert chat["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "ChatCompletionRequest"
+    )
+    assert set(chat["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+    models = scene["schema"]["paths"]["/v1/models"]["get"]
+    assert models["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("ModelList")
+
+
+def test_swagger_ui_shows_the_document(scene):
+    page = scene["owner"].get("/api/docs/")
+    assert page.status_code == 200 and b"/api/schema/" in page.content
 
 
 def call(client: APIClient, method: str, url: str):

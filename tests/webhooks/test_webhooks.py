@@ -167,6 +167,36 @@ def test_v1_batches_take_webhook_url_through_extra_body(api_key, make_provider, 
     assert Batch.objects.get().webhook_url == "https://hooks.example.com/v1"
 
 
+def test_a_v1_batchs_event_carries_the_batch_id_the_openai_sdk_retrieves(api_key, make_provider, settings,
+                                                                         monkeypatch):  # fmt: skip
+    settings.GATEWAY_WEBHOOK_ALLOW_PRIVATE = True
+    monkeypatch.setattr(services, "kick", lambda: None)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from sim.testing import run_simulator_in_thread
+
+    sim = {"time_scale": 1, "providers": {"alpha": {"rpm": 100000, "tpm": 10**8, "median_ms": 2}}}
+    with run_simulator_in_thread(sim) as handle:
+        make_provider("alpha", base_url=handle.provider_url("alpha"), rpm=60000, tpm=10**8)
+        c = client_for(api_key)
+        line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                "body": {"model": "alpha", "messages": [{"role": "user", "content": "hi"}]}}  # fmt: skip
+        upload = SimpleUploadedFile("in.jsonl", json.dumps(line).encode(), content_type="application/jsonl")
+        f = c.post("/v1/files", {"file": upload, "purpose": "batch"}, format="multipart")
+        body = {"input_file_id": f.json()["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h",
+                "webhook_url": "http://127.0.0.1:1/h"}  # fmt: skip
+        with TestCase.captureOnCommitCallbacks(execute=True):  # eager: the batch runs and ends on commit
+            created = c.post("/v1/batches", body, format="json")
+    assert created.status_code == 200, created.content
+    event = WebhookEvent.objects.get()
+    data_id = json.loads(event.body)["data"]["id"]
+    assert data_id == created.json()["id"] and data_id.startswith("batch_")
+    retrieved = c.get(f"/v1/batches/{data_id}")  # what an SDK receiver does with the event
+    assert retrieved.status_code == 200 and retrieved.json()["status"] == "completed"
+    native = ended_batch(Batch.objects.get().team, webhook_url="https://hooks.example.com/n")
+    assert json.loads(WebhookEvent.objects.get(batch=native).body)["data"]["id"] == str(native.pk)
+
+
 def test_a_name_that_resolves_to_loopback_is_never_connected_to(team, receiver, settings, monkeypatch):
     settings.GATEWAY_WEBHOOK_ALLOW_PRIVATE = False
     monkeypatch.setattr(services, "kick", lambda: None)  # the slice runs below, in this test
