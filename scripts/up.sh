@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make up` / `make down`: the production-shaped stack on this machine, without Docker.
 #   scripts/up.sh [start|stop|status]
-# start: PostgreSQL database (created if missing) + migrations, uvicorn (gateway_site.asgi), WORKERS Celery workers and
+# start: PostgreSQL database (created if missing) + migrations, gunicorn (gateway_site.asgi, gunicorn.conf.py), WORKERS Celery workers and
 # (SIM=1, default) the provider simulator with examples/providers.json loaded against it.
 # Background processes write pid files and logs under UP_DIR (var/up/). `make down` (= stop) sends
 # SIGTERM to each process group and waits GATEWAY_SHUTDOWN_SECONDS + 15 s (the workers' warm shutdown
@@ -13,7 +13,7 @@
 #   WORKERS        2      Celery worker processes (`celery -A gateway_site worker`)
 #   WORKER_CONCURRENCY    pool children per worker (-c); unset: Celery's default (one per CPU)
 #   GATEWAY_DISPATCHERS   WORKERS x children  dispatcher slices cluster-wide (web and workers agree)
-#   WEB_WORKERS    2      uvicorn worker processes (each: the async interactive lane + 4 threads for the site)
+#   WEB_WORKERS    2      web worker processes (gunicorn, uvicorn worker: the async interactive lane + 4 threads for the site)
 #   WEB_PORT       8000   web port (127.0.0.1): /v1/chat/completions and everything else
 #   SIM            1      start the simulator (examples/sim-kinds.json) and load examples/providers.json
 #   SIM_PORT       8900
@@ -204,9 +204,8 @@ EOF
     wait_http "http://127.0.0.1:$SIM_PORT/_sim/health" 30 "$RUN/sim.pid" || fail "the simulator did not start"
   fi
 
-  echo "==> uvicorn ($WEB_WORKERS workers: the interactive lane and the site, gateway_site.asgi) on http://127.0.0.1:$WEB_PORT"
-  launch web "$PY" -m uvicorn gateway_site.asgi:application --host 127.0.0.1 --port "$WEB_PORT" \
-    --workers "$WEB_WORKERS" --timeout-graceful-shutdown 30 --access-log
+  echo "==> gunicorn ($WEB_WORKERS uvicorn workers: the interactive lane and the site, gateway_site.asgi) on http://127.0.0.1:$WEB_PORT"
+  launch web "$PY" -m gunicorn gateway_site.asgi:application --bind "127.0.0.1:$WEB_PORT" --workers "$WEB_WORKERS" --access-logfile -
   # Celery's default prefork pool, as users start it; -c only when WORKER_CONCURRENCY is given
   local concurrency=()
   [ -n "$WORKER_CONCURRENCY" ] && concurrency=(-c "$WORKER_CONCURRENCY")
@@ -216,7 +215,7 @@ EOF
     launch "worker$i" "$PY" -m celery -A gateway_site worker --loglevel INFO "${concurrency[@]}" \
       -n "worker$i@%h"
   done
-  wait_http "http://127.0.0.1:$WEB_PORT/healthz" 60 "$RUN/web.pid" || fail "the web server (uvicorn) did not start"
+  wait_http "http://127.0.0.1:$WEB_PORT/healthz" 60 "$RUN/web.pid" || fail "the web server (gunicorn) did not start"
   echo "==> waiting for http://127.0.0.1:$WEB_PORT/readyz (a worker heartbeat)"
   wait_ready "http://127.0.0.1:$WEB_PORT/readyz" 90
 

@@ -327,7 +327,7 @@ def test_compose_worker_waits_longer_than_the_warm_shutdown():
     services = _compose()["services"]
     bound = float(_env_example().get("GATEWAY_SHUTDOWN_SECONDS") or 30)  # settings' default
     assert _seconds(services["worker"]["stop_grace_period"]) >= bound + 15
-    assert _seconds(services["web"]["stop_grace_period"]) >= 30 + 5  # uvicorn's graceful shutdown (30 s)
+    assert _seconds(services["web"]["stop_grace_period"]) >= 35 + 5  # gunicorn's graceful_timeout (35 s)
 
 
 def test_compose_redis_persists_to_a_named_volume():
@@ -356,25 +356,29 @@ def _server_options(args: list[str]) -> dict[str, str]:
 
 
 def test_web_server_matches_make_up():
-    """make up, compose and the image run the same web server: uvicorn on the ASGI app (issue #22),
-    2 workers, 30 s graceful shutdown."""
+    """make up, compose and the image run the same web server: gunicorn on the ASGI app with the gateway's
+    uvicorn worker (gunicorn.conf.py: prometheus hooks, graceful stop, no X-Forwarded-For rewriting by the
+    server), 2 workers."""
     text = UP_SH.read_text()
-    line = re.search(r"launch web (.*?)--access-log", text, re.S).group(1)
-    up = _server_options(shlex.split(line.replace("\\\n", " ")))
+    line = re.search(r"launch web (.*?)--access-logfile", text, re.S).group(1)
+    args = shlex.split(line.replace("\\\n", " "))
+    up = _server_options(args)
     up["--workers"] = re.search(r"WEB_WORKERS=\$\{WEB_WORKERS:-(\d+)\}", text).group(1)
-    want = {k: up[k] for k in ("app", "--workers", "--timeout-graceful-shutdown")}
-    assert want == {
-        "app": "gateway_site.asgi:application",
-        "--workers": "2",
-        "--timeout-graceful-shutdown": "30",
-    }, up
-    compose = _server_options(_compose()["services"]["web"]["command"])
-    assert {k: compose.get(k) for k in want} == want
+    want = {"server": "gunicorn", "app": "gateway_site.asgi:application", "--workers": "2"}
+    assert {"server": args[2], **{k: up[k] for k in ("app", "--workers")}} == want, up
+    compose = _compose()["services"]["web"]["command"]
+    assert {"server": compose[0], **{k: _server_options(compose).get(k) for k in ("app", "--workers")}} == want
     cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M).group(1)
     import json
 
-    image = _server_options(json.loads(cmd))
-    assert {k: image.get(k) for k in want} == want
+    image = json.loads(cmd)
+    assert {"server": image[0], **{k: _server_options(image).get(k) for k in ("app", "--workers")}} == want
+    for command in (args, compose, image):  # nothing on the command line turns uvicorn's rewriting back on
+        assert not any("forwarded-allow-ips" in a or a in ("-k", "--worker-class") for a in command), command
+    conf = (ROOT / "gunicorn.conf.py").read_text()  # read, not run: it configures the metrics directory
+    assert re.search(r'^worker_class = .*else "gateway_site\.web_worker\.ASGIWorker"$', conf, re.M)
+    graceful = int(re.search(r"^graceful_timeout = (\d+)$", conf, re.M).group(1))
+    assert graceful >= 30 + 5  # uvicorn's own 30 s inside it, then the lifespan shutdown
 
 
 def test_worker_keeps_the_default_prefork_pool():
