@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make up` / `make down`: the production-shaped stack on this machine, without Docker.
-#   scripts/up.sh [start|stop|status]
+#   scripts/up.sh [start|stop|status|env]   (env: the export lines for management commands)
 # start: PostgreSQL database (created if missing) + migrations, gunicorn (gateway_site.asgi, gunicorn.conf.py), WORKERS Celery workers and
 # (SIM=1, default) the provider simulator with examples/providers.json loaded against it.
 # Background processes write pid files and logs under UP_DIR (var/up/). `make down` (= stop) sends
@@ -151,6 +151,36 @@ wait_ready() {  # URL SECONDS: /readyz 200 (database, migrations, Redis, a worke
   done
 }
 
+command_env() {  # the export lines a management command needs to see this stack's settings
+  local token_file="" key_file="" name value
+  [ -s "$RUN/metrics_token" ] && [ "${GATEWAY_METRICS_TOKEN:-}" = "$(cat "$RUN/metrics_token")" ] && token_file=1
+  [ -s "$RUN/secret_key" ] && [ "${DJANGO_SECRET_KEY:-}" = "$(cat "$RUN/secret_key")" ] && key_file=1
+  echo "  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL"
+  echo "  export DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS"
+  echo "  export PROMETHEUS_MULTIPROC_DIR=$PROMETHEUS_MULTIPROC_DIR"
+  [ -n "$token_file" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)"
+  [ -n "$key_file" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)"
+  # every other setting this stack was started with (the defaults need no line): the same values, so a
+  # command sees what the web server and the workers see; secrets by name only
+  for name in $(compgen -e | grep -E '^(GATEWAY_|DJANGO_|CELERY_|DATABASE_|OTEL_)' | sort); do
+    case "$name" in
+      DATABASE_URL | REDIS_URL | DJANGO_SETTINGS_MODULE | GATEWAY_DISPATCHERS) continue ;;
+      GATEWAY_METRICS_TOKEN) [ -n "$token_file" ] && continue ;;
+      DJANGO_SECRET_KEY) [ -n "$key_file" ] && continue ;;
+    esac
+    case "$name" in
+      *SECRET* | *TOKEN* | *PASSWORD* | *_KEY) echo "  # $name is set (a secret, not shown): export it too" ;;
+      *) value=${!name}; printf "  export %s='%s'\n" "$name" "${value//\'/\'\\\'\'}" ;;
+    esac
+  done
+}
+
+env_only() {  # scripts/up.sh env: the block above, for a stack already started with this environment
+  [ -n "${DJANGO_SECRET_KEY:-}" ] || { [ -s "$RUN/secret_key" ] && DJANGO_SECRET_KEY=$(cat "$RUN/secret_key") && export DJANGO_SECRET_KEY; } || true
+  [ -n "${GATEWAY_METRICS_TOKEN:-}" ] || { [ -s "$RUN/metrics_token" ] && GATEWAY_METRICS_TOKEN=$(cat "$RUN/metrics_token") && export GATEWAY_METRICS_TOKEN; } || true
+  command_env
+}
+
 start() {
   for f in "$RUN"/*.pid; do
     if [ -e "$f" ] && running "$(cat "$f")"; then
@@ -229,12 +259,8 @@ Stack is up and ready in $SECONDS s (logs and pid files in ${RUN#"$ROOT"/}/):
 $( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metrics_token")" ] \
   && echo "             curl -H \"Authorization: Bearer \$(cat ${RUN#"$ROOT"/}/metrics_token)\" http://127.0.0.1:$WEB_PORT/metrics" )
 $( [ "$SIM" = "1" ] && echo "  simulator  http://127.0.0.1:$SIM_PORT/_sim/counters" )
-Same environment for management commands:
-  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL
-  export DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS
-$( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metrics_token")" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)" )
-$( [ -n "${GATEWAY_REDIS_PREFIX:-}" ] && echo "  export GATEWAY_REDIS_PREFIX=$GATEWAY_REDIS_PREFIX" )
-$( [ -s "$RUN/secret_key" ] && [ "$DJANGO_SECRET_KEY" = "$(cat "$RUN/secret_key")" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)" )
+Same environment for management commands (also: scripts/up.sh env):
+$(command_env)
   .venv/bin/python manage.py create_team demo && .venv/bin/python manage.py create_api_key --team demo
   .venv/bin/python manage.py createsuperuser
 Stop everything: make down
@@ -245,5 +271,6 @@ case "${1:-start}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 [start|stop|status]" >&2; exit 2 ;;
+  env) env_only ;;
+  *) echo "usage: $0 [start|stop|status|env]" >&2; exit 2 ;;
 esac

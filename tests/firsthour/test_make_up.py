@@ -121,6 +121,9 @@ def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_p
                 time.sleep(0.2)
         code = up.wait(120)
         assert code == 0, f"make up exited {code}\n{logs()}"
+        printed = up_log.read_text()  # the environment for management commands has the non-default settings
+        assert f"export CELERY_TASK_DEFAULT_QUEUE='{queue}'" in printed, printed[-2000:]
+        assert f"export GATEWAY_REDIS_PREFIX='{settings.GATEWAY_REDIS_PREFIX}'" in printed
         assert ready_after is not None, f"/readyz never answered 200\n{logs()}"
         print(
             f"\nmake up → /readyz 200: {ready_after:.1f} s (make up returned after {time.monotonic() - t0:.1f} s)"
@@ -279,6 +282,24 @@ def test_make_down_default_grace_is_45_seconds_and_refuses_a_bad_bound(tmp_path)
         timeout=30,
     )
     assert bad.returncode == 2 and "GATEWAY_SHUTDOWN_SECONDS=soon is not a number" in bad.stderr
+
+
+def test_up_sh_env_prints_every_setting_the_stack_was_started_with(tmp_path):
+    """The export lines `make up` prints for management commands (also `scripts/up.sh env`): every
+    gateway, Django and Celery setting it was started with, secrets by name only."""
+    env = clean_env(UP_DIR=str(tmp_path / "up"), GATEWAY_AUTH_FAILURE_LIMIT="5",
+                    GATEWAY_TRUSTED_PROXIES="10.0.0.1, 10.0.0.2", DJANGO_ALLOWED_HOSTS="gw.example",
+                    GATEWAY_PROVIDER_SECRET_GPT="sk-not-to-be-printed")  # fmt: skip
+    out = subprocess.run(["bash", str(UP_SH), "env"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "sk-not-to-be-printed" not in out.stdout and "GATEWAY_PROVIDER_SECRET_GPT is set" in out.stdout
+    script = out.stdout + "\nenv\n"  # run the printed lines: a command gets the very same values
+    seen = subprocess.run(["bash", "-c", script], env=clean_env(), capture_output=True, text=True).stdout
+    values = dict(line.split("=", 1) for line in seen.splitlines() if "=" in line)
+    assert values["GATEWAY_AUTH_FAILURE_LIMIT"] == "5"
+    assert values["GATEWAY_TRUSTED_PROXIES"] == "10.0.0.1, 10.0.0.2"
+    assert values["DJANGO_ALLOWED_HOSTS"] == "gw.example"
+    assert values["DJANGO_SETTINGS_MODULE"] == "gateway_site.settings.production"
 
 
 def test_up_sh_creates_the_metrics_directory_before_any_python_process():
