@@ -388,7 +388,10 @@ def test_web_server_matches_make_up():
     want = {"server": "gunicorn", "app": "gateway_site.asgi:application", "--workers": "2"}
     assert {"server": args[2], **{k: up[k] for k in ("app", "--workers")}} == want, up
     compose = _compose()["services"]["web"]["command"]
-    assert {"server": compose[0], **{k: _server_options(compose).get(k) for k in ("app", "--workers")}} == want
+    assert {
+        "server": compose[0],
+        **{k: _server_options(compose).get(k) for k in ("app", "--workers")},
+    } == want
     cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M).group(1)
     import json
 

@@ -9,6 +9,7 @@ GATEWAY_MAX_BODY_BYTES + 64 KiB first); a body dribbled one byte a second was ne
 X-Forwarded-For from 127.0.0.1, so 60 bad keys each with a new X-Forwarded-For never met the failed-key
 limit and a locked admin login opened from a new "address"; streams had no bound on their duration."""
 
+# ruff: noqa: F811  (sim_server: a fixture imported from sim.testing, then requested by name)
 from __future__ import annotations
 
 import json
@@ -280,7 +281,7 @@ def _sim_provider(start_sim, make_provider, make_route, **extra):
     return sim, gpt
 
 
-def test_the_documented_command_serves_chat_completions(server, sim_server, make_provider, make_route, team):  # noqa: F811
+def test_the_documented_command_serves_chat_completions(server, sim_server, make_provider, make_route, team):
     sim, _ = _sim_provider(sim_server, make_provider, make_route)
     raw = create_api_key(team, "lane")[1]
     answer = httpx.post(server["url"] + "/v1/chat/completions", headers={"Authorization": f"Bearer {raw}"},
@@ -296,7 +297,7 @@ def test_a_stream_ends_at_its_total_duration_bound_and_releases_the_lease(
     sim_server,
     make_provider,
     make_route,
-    team,  # noqa: F811
+    team,
 ):
     sim, gpt = _sim_provider(sim_server, make_provider, make_route, stream_chunks=60, chunk_delay_ms=100)
     raw = create_api_key(team, "stream")[1]
@@ -314,3 +315,32 @@ def test_a_stream_ends_at_its_total_duration_bound_and_releases_the_lease(
     wait_until(lambda: snapshot_all_sync([provider_limits(gpt)])[0].leases_in_flight == 0, 10,
                what="the stream's lease released")  # fmt: skip
     assert sim.counters()["providers"]["gpt"]["streams_completed"] == 0
+
+
+def test_cached_tokens_are_passed_through_across_teams_as_the_provider_reports_them(
+    server,
+    sim_server,
+    make_provider,
+    make_route,
+    team,
+    other_team,
+):
+    """Accepted, not fixed (docs/operations.md, "Which headers are trusted"): teams that share one provider
+    account share its prompt cache, and the answer says how much of a prompt the provider had cached — so a
+    team can learn that *some* caller of that account sent a long prompt it already knows. Hiding the count
+    would not hide it (a cached prompt is also answered faster) and would break cost accounting; teams that
+    must not learn this get providers (accounts, keys) of their own."""
+    sim, _ = _sim_provider(sim_server, make_provider, make_route, median_ms=0)
+    system = "s" * 8000  # 2,000 tokens: past OpenAI's 1,024-token caching minimum
+    usages = []
+    for owner, question in ((team, "question one"), (other_team, "question two")):
+        raw = create_api_key(owner, "cache")[1]
+        answer = httpx.post(server["url"] + "/v1/chat/completions", headers={"Authorization": f"Bearer {raw}"},
+                            json={"model": "chat", "max_tokens": 4, "messages": [
+                                {"role": "system", "content": system}, {"role": "user", "content": question}]},
+                            timeout=30)  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        usages.append(answer.json()["usage"])
+    assert (usages[0].get("prompt_tokens_details") or {}).get("cached_tokens", 0) == 0
+    assert usages[1]["prompt_tokens_details"]["cached_tokens"] == 1920  # the other team's prompt, cached
+    assert sim.provider_counters("gpt")["prompt_cache_hits"] == 1
