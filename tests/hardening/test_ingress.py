@@ -102,6 +102,20 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
         proc.wait(5)
 
 
+@pytest.fixture(autouse=True)
+def fresh_failure_counters():
+    """Each test starts with no failed-key count for 127.0.0.1 (the server's shared Redis counter, this
+    run's prefix): the tests that send bad keys must not throttle the next test's good ones."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(match=f"{settings.GATEWAY_REDIS_PREFIX}authfail:*"):
+        client.delete(key)
+    yield
+    client.close()
+
+
 def raw_request(port: int, head: str, timeout: float = 10.0) -> tuple[socket.socket, bytes]:
     """Send only the request head; return the socket and whatever the server answers within `timeout`
     (the full answer of a server that closes, else what came)."""
