@@ -329,6 +329,7 @@ def test_a_stream_ends_at_its_total_duration_bound_and_releases_the_lease(
     wait_until(lambda: snapshot_all_sync([provider_limits(gpt)])[0].leases_in_flight == 0, 10,
                what="the stream's lease released")  # fmt: skip
     assert sim.counters()["providers"]["gpt"]["streams_completed"] == 0
+    assert "Traceback" not in server["log"].read_text()  # an ordinary end, no error in the server's log
 
 
 def test_cached_tokens_are_passed_through_across_teams_as_the_provider_reports_them(
