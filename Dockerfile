@@ -15,5 +15,6 @@ RUN pip install --no-cache-dir -e . \
     && chown gateway:gateway /app/var /app/var/files /var/run/gateway-metrics
 USER gateway
 EXPOSE 8000
-# the same web server as `make up` and docker-compose.yml: 2 workers x 4 threads, 120 s request timeout
-CMD ["uvicorn", "gateway_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--timeout-graceful-shutdown", "30", "--access-log"]
+# the same web server as `make up` and docker-compose.yml: gunicorn with the gateway's uvicorn worker
+# (gunicorn.conf.py: 35 s graceful stop, no X-Forwarded-For rewriting by the server), 2 processes
+CMD ["gunicorn", "gateway_site.asgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--access-logfile", "-"]

@@ -5,11 +5,15 @@ WSGI application on a thread pool (GATEWAY_ASGI_THREADS threads per process), ex
 run it (asgi_routing.py says why, docs/benchmarks.md measures it). Production settings unless told
 otherwise; database connections come from psycopg's pool (GATEWAY_ASGI, gateway_site/settings/base.py).
 
+Every HTTP request passes gateway_site/ingress.py first: an API key is checked before the body is read,
+bodies are capped (small before authentication) and must arrive in time.
+
 The ASGI lifespan is handled here (Django has none): at shutdown the interactive call log is flushed and
 the lane's provider connections and quota-store clients are closed."""
 
 import logging
 import os
+import sys
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway_site.settings.production")
 os.environ["GATEWAY_ASGI"] = "1"
@@ -24,6 +28,8 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 from gateway_site.asgi_interactive import interactive_app  # noqa: E402
 from gateway_site.asgi_routing import INTERACTIVE_PATHS, InteractiveASGIHandler  # noqa: E402
+from gateway_site.ingress import guarded  # noqa: E402
+from gateway_site.proxy_check import proxy_headers_warning  # noqa: E402
 
 # the interactive paths: a plain ASGI callable (asgi_interactive.py); GATEWAY_ASGI_INTERACTIVE=django runs
 # them on Django's ASGI handler with the async-only middleware chain instead (to measure the difference)
@@ -57,7 +63,9 @@ async def application(scope, receive, send):
     if kind == "http" and path.rstrip("/") in INTERACTIVE_PATHS:
         if path.endswith("/"):  # a trailing slash answers like the canonical path everywhere (docs/api.md)
             scope = {**scope, "path": path.rstrip("/"), "raw_path": path.rstrip("/").encode()}
-        await interactive_application(scope, receive, send)
+        await guarded(interactive_application, scope, receive, send, key_required=True)
+    elif kind == "http":  # the key before the body, body caps and timeouts (gateway_site/ingress.py)
+        await guarded(site_application, scope, receive, send)
     elif kind != "lifespan":
         await site_application(scope, receive, send)
     else:
@@ -70,6 +78,9 @@ async def _lifespan(receive, send) -> None:
         if message["type"] == "lifespan.startup":
             for warning in getattr(settings, "GATEWAY_START_WARNINGS", ()):
                 log.warning(warning)
+            proxies = proxy_headers_warning(sys._getframe())  # the server's own X-Forwarded-For rewriting
+            if proxies:
+                log.warning(proxies)
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             try:

@@ -30,6 +30,7 @@ from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
+from gateway_site.ingress import stream_send, stream_too_long_event
 from interactive import views
 from observability.logs import clean_request_id, request_id_var
 
@@ -160,20 +161,35 @@ async def _stream(response: StreamingHttpResponse, receive, send) -> None:
     """Send the chunks as they come; a disconnect cancels the iteration (the view's generator then closes
     the upstream call)."""
 
+    send = stream_send(send)  # a reader too slow for GATEWAY_STREAM_SEND_TIMEOUT_SECONDS ends the stream
+
     async def pump() -> None:
         async for chunk in response:
             await send({"type": "http.response.body", "body": bytes(chunk), "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
     sender, watcher = asyncio.ensure_future(pump()), asyncio.ensure_future(_disconnected(receive))
+    limit = asyncio.ensure_future(asyncio.sleep(float(settings.GATEWAY_STREAM_MAX_SECONDS)))
     try:
-        await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({sender, watcher, limit}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (sender, watcher):
+        for task in (sender, watcher, limit):
             if not task.done():
                 task.cancel()
-        await asyncio.gather(sender, watcher, return_exceptions=True)
+        await asyncio.gather(sender, watcher, limit, return_exceptions=True)
+        if limit.done() and not limit.cancelled():
+            await _end_too_long(send)
         if sender.done() and not sender.cancelled() and sender.exception() is not None:
             exc = sender.exception()
             if not isinstance(exc, OSError):
                 raise exc
+
+
+async def _end_too_long(send) -> None:
+    """A stream past GATEWAY_STREAM_MAX_SECONDS: its generator is closed (the call's lease released); the
+    client gets an error event and the stream's end."""
+    try:
+        await send({"type": "http.response.body", "body": stream_too_long_event(), "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    except OSError:
+        pass

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make up` / `make down`: the production-shaped stack on this machine, without Docker.
-#   scripts/up.sh [start|stop|status]
-# start: PostgreSQL database (created if missing) + migrations, uvicorn (gateway_site.asgi), WORKERS Celery workers and
+#   scripts/up.sh [start|stop|status|env]   (env: the export lines for management commands)
+# start: PostgreSQL database (created if missing) + migrations, gunicorn (gateway_site.asgi, gunicorn.conf.py), WORKERS Celery workers and
 # (SIM=1, default) the provider simulator with examples/providers.json loaded against it.
 # Background processes write pid files and logs under UP_DIR (var/up/). `make down` (= stop) sends
 # SIGTERM to each process group and waits GATEWAY_SHUTDOWN_SECONDS + 15 s (the workers' warm shutdown
@@ -13,7 +13,7 @@
 #   WORKERS        2      Celery worker processes (`celery -A gateway_site worker`)
 #   WORKER_CONCURRENCY    pool children per worker (-c); unset: Celery's default (one per CPU)
 #   GATEWAY_DISPATCHERS   WORKERS x children  dispatcher slices cluster-wide (web and workers agree)
-#   WEB_WORKERS    2      uvicorn worker processes (each: the async interactive lane + 4 threads for the site)
+#   WEB_WORKERS    2      web worker processes (gunicorn, uvicorn worker: the async interactive lane + 4 threads for the site)
 #   WEB_PORT       8000   web port (127.0.0.1): /v1/chat/completions and everything else
 #   SIM            1      start the simulator (examples/sim-kinds.json) and load examples/providers.json
 #   SIM_PORT       8900
@@ -151,6 +151,36 @@ wait_ready() {  # URL SECONDS: /readyz 200 (database, migrations, Redis, a worke
   done
 }
 
+command_env() {  # the export lines a management command needs to see this stack's settings
+  local token_file="" key_file="" name value
+  [ -s "$RUN/metrics_token" ] && [ "${GATEWAY_METRICS_TOKEN:-}" = "$(cat "$RUN/metrics_token")" ] && token_file=1
+  [ -s "$RUN/secret_key" ] && [ "${DJANGO_SECRET_KEY:-}" = "$(cat "$RUN/secret_key")" ] && key_file=1
+  echo "  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL"
+  echo "  export DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS"
+  echo "  export PROMETHEUS_MULTIPROC_DIR=$PROMETHEUS_MULTIPROC_DIR"
+  [ -n "$token_file" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)"
+  [ -n "$key_file" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)"
+  # every other setting this stack was started with (the defaults need no line): the same values, so a
+  # command sees what the web server and the workers see; secrets by name only
+  for name in $(compgen -e | grep -E '^(GATEWAY_|DJANGO_|CELERY_|DATABASE_|OTEL_)' | sort); do
+    case "$name" in
+      DATABASE_URL | REDIS_URL | DJANGO_SETTINGS_MODULE | GATEWAY_DISPATCHERS) continue ;;
+      GATEWAY_METRICS_TOKEN) [ -n "$token_file" ] && continue ;;
+      DJANGO_SECRET_KEY) [ -n "$key_file" ] && continue ;;
+    esac
+    case "$name" in
+      *SECRET* | *TOKEN* | *PASSWORD* | *_KEY) echo "  # $name is set (a secret, not shown): export it too" ;;
+      *) value=${!name}; printf "  export %s='%s'\n" "$name" "${value//\'/\'\\\'\'}" ;;
+    esac
+  done
+}
+
+env_only() {  # scripts/up.sh env: the block above, for a stack already started with this environment
+  [ -n "${DJANGO_SECRET_KEY:-}" ] || { [ -s "$RUN/secret_key" ] && DJANGO_SECRET_KEY=$(cat "$RUN/secret_key") && export DJANGO_SECRET_KEY; } || true
+  [ -n "${GATEWAY_METRICS_TOKEN:-}" ] || { [ -s "$RUN/metrics_token" ] && GATEWAY_METRICS_TOKEN=$(cat "$RUN/metrics_token") && export GATEWAY_METRICS_TOKEN; } || true
+  command_env
+}
+
 start() {
   for f in "$RUN"/*.pid; do
     if [ -e "$f" ] && running "$(cat "$f")"; then
@@ -204,9 +234,8 @@ EOF
     wait_http "http://127.0.0.1:$SIM_PORT/_sim/health" 30 "$RUN/sim.pid" || fail "the simulator did not start"
   fi
 
-  echo "==> uvicorn ($WEB_WORKERS workers: the interactive lane and the site, gateway_site.asgi) on http://127.0.0.1:$WEB_PORT"
-  launch web "$PY" -m uvicorn gateway_site.asgi:application --host 127.0.0.1 --port "$WEB_PORT" \
-    --workers "$WEB_WORKERS" --timeout-graceful-shutdown 30 --access-log
+  echo "==> gunicorn ($WEB_WORKERS uvicorn workers: the interactive lane and the site, gateway_site.asgi) on http://127.0.0.1:$WEB_PORT"
+  launch web "$PY" -m gunicorn gateway_site.asgi:application --bind "127.0.0.1:$WEB_PORT" --workers "$WEB_WORKERS" --access-logfile -
   # Celery's default prefork pool, as users start it; -c only when WORKER_CONCURRENCY is given
   local concurrency=()
   [ -n "$WORKER_CONCURRENCY" ] && concurrency=(-c "$WORKER_CONCURRENCY")
@@ -216,7 +245,7 @@ EOF
     launch "worker$i" "$PY" -m celery -A gateway_site worker --loglevel INFO "${concurrency[@]}" \
       -n "worker$i@%h"
   done
-  wait_http "http://127.0.0.1:$WEB_PORT/healthz" 60 "$RUN/web.pid" || fail "the web server (uvicorn) did not start"
+  wait_http "http://127.0.0.1:$WEB_PORT/healthz" 60 "$RUN/web.pid" || fail "the web server (gunicorn) did not start"
   echo "==> waiting for http://127.0.0.1:$WEB_PORT/readyz (a worker heartbeat)"
   wait_ready "http://127.0.0.1:$WEB_PORT/readyz" 90
 
@@ -230,12 +259,8 @@ Stack is up and ready in $SECONDS s (logs and pid files in ${RUN#"$ROOT"/}/):
 $( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metrics_token")" ] \
   && echo "             curl -H \"Authorization: Bearer \$(cat ${RUN#"$ROOT"/}/metrics_token)\" http://127.0.0.1:$WEB_PORT/metrics" )
 $( [ "$SIM" = "1" ] && echo "  simulator  http://127.0.0.1:$SIM_PORT/_sim/counters" )
-Same environment for management commands:
-  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL
-  export DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS
-$( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metrics_token")" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)" )
-$( [ -n "${GATEWAY_REDIS_PREFIX:-}" ] && echo "  export GATEWAY_REDIS_PREFIX=$GATEWAY_REDIS_PREFIX" )
-$( [ -s "$RUN/secret_key" ] && [ "$DJANGO_SECRET_KEY" = "$(cat "$RUN/secret_key")" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)" )
+Same environment for management commands (also: scripts/up.sh env):
+$(command_env)
   .venv/bin/python manage.py create_team demo && .venv/bin/python manage.py create_api_key --team demo
   .venv/bin/python manage.py createsuperuser
 Stop everything: make down
@@ -246,5 +271,6 @@ case "${1:-start}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 [start|stop|status]" >&2; exit 2 ;;
+  env) env_only ;;
+  *) echo "usage: $0 [start|stop|status|env]" >&2; exit 2 ;;
 esac

@@ -41,7 +41,9 @@ FINISH_REASONS = {
     "refusal": "content_filter",
     "model_context_window_exceeded": "length",
 }
-_SPEND_400 = re.compile(r"you have reached your specified .*api usage limits", re.I | re.S)
+# Anthropic's own sentence opens the message; anchored, so a 400 whose text quotes the caller's input
+# (which may contain these words) never pauses the provider for every team
+_SPEND_400 = re.compile(r"\s*you have reached your specified (?:workspace )?api usage limits\b", re.I)
 _TOKEN_FAMILIES = ("tokens", "input-tokens", "output-tokens")
 
 
@@ -102,7 +104,7 @@ def _is_spend_limit(status: int, err: dict[str, Any]) -> bool:
     code = details.get("error_code") if isinstance(details, dict) else None
     if status == 429 and code == "enforced_spend_limit_reached":
         return True
-    if status == 400 and isinstance(err.get("message"), str) and _SPEND_400.search(err["message"]):
+    if status == 400 and isinstance(err.get("message"), str) and _SPEND_400.match(err["message"]):
         return True
     return status == 402 or err.get("type") == "billing_error"
 

@@ -351,6 +351,23 @@ GATEWAY_AUTH_FAILURE_LIMIT = env_int("GATEWAY_AUTH_FAILURE_LIMIT", 30, minimum=0
 GATEWAY_AUTH_FAILURE_WINDOW_SECONDS = env_int(
     "GATEWAY_AUTH_FAILURE_WINDOW_SECONDS", 60, minimum=1, maximum=86_400
 )
+# Ingress (gateway_site/ingress.py, docs/operations.md "Request bodies and streams"): on /api/ and /v1/ an
+# Authorization header is checked before any body byte is read; a request without a valid key may send at
+# most GATEWAY_PREAUTH_MAX_BODY_BYTES. A body must keep arriving (no gap longer than the idle timeout) and
+# be complete within the read timeout, else 408 and the connection is closed. A streamed answer ends after
+# GATEWAY_STREAM_MAX_SECONDS; a client that reads a stream so slowly that one chunk cannot be written for
+# GATEWAY_STREAM_SEND_TIMEOUT_SECONDS is cut (the call's lease and provider connection are released).
+GATEWAY_PREAUTH_MAX_BODY_BYTES = env_int("GATEWAY_PREAUTH_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
+GATEWAY_BODY_IDLE_TIMEOUT_SECONDS = env_float(
+    "GATEWAY_BODY_IDLE_TIMEOUT_SECONDS", 30.0, minimum=0.1, maximum=3600.0
+)
+GATEWAY_BODY_READ_TIMEOUT_SECONDS = env_float(
+    "GATEWAY_BODY_READ_TIMEOUT_SECONDS", 300.0, minimum=0.1, maximum=86_400.0
+)
+GATEWAY_STREAM_MAX_SECONDS = env_float("GATEWAY_STREAM_MAX_SECONDS", 900.0, minimum=0.1, maximum=86_400.0)
+GATEWAY_STREAM_SEND_TIMEOUT_SECONDS = env_float(
+    "GATEWAY_STREAM_SEND_TIMEOUT_SECONDS", 30.0, minimum=0.1, maximum=3600.0
+)
 # Admin login lockout (django-axes, attempts in the database): this many failed logins for one
 # (client IP, username) lock that pair for the cool-off; a successful login clears its failures.
 AUTHENTICATION_BACKENDS = [

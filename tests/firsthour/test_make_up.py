@@ -121,6 +121,9 @@ def test_make_up_answers_ready_runs_a_batch_and_make_down_stops_everything(tmp_p
                 time.sleep(0.2)
         code = up.wait(120)
         assert code == 0, f"make up exited {code}\n{logs()}"
+        printed = up_log.read_text()  # the environment for management commands has the non-default settings
+        assert f"export CELERY_TASK_DEFAULT_QUEUE='{queue}'" in printed, printed[-2000:]
+        assert f"export GATEWAY_REDIS_PREFIX='{settings.GATEWAY_REDIS_PREFIX}'" in printed
         assert ready_after is not None, f"/readyz never answered 200\n{logs()}"
         print(
             f"\nmake up → /readyz 200: {ready_after:.1f} s (make up returned after {time.monotonic() - t0:.1f} s)"
@@ -281,6 +284,24 @@ def test_make_down_default_grace_is_45_seconds_and_refuses_a_bad_bound(tmp_path)
     assert bad.returncode == 2 and "GATEWAY_SHUTDOWN_SECONDS=soon is not a number" in bad.stderr
 
 
+def test_up_sh_env_prints_every_setting_the_stack_was_started_with(tmp_path):
+    """The export lines `make up` prints for management commands (also `scripts/up.sh env`): every
+    gateway, Django and Celery setting it was started with, secrets by name only."""
+    env = clean_env(UP_DIR=str(tmp_path / "up"), GATEWAY_AUTH_FAILURE_LIMIT="5",
+                    GATEWAY_TRUSTED_PROXIES="10.0.0.1, 10.0.0.2", DJANGO_ALLOWED_HOSTS="gw.example",
+                    GATEWAY_PROVIDER_SECRET_GPT="sk-not-to-be-printed")  # fmt: skip
+    out = subprocess.run(["bash", str(UP_SH), "env"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "sk-not-to-be-printed" not in out.stdout and "GATEWAY_PROVIDER_SECRET_GPT is set" in out.stdout
+    script = out.stdout + "\nenv\n"  # run the printed lines: a command gets the very same values
+    seen = subprocess.run(["bash", "-c", script], env=clean_env(), capture_output=True, text=True).stdout
+    values = dict(line.split("=", 1) for line in seen.splitlines() if "=" in line)
+    assert values["GATEWAY_AUTH_FAILURE_LIMIT"] == "5"
+    assert values["GATEWAY_TRUSTED_PROXIES"] == "10.0.0.1, 10.0.0.2"
+    assert values["DJANGO_ALLOWED_HOSTS"] == "gw.example"
+    assert values["DJANGO_SETTINGS_MODULE"] == "gateway_site.settings.production"
+
+
 def test_up_sh_creates_the_metrics_directory_before_any_python_process():
     """Static order check (the slow test above runs it): `mkdir` of PROMETHEUS_MULTIPROC_DIR comes before
     the first manage.py command, and the directory lives in UP_DIR."""
@@ -327,7 +348,7 @@ def test_compose_worker_waits_longer_than_the_warm_shutdown():
     services = _compose()["services"]
     bound = float(_env_example().get("GATEWAY_SHUTDOWN_SECONDS") or 30)  # settings' default
     assert _seconds(services["worker"]["stop_grace_period"]) >= bound + 15
-    assert _seconds(services["web"]["stop_grace_period"]) >= 30 + 5  # uvicorn's graceful shutdown (30 s)
+    assert _seconds(services["web"]["stop_grace_period"]) >= 35 + 5  # gunicorn's graceful_timeout (35 s)
 
 
 def test_compose_redis_persists_to_a_named_volume():
@@ -356,25 +377,32 @@ def _server_options(args: list[str]) -> dict[str, str]:
 
 
 def test_web_server_matches_make_up():
-    """make up, compose and the image run the same web server: uvicorn on the ASGI app (issue #22),
-    2 workers, 30 s graceful shutdown."""
+    """make up, compose and the image run the same web server: gunicorn on the ASGI app with the gateway's
+    uvicorn worker (gunicorn.conf.py: prometheus hooks, graceful stop, no X-Forwarded-For rewriting by the
+    server), 2 workers."""
     text = UP_SH.read_text()
-    line = re.search(r"launch web (.*?)--access-log", text, re.S).group(1)
-    up = _server_options(shlex.split(line.replace("\\\n", " ")))
+    line = re.search(r"launch web (.*?)--access-logfile", text, re.S).group(1)
+    args = shlex.split(line.replace("\\\n", " "))
+    up = _server_options(args)
     up["--workers"] = re.search(r"WEB_WORKERS=\$\{WEB_WORKERS:-(\d+)\}", text).group(1)
-    want = {k: up[k] for k in ("app", "--workers", "--timeout-graceful-shutdown")}
-    assert want == {
-        "app": "gateway_site.asgi:application",
-        "--workers": "2",
-        "--timeout-graceful-shutdown": "30",
-    }, up
-    compose = _server_options(_compose()["services"]["web"]["command"])
-    assert {k: compose.get(k) for k in want} == want
+    want = {"server": "gunicorn", "app": "gateway_site.asgi:application", "--workers": "2"}
+    assert {"server": args[2], **{k: up[k] for k in ("app", "--workers")}} == want, up
+    compose = _compose()["services"]["web"]["command"]
+    assert {
+        "server": compose[0],
+        **{k: _server_options(compose).get(k) for k in ("app", "--workers")},
+    } == want
     cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M).group(1)
     import json
 
-    image = _server_options(json.loads(cmd))
-    assert {k: image.get(k) for k in want} == want
+    image = json.loads(cmd)
+    assert {"server": image[0], **{k: _server_options(image).get(k) for k in ("app", "--workers")}} == want
+    for command in (args, compose, image):  # nothing on the command line turns uvicorn's rewriting back on
+        assert not any("forwarded-allow-ips" in a or a in ("-k", "--worker-class") for a in command), command
+    conf = (ROOT / "gunicorn.conf.py").read_text()  # read, not run: it configures the metrics directory
+    assert re.search(r'^worker_class = .*else "gateway_site\.web_worker\.ASGIWorker"$', conf, re.M)
+    graceful = int(re.search(r"^graceful_timeout = (\d+)$", conf, re.M).group(1))
+    assert graceful >= 30 + 5  # uvicorn's own 30 s inside it, then the lifespan shutdown
 
 
 def test_worker_keeps_the_default_prefork_pool():
