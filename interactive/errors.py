@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.http import JsonResponse
 
 from gateway_engine.items import ItemResult
+from gateway_engine.quota.fair_gate import TeamWaitingLimit
 from gateway_engine.retry import ErrorType
 
 
@@ -58,6 +59,7 @@ _FAILURES: dict[str, tuple[int, str, str]] = {
     ErrorType.PROVIDER_QUOTA_EXHAUSTED: (503, "server_error", "provider_quota_exhausted"),
     ErrorType.NO_PROVIDER: (503, "server_error", "no_provider"),
     ErrorType.GATEWAY_ERROR: (500, "server_error", "gateway_error"),
+    TeamWaitingLimit.code: (429, "rate_limit_error", "team_waiting_limit"),  # Team.max_waiting_calls
 }
 
 

@@ -1,0 +1,17 @@
+from django.db import migrations, models
+import django.core.validators
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('teams', '0003_team_log_interactive_content'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='team',
+            name='max_waiting_calls',
+            field=models.PositiveIntegerField(db_default=200, default=200, help_text='/v1/chat/completions calls of this team that may wait for quota at once per web process (default 200); one more is answered 429 team_waiting_limit.', validators=[django.core.validators.MinValueValidator(1)]),
+        ),
+    ]
