@@ -74,11 +74,11 @@ class Team(models.Model):
     # the interactive lane's queue (gateway_engine/quota/fair_gate.py): calls of this team waiting for
     # quota at once in one web process; one more gets 429 team_waiting_limit
     max_waiting_calls = models.PositiveIntegerField(
-        default=200,
-        db_default=200,
+        default=1000,
+        db_default=1000,
         validators=[MinValueValidator(1)],
         help_text="/v1/chat/completions calls of this team that may wait for quota at once per web process "
-        "(default 200); one more is answered 429 team_waiting_limit.",
+        "(default 1000); one more is answered 429 team_waiting_limit.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
