@@ -7,7 +7,8 @@ Equal weights: between B's first and last call at most (5 − 1) of A's calls re
 share of those turns) plus what was past the queue already (the asking call and the max_concurrency in
 flight: SLACK); and B's first call comes after at most SLACK + ENTRY of A's calls since B's were sent
 (ENTRY: A's calls served while B's requests were still on their way into the queue — authentication,
-the team's limits; about 5 measured). The FIFO queue this replaced let ~190 of A's go first."""
+the team's limits; about 5 measured). The FIFO queue this replaced let ~186 of A's go first. The same
+with uvicorn --workers 2: each process's queue is fair; the bound doubles (docs/engine.md)."""
 
 from __future__ import annotations
 
@@ -134,3 +135,60 @@ def test_a_teams_waiting_limit_answers_429_naming_it(
     assert [r.status_code for r in answers_b] == [200] * B_CALLS  # the other team is not refused
     wait_until(lambda: sum(1 for r in sim.trace() if r["tag"] == "A") >= len(served), 10, what="A's calls")
     assert sum(1 for r in sim.trace() if r["tag"] == "A") == len(served)  # refused calls were never sent
+
+
+@pytest.fixture
+def two_workers(django_db_setup, tmp_path):
+    """uvicorn with --workers 2 (the documented deployment): two processes, two queues, one Redis."""
+    import subprocess
+    import sys
+
+    from tests.servers import free_port, wait_for_port
+    from tests.workers import subprocess_env
+
+    from .conftest import CONFIG_REFRESH_SECONDS, ROOT, stop
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "gateway_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],  # fmt: skip
+        cwd=ROOT,
+        env=subprocess_env(GATEWAY_CONFIG_REFRESH_SECONDS=str(CONFIG_REFRESH_SECONDS)),
+        stdout=open(tmp_path / "uvicorn.log", "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    wait_for_port(port, 30)
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: httpx.get(url + "/healthz", timeout=2).status_code == 200, 30, what="both workers")
+    yield url
+    stop(proc)
+
+
+@pytest.mark.timeout(180)
+def test_two_web_processes_each_keep_the_fair_order(
+    sim_server, make_provider, make_route, team, other_team, two_workers
+):
+    """Two processes: each one's queue is fair, and their asking callers share the provider; B's calls
+    (spread over both processes like A's) wait for at most about 2 × A's fair share (docs/engine.md)."""
+    sim, key_a, key_b = _setup(sim_server, make_provider, make_route, team, other_team)
+    settled()
+    answers_a, answers_b, seen = _burst_then_five(sim, two_workers, key_a, key_b)
+    before = _a_before_each_b(sim, seen)
+    print(f"\ntwo processes: A's calls before each of B's: {before}")
+    assert [r.status_code for r in answers_b] == [200] * B_CALLS, [r.text for r in answers_b]
+    assert all(r.status_code == 200 for r in answers_a)
+    assert before[0] <= 2 * (1 + SLACK) + ENTRY, before
+    assert before[-1] - before[0] <= 2 * ((B_CALLS - 1) + SLACK), before

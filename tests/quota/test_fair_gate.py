@@ -42,14 +42,18 @@ def test_a_burst_of_one_team_lets_another_teams_calls_through_in_turn():
     assert positions == [1, 3, 5, 7, 9], positions  # a, b, a, b, …: one of A's turns per one of B's
 
 
+def gaps(order: list[str]) -> list[int]:
+    """How many of the other teams' turns came between two of B's."""
+    b = [i for i, t in enumerate(order) if t == "b"]
+    return [j - i - 1 for i, j in zip(b, b[1:], strict=False)]
+
+
 def test_weights_and_the_share_cap_set_the_turns():
     async def run(a: TeamPlace):
         return await _served(FairGate("p", {}), [a] * 40 + [TeamPlace("b")] * 5)
 
     weighted = asyncio.run(run(TeamPlace("a", weight=4)))
     capped = asyncio.run(run(TeamPlace("a", weight=4, share=0.5)))
-    gaps = lambda order: [j - i - 1 for i, j in zip(*(lambda b: (b, b[1:]))(  # noqa: E731
-        [i for i, t in enumerate(order) if t == "b"]))]  # fmt: skip
     assert gaps(weighted) == [4, 4, 4, 4], weighted  # four of A's turns per one of B's
     assert gaps(capped) == [1, 1, 1, 1], capped  # at most half while B waits
 
