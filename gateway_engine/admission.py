@@ -18,6 +18,10 @@ starts again at 2. A send therefore follows its grant at once, and the provider 
 capacity + rate × window. ``settle`` reconciles the grant to the provider's reported usage after the
 send; ``release`` gives back a grant that will not be used.
 
+The interactive lane waits for its turn first: one provider's callers of one event loop take turns in
+fair order over teams (quota/fair_gate.py: SFQ by weight, the share cap, ``max_waiting_calls``), and
+the caller whose turn it is does 2-5 alone, keeping the turn while it waits for a busy lease or slot.
+
 A paused provider (billing exhausted, per-day quota: ``store.pause_provider``) makes 2 or 4 raise
 ``ProviderPaused``; it propagates out of ``admit`` unchanged with nothing held (the grant given back,
 the budget refunded), and the engine falls back to the next provider.
