@@ -18,6 +18,10 @@ starts again at 2. A send therefore follows its grant at once, and the provider 
 capacity + rate × window. ``settle`` reconciles the grant to the provider's reported usage after the
 send; ``release`` gives back a grant that will not be used.
 
+The interactive lane waits for its turn first: one provider's callers of one event loop take turns in
+fair order over teams (quota/fair_gate.py: SFQ by weight, the share cap, ``max_waiting_calls``), and
+the caller whose turn it is does 2-5 alone, keeping the turn while it waits for a busy lease or slot.
+
 A paused provider (billing exhausted, per-day quota: ``store.pause_provider``) makes 2 or 4 raise
 ``ProviderPaused``; it propagates out of ``admit`` unchanged with nothing held (the grant given back,
 the budget refunded), and the engine falls back to the next provider.
@@ -34,7 +38,8 @@ from typing import Literal, TypeAlias
 from .live_limits import LiveLimits
 from .options import EngineOptions
 from .protocols import QuotaStore
-from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation
+from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
+from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation, TeamLimits
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
 
@@ -139,6 +144,7 @@ class Admission:
         slots = max(1, int(store.global_max_in_flight))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * options.long_lane_share)))
         self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self.fair = FairGates()  # the interactive lane's queues, fair over teams (quota/fair_gate.py)
 
     async def admit(self, request: AdmissionRequest) -> Admitted | None:
         """Team budget, then bucket token, then — without waiting — long lane, provider lease and
@@ -158,7 +164,10 @@ class Admission:
             if team_limits.has_budget:
                 budget = await store.reserve_budget(team_limits, est, self.limits.budget_seed)
         try:
-            admitted = await self._admit_provider(request, limits)
+            if request.lane == "interactive":
+                admitted = await self._admit_interactive(request, limits, team_limits)
+            else:
+                admitted = await self._admit_provider(request, limits)
         except BaseException:
             if budget is not None:
                 await store.give_back_budget(budget)
@@ -190,6 +199,72 @@ class Admission:
         await admitted.held.aclose()
         await admitted.slot.aclose()
         await self.store.release(admitted.request.limits, admitted.reservation)
+
+    async def _admit_interactive(
+        self, request: AdmissionRequest, limits: ProviderLimits, team: TeamLimits | None
+    ) -> Admitted | None:
+        """The interactive lane: wait for the provider's asking turn in fair order over teams
+        (quota/fair_gate.py), then, as the only asker of this loop, bucket token, lane, lease and
+        in-flight slot (waiting for a busy one while keeping the turn, holding nothing else)."""
+        store, live = self.store, self.limits.current(limits, request.team)
+        gate = self.fair.gate(limits.name)
+        seat = await self._seat(gate, TeamPlace.of(request.team, team), limits)
+        try:
+            while True:
+                reservation = await self._interactive_token(gate, seat, live, request)
+                limits = live()
+                if request.check_cancel and self.should_cancel():
+                    await store.release(limits, reservation)
+                    gate.close(seat)
+                    return None
+                try:
+                    blocked, held, slot = await self._take_slots(
+                        None, limits, request.tokens > self.long_item_tokens
+                    )
+                except BaseException:
+                    await store.release(limits, reservation)
+                    raise
+                if not blocked:
+                    gate.sent(seat)
+                    held.callback(gate.close, seat)
+                    return Admitted(request, replace(reservation, current=live), held, slot)
+                await held.aclose()
+                await store.release(limits, reservation)  # no idle token holders; the turn is kept
+                async with store.interactive_waiting(limits.name):  # batch asks of every worker yield
+                    await self._wait_until_free(blocked, limits)
+        except BaseException:
+            gate.close(seat)
+            raise
+
+    async def _seat(self, gate: FairGate, place: TeamPlace, limits: ProviderLimits) -> Seat:
+        """The asking turn: at once if the provider's queue is empty, else after the teams before it."""
+        seat = gate.try_enter(place, limits.max_concurrency)
+        if seat is not None:
+            return seat
+        async with self.store.interactive_waiting(limits.name):  # waiting here is waiting for quota
+            return await gate.wait(place, limits.max_concurrency)
+
+    async def _interactive_token(
+        self, gate: FairGate, seat: Seat, live: Callable[[], ProviderLimits], request: AdmissionRequest
+    ) -> Reservation:
+        """The bucket grant for the seat's call; while only its team's share bucket is short, the turn
+        goes to the other teams meanwhile."""
+        while True:
+            limits = live()
+            try:
+                reservation = await self.store.acquire(
+                    limits,
+                    request.tokens,
+                    current=live,
+                    input_tokens=request.input_tokens,
+                    output_tokens=request.output_tokens,
+                    lane="interactive",
+                    step_aside=True,
+                )
+                return reservation
+            except TeamShareWait as capped:
+                async with self.store.interactive_waiting(limits.name):
+                    await gate.step_aside(seat, capped.seconds)
 
     def _gate(self, limits: ProviderLimits) -> asyncio.Semaphore:
         """At most max_concurrency items of this run between "asking the bucket" and "answer in" per
@@ -224,11 +299,7 @@ class Admission:
                 return Admitted(request, replace(reservation, current=live), held, slot)
             await held.aclose()
             await store.release(limits, reservation)  # no idle token holders
-            if request.lane == "interactive":  # batch asks of every worker yield while it waits
-                async with store.interactive_waiting(limits.name):
-                    await self._wait_until_free(blocked, limits)
-            else:
-                await self._wait_until_free(blocked, limits)
+            await self._wait_until_free(blocked, limits)
             if request.check_cancel and self.should_cancel():
                 return None
 
@@ -236,15 +307,10 @@ class Admission:
         self, gate: asyncio.Semaphore, live: Callable[[], ProviderLimits], request: AdmissionRequest
     ) -> Reservation:
         """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after)."""
-        limits = live()
-        if request.lane == "interactive" and gate.locked():  # waiting here counts as waiting for quota
-            async with self.store.interactive_waiting(limits.name):
-                await gate.acquire()
-        else:
-            await gate.acquire()
+        await gate.acquire()
         try:
             return await self.store.acquire(
-                limits,
+                live(),
                 request.tokens,
                 current=live,
                 input_tokens=request.input_tokens,
@@ -256,13 +322,15 @@ class Admission:
             raise
 
     async def _take_slots(
-        self, gate: asyncio.Semaphore, limits: ProviderLimits, long_item: bool
+        self, gate: asyncio.Semaphore | None, limits: ProviderLimits, long_item: bool
     ) -> tuple[_Blocked, Stack, Stack]:
         """Without waiting: the long lane (long items only), the provider lease, the in-flight slot.
         Returns what was busy ("" when everything was taken), ``held`` (gate, lane, lease) and ``slot``
-        (in-flight). On an exception everything taken is given back."""
+        (in-flight). On an exception everything taken is given back. (``gate`` None: the interactive
+        lane, whose seat the caller holds itself.)"""
         held, slot = AsyncExitStack(), AsyncExitStack()
-        held.callback(gate.release)
+        if gate is not None:
+            held.callback(gate.release)
         try:
             blocked = await self._try_slots(held, slot, limits, long_item)
         except BaseException:

@@ -24,7 +24,14 @@ from .items import ItemResult, WorkItem, estimate_split
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
-from .quota.types import BudgetExceeded, Lane, ProviderLimits, ProviderPaused, QuotaImpossible
+from .quota.fair_gate import TeamWaitingLimit
+from .quota.types import (
+    BudgetExceeded,
+    Lane,
+    ProviderLimits,
+    ProviderPaused,
+    QuotaImpossible,
+)
 from .recording import OutcomeRecorder, breaker_gave_up, paused_at_admission
 from .retry import ErrorType, is_retryable_error
 from .routing import ProviderConfig, RoutingError, candidates, stable_draw
@@ -217,8 +224,9 @@ class ItemLife:
         waited_from = self.ctx.clock()
         try:
             admitted = await self.ride("quota", self._admit_bounded, limits, state)
-        except BudgetExceeded as exc:  # the team's budget is used up: not retried, nothing was sent
-            result.error_type, result.error_message = ErrorType.BUDGET_EXCEEDED, str(exc)
+        except (BudgetExceeded, TeamWaitingLimit) as exc:  # budget used up / too many calls waiting: not sent
+            kind = ErrorType.BUDGET_EXCEEDED if isinstance(exc, BudgetExceeded) else TeamWaitingLimit.code
+            result.error_type, result.error_message = kind, str(exc)
             result.error_status_code = None
             return Finished(result)
         except QuotaImpossible as exc:

@@ -44,6 +44,7 @@ class ErrorKind:
 
 # interactive refusals that are not an item's error type
 QUEUE_TIMEOUT = "gateway_queue_timeout"  # docs/contract.md §6: the wait for quota passed the limit
+TEAM_WAITING_LIMIT = "team_waiting_limit"  # the team has Team.max_waiting_calls calls waiting already
 
 _SERVER = "server_error"
 _INVALID = "invalid_request_error"
@@ -107,6 +108,7 @@ ERROR_KINDS: dict[str, ErrorKind] = {
         ErrorKind(ErrorType.CANCELLED, 502, _SERVER, "cancelled", "batch_cancelled"),
         ErrorKind(ErrorType.EXPIRED, 429, _RATE, QUEUE_TIMEOUT, "batch_expired", retry_after=True),
         ErrorKind(QUEUE_TIMEOUT, 429, _RATE, QUEUE_TIMEOUT, None, retry_after=True),
+        ErrorKind(TEAM_WAITING_LIMIT, 429, _RATE, TEAM_WAITING_LIMIT, None),  # Team.max_waiting_calls
     )
 }
 

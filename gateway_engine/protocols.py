@@ -72,12 +72,14 @@ class QuotaStore(AsyncCloseable, Protocol):
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         lane: Lane = "batch",
+        step_aside: bool = False,
     ) -> Reservation:
         """Wait for 1 request and ``tokens`` tokens of the provider's buckets, and (when the limits set
         itpm / otpm) ``input_tokens`` / ``output_tokens`` of its ITPM / OTPM buckets, all in one atomic
         grant (QuotaImpossible if they can never fit; ProviderPaused while the provider is paused);
         ``current()`` gives the live limits on every retry. Batch asks yield to interactive callers
-        waiting for the same provider (docs/engine.md, "Interactive first")."""
+        waiting for the same provider (docs/engine.md, "Interactive first"). ``step_aside``:
+        TeamShareWait instead of a wait that only the team's share bucket imposes."""
         ...
 
     def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:

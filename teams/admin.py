@@ -74,7 +74,7 @@ class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin[Team]):
         ),
         (
             "Interactive calls (/v1/chat/completions: docs/interactive.md)",
-            {"fields": ["log_interactive_content"]},
+            {"fields": ["max_waiting_calls", "log_interactive_content"]},
         ),
     ]
     inlines = [ApiKeyInline]

@@ -1,5 +1,5 @@
 """A Team row as the engine's TeamLimits: the one place a team's live limits (budgets, share cap,
-weight) are turned into the value the quota store and the engine read."""
+weight, interactive waiting limit) are turned into the value the quota store and the engine read."""
 
 from __future__ import annotations
 
@@ -15,4 +15,5 @@ def team_limits(team: Team) -> TeamLimits:
         monthly_token_budget=team.monthly_token_budget,
         max_provider_share=team.max_provider_share,
         weight=team.weight,
+        max_waiting_calls=team.max_waiting_calls,
     )

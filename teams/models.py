@@ -71,6 +71,15 @@ class Team(models.Model):
         db_default=False,
         help_text="Keep the prompts and answers of /v1/chat/completions calls in the request log.",
     )
+    # the interactive lane's queue (gateway_engine/quota/fair_gate.py): calls of this team waiting for
+    # quota at once in one web process; one more gets 429 team_waiting_limit
+    max_waiting_calls = models.PositiveIntegerField(
+        default=1000,
+        db_default=1000,
+        validators=[MinValueValidator(1)],
+        help_text="/v1/chat/completions calls of this team that may wait for quota at once per web process "
+        "(default 1000); one more is answered 429 team_waiting_limit.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -8,6 +8,9 @@ Fair share per provider — start-time fair queuing (Goyal, Vin & Cheng 1996) wi
 * the next quantum of items goes to the backlogged team with the smallest start tag (ties: team id);
 * serving ``n`` items charges ``F[team] = S + n / weight`` and moves ``V`` to ``S`` (never backwards).
 
+(The SFQ core — FairState, pick_team, charge — is gateway_engine/fair_share.py, shared with the
+interactive lane's queue, gateway_engine/quota/fair_gate.py.)
+
 So while several teams are backlogged on one provider each receives items in proportion to its weight,
 whatever the number, size or priority of its batches.
 
@@ -20,8 +23,15 @@ the earliest deadline (none = last), then submission time, then id.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gateway_engine.fair_share import FairState, SfqPick, charge, pick_team
+
+__all__ = [
+    "LANE_RANK", "BatchCandidate", "FairState", "SfqPick", "batch_order_key", "buffer_target", "charge",
+    "effective_lane", "order_batches", "pick_team", "quantum",
+]  # fmt: skip
 
 LANE_RANK: dict[str, int] = {"high": 0, "normal": 1, "low": 2}
 
@@ -55,39 +65,6 @@ def batch_order_key(c: BatchCandidate, now: float, aging_seconds: float) -> tupl
 def order_batches(cands: Iterable[BatchCandidate], now: float, aging_seconds: float) -> list[BatchCandidate]:
     """A team's batches in service order: effective lane, earliest deadline, submission order."""
     return sorted(cands, key=lambda c: batch_order_key(c, now, aging_seconds))
-
-
-@dataclass
-class FairState:
-    """SFQ state of one provider: virtual time and per-team finish tags."""
-
-    vtime: float = 0.0
-    finish: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SfqPick:
-    team: str
-    start: float
-
-
-def pick_team(state: FairState, backlogged: Mapping[str, int]) -> SfqPick | None:
-    """The backlogged team (team → weight) with the smallest start tag; None if nobody is backlogged."""
-    best: SfqPick | None = None
-    for team in sorted(backlogged):
-        start = max(state.vtime, state.finish.get(team, 0.0))
-        if best is None or start < best.start:
-            best = SfqPick(team, start)
-    return best
-
-
-def charge(state: FairState, team: str, items: int, weight: int) -> float:
-    """Account ``items`` served for ``team``: F = max(V, F) + items / weight; V moves to that start tag.
-    Returns the new finish tag. Mutates ``state`` (the Redis twin is the Lua script in dispatcher)."""
-    start = max(state.vtime, state.finish.get(team, 0.0))
-    state.finish[team] = start + items / max(1, weight)
-    state.vtime = max(state.vtime, start)
-    return state.finish[team]
 
 
 def quantum(rate_per_second: float, *, lo: int = 1, hi: int = 16) -> int:

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from .acquire_queue import AcquireQueues
+from .fair_gate import TeamShareWait
 from .following import RemainingFollower
 from .pauses import ProviderPauses
 from .priority import InteractiveMarks
@@ -144,6 +145,7 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         lane: Lane = "batch",
+        step_aside: bool = False,
     ) -> Reservation:
         """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
@@ -157,9 +159,10 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         limit changed while it waits applies to it at once (not the rates it started waiting with).
         ``lane``: batch asks yield to interactive callers waiting for the provider; an interactive
         caller that has to wait holds its process's mark on the provider meanwhile (priority.py), and
-        lines up only with other interactive callers.
+        lines up only with other interactive callers. ``step_aside``: raise TeamShareWait instead of
+        waiting when only the team's share bucket is short (the interactive fair queue, fair_gate.py).
         """
-        ask = TokenAsk(tokens, input_tokens, output_tokens)
+        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside)
         ask.amounts(limits)  # QuotaImpossible before any wait
         loop = asyncio.get_running_loop()
         deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
@@ -217,6 +220,8 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
             return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark)
         if decision.impossible:  # amounts() checked these limits: only if the backend disagrees
             raise QuotaImpossible(limits.name, n, limits.tpm_capacity)
+        if decision.team_wait and ask.step_aside:
+            raise TeamShareWait(limits.name, limits.team, decision.wait_ms / 1000.0)
         return decision
 
     @staticmethod

@@ -56,7 +56,10 @@ class LocalTokenBuckets(TokenBuckets):
             wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, need, slow)
             team = self._team_level(limits, now)
             if team is not None and team < 1 - EPS:
-                wait = max(wait, (1 - team) / limits.team_rpm_per_ms)
+                team_wait = (1 - team) / limits.team_rpm_per_ms
+                if wait <= 0:  # only the team's share is short (lua.py ACQUIRE)
+                    return Decision(False, max(1, math.ceil(team_wait)), now, team_wait=True)
+                wait = max(wait, team_wait)
             if wait > 0:
                 return Decision(False, max(1, math.ceil(wait)), now)
             put(b, limits, (rpm - 1, tpm - need[0], itpm - need[1], otpm - need[2]), now)

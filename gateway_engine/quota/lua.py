@@ -163,8 +163,8 @@ end
 # [, team rr, team rc].
 # -> {status, wait_ms, now [, requests granted, tokens granted]}: status 0 granted (adaptive: with the
 #    grant counters n / k just after this grant, the reservation's sent mark), 1 wait (the longest over the buckets; a batch ask while an
-#    interactive caller waits for this provider: YIELD_MS), 2 impossible (an amount above its bucket's
-#    capacity); or {3, reason, until, message, since}: the provider is paused.
+#    interactive caller waits for this provider: YIELD_MS; {1, wait, now, 1}: only the team share is short),
+#    2 impossible (an amount above its bucket's capacity); or {3, reason, until, message, since}: paused.
 # Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's share 1) grants, or none does.
 ACQUIRE = (
     PRELUDE
@@ -179,12 +179,13 @@ if ARGV[13] == '1' and redis.call('ZCOUNT', KEYS[4], '(' .. fmt(now), '+inf') > 
 end
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 local w = wait_for(now, r, t, i, o, p, n, ni, no)
-local team = #KEYS >= 5
-local mr, mrr, mrc
+local team, mr, mrr, mrc = #KEYS >= 5, nil, nil, nil
 if team then
   mrr, mrc = tonumber(ARGV[14]), tonumber(ARGV[15])
   mr = team_load(KEYS[5], now, mrr, mrc)
-  if mr < 1 - EPS then w = math.max(w, (1 - mr) / mrr) end
+  if mr < 1 - EPS then
+    if w <= 0 then return {1, math.max(1, math.ceil((1 - mr) / mrr)), fmt(now), 1} end  -- only the team waits
+    w = math.max(w, (1 - mr) / mrr) end
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
 store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)

@@ -71,7 +71,15 @@ class RedisTokenBuckets(TokenBuckets):
         if status == PAUSED:
             raise pause_state(limits.name, reply[1:]).refusal()
         mark = (int(reply[3]), int(reply[4])) if status == 0 and len(reply) >= 5 else None
-        return Decision(status == 0, int(reply[1]), float(reply[2]), impossible=status == 2, sent_mark=mark)
+        team_wait = status == 1 and len(reply) >= 4 and int(reply[3]) == 1
+        return Decision(
+            status == 0,
+            int(reply[1]),
+            float(reply[2]),
+            impossible=status == 2,
+            sent_mark=mark,
+            team_wait=team_wait,
+        )
 
     async def follow(
         self, limits: ProviderLimits, sent_mark: tuple[int, int] | None, quota: RemainingQuota

@@ -67,10 +67,12 @@ class ComposedQuotaStore:
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         lane: Lane = "batch",
+        step_aside: bool = False,
     ) -> Reservation:
         """Wait until the provider's buckets grant 1 request and `tokens` tokens, and the ITPM / OTPM
         buckets (where set) `input_tokens` / `output_tokens`, in one atomic grant (TokenBuckets.acquire;
-        batch asks yield to waiting interactive callers)."""
+        batch asks yield to waiting interactive callers; ``step_aside``: TeamShareWait when only the
+        team's share bucket is short)."""
         return await self.buckets.acquire(
             limits,
             tokens,
@@ -79,6 +81,7 @@ class ComposedQuotaStore:
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             lane=lane,
+            step_aside=step_aside,
         )
 
     async def try_acquire(

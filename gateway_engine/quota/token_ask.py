@@ -22,6 +22,9 @@ class TokenAsk:
     tokens: int
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # an interactive caller in the fair queue: told to wait only for its team's share bucket, it is not
+    # kept waiting in the store but gets TeamShareWait and gives its turn to other teams (fair_gate.py)
+    step_aside: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tokens", "input_tokens", "output_tokens"):

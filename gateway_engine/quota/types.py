@@ -246,6 +246,9 @@ class Decision:
     now_ms: float  # the store's clock at the decision (Redis server TIME, or time.monotonic locally)
     impossible: bool = False  # tokens > TPM capacity: waiting will never help
     sent_mark: tuple[int, int] | None = None  # granted, adaptive: the grant counters (Reservation.sent_mark)
+    team_wait: bool = (
+        False  # not granted only because the team's share bucket is short (the provider's would)
+    )
 
 
 @dataclass(frozen=True)
@@ -345,6 +348,7 @@ class TeamLimits:
     monthly_token_budget: int | None = None
     max_provider_share: float | None = None
     weight: int = 1
+    max_waiting_calls: int | None = None  # interactive calls waiting at once per web process (fair_gate.py)
 
     @property
     def has_budget(self) -> bool:

@@ -116,7 +116,7 @@ def test_team_admin_edits_limits_and_shows_usage(setup, team, admin_client):
         url,
         {
             "name": team.name, "weight": "3", "daily_token_budget": "2000", "monthly_token_budget": "",
-            "max_provider_share": "0.5",
+            "max_provider_share": "0.5", "max_waiting_calls": "50",
             "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "0",
             "api_keys-MIN_NUM_FORMS": "0", "api_keys-MAX_NUM_FORMS": "1000",
         },
@@ -124,19 +124,19 @@ def test_team_admin_edits_limits_and_shows_usage(setup, team, admin_client):
     assert response.status_code == 302, response.content.decode()[:2000]
     team.refresh_from_db()
     assert (team.weight, team.daily_token_budget, team.monthly_token_budget) == (3, 2000, None)
-    assert team.max_provider_share == 0.5
+    assert (team.max_provider_share, team.max_waiting_calls) == (0.5, 50)
     bad = admin_client.post(
         url,
         {
             "name": team.name, "weight": "1", "daily_token_budget": "", "monthly_token_budget": "",
-            "max_provider_share": "1.5",
+            "max_provider_share": "1.5", "max_waiting_calls": "50",
             "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "0",
             "api_keys-MIN_NUM_FORMS": "0", "api_keys-MAX_NUM_FORMS": "1000",
         },
     )  # fmt: skip
     assert bad.status_code == 200 and "less than or equal to 1.0" in bad.content.decode()
     team.refresh_from_db()
-    assert team.max_provider_share == 0.5
+    assert (team.max_provider_share, team.max_waiting_calls) == (0.5, 50)
 
 
 def test_removing_the_budget_drops_the_ledger_and_a_new_budget_starts_from_the_database(
