@@ -16,8 +16,8 @@ from openai_api.conversion import result_line
 
 SAME_NAME = sorted(
     name
-    for name in ERROR_KINDS
-    if name not in (ErrorType.EXPIRED, ErrorType.CANCELLED, "gateway_queue_timeout")
+    for name, row in ERROR_KINDS.items()
+    if row.line_code is not None and name not in (ErrorType.EXPIRED, ErrorType.CANCELLED)
 )
 
 
