@@ -147,7 +147,7 @@ class ItemLife:
     def begin(self, item: WorkItem, *, stream: bool = False) -> ItemState | Finished:
         """The item's state before its first step (its failed result when it cannot be routed)."""
         try:
-            state = self._item_state(item)
+            state = item_state(self.ctx, item)
         except Exception as exc:  # noqa: BLE001 - an engine bug ends this item, not the run
             return _engine_bug(item, exc)
         if isinstance(state, ItemResult):
@@ -185,32 +185,9 @@ class ItemLife:
     def _end(self, state: ItemState, reason: str) -> ItemResult:
         """The item stops without another send; one released after attempts carries what it spent."""
         result = self.stopping.end(state.result, reason)
-        if reason == "released" and (result.attempts or state.item.carried):
+        if reason == "released" and (state.per_provider or state.breaker_waited or state.item.carried):
             result.retry_state = RetryState(dict(state.per_provider), state.breaker_waited)
         return result
-
-    def _item_state(self, item: WorkItem) -> ItemState | ItemResult:
-        """The item's candidates in order (its failed result ``no_provider`` when it cannot be routed),
-        with what earlier claims of it spent (``item.carried``)."""
-        ctx = self.ctx
-        result = ItemResult(item.custom_id, "failed")
-        key = item.key or item.custom_id
-        try:
-            draw = stable_draw(item.batch_id or ctx.salt, key)
-            cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw)
-        except RoutingError as exc:
-            result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
-            return result
-        est_input, est_output = estimate_split(item.messages, item.params, ctx.options.default_max_tokens)
-        state = ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
-        if item.carried is not None:
-            state.per_provider = dict(item.carried.tried)
-            state.breaker_waited = item.carried.breaker_waited
-            if not state.remaining():
-                result.error_type = ErrorType.NO_PROVIDER
-                result.error_message = "retries at every provider spent on earlier claims of the item"
-                return result
-        return state
 
     async def _step(self, state: ItemState) -> Finished | Wait | None:
         """One pass: stop? backoff? breaker permit, then one attempt. None: go round again."""
@@ -228,7 +205,7 @@ class ItemLife:
         state.delay = 0.0
         choice, probe, refusals = await self._permit(remaining, item.batch_id)
         if choice is None:
-            return self._breaker_wait(state, remaining, refusals)
+            return breaker_wait(self.ctx, state, remaining, refusals)
         return await self._attempt(state, choice, probe)
 
     async def _permit(
@@ -251,31 +228,6 @@ class ItemLife:
                 return p, permit.probe, []
             refusals.append(permit)
         return None, False, refusals
-
-    def _breaker_wait(
-        self, state: ItemState, remaining: list[ProviderConfig], refusals: list[Permit]
-    ) -> Finished | Wait:
-        """Every candidate's breaker is open: wait for the first probe, or give up once the item has
-        waited ``max_breaker_wait_seconds`` in all. Probes go round the batches: an item of the batch
-        that had the latest probe, or one that already failed at one of them, asks a moment later
-        (FAILED_PROBE_DEFER_SECONDS), so another batch's item takes the probe when one waits for it. A
-        half-open breaker (its probe is out) is asked again every HALF_OPEN_POLL_SECONDS: the probe's
-        answer closes it in milliseconds."""
-        limit = self.ctx.options.max_breaker_wait_seconds
-        if state.breaker_waited >= limit:
-            breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
-            return Finished(state.result)
-        wait = min(
-            (min(r.wait_seconds, HALF_OPEN_POLL_SECONDS) if r.state == HALF_OPEN else r.wait_seconds)
-            for r in refusals
-        )
-        batch = state.item.batch_id
-        if any(state.per_provider.get(p.name) for p in remaining) or (
-            batch and any(r.last_prober == batch for r in refusals)
-        ):
-            wait += FAILED_PROBE_DEFER_SECONDS
-        wait = max(0.05, wait) + self.ctx.rng.uniform(0, 0.05)
-        return Wait(min(wait, limit - state.breaker_waited), breaker=True)
 
     async def _attempt(self, state: ItemState, choice: ProviderConfig, probe: bool) -> Finished | None:
         """Quota for ``choice``, then the send, then what the answer means for the item."""
@@ -396,3 +348,52 @@ class ItemLife:
         else:
             state.delay = self.ctx.options.retry.backoff(state.per_provider[choice.name] - 1, self.ctx.rng)
         return None
+
+
+def breaker_wait(
+    ctx: RunContext, state: ItemState, remaining: list[ProviderConfig], refusals: list[Permit]
+) -> Finished | Wait:
+    """Every candidate's breaker is open: wait for the first probe, or give up once the item has
+    waited ``max_breaker_wait_seconds`` in all. Probes go round the batches: an item of the batch
+    that had the latest probe, or one that already failed at one of them, asks a moment later
+    (FAILED_PROBE_DEFER_SECONDS), so another batch's item takes the probe when one waits for it. A
+    half-open breaker (its probe is out) is asked again every HALF_OPEN_POLL_SECONDS: the probe's
+    answer closes it in milliseconds."""
+    limit = ctx.options.max_breaker_wait_seconds
+    if state.breaker_waited >= limit:
+        breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
+        return Finished(state.result)
+    wait = min(
+        (min(r.wait_seconds, HALF_OPEN_POLL_SECONDS) if r.state == HALF_OPEN else r.wait_seconds)
+        for r in refusals
+    )
+    batch = state.item.batch_id
+    if any(state.per_provider.get(p.name) for p in remaining) or (
+        batch and any(r.last_prober == batch for r in refusals)
+    ):
+        wait += FAILED_PROBE_DEFER_SECONDS
+    wait = max(0.05, wait) + ctx.rng.uniform(0, 0.05)
+    return Wait(min(wait, limit - state.breaker_waited), breaker=True)
+
+
+def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:
+    """The item's candidates in order (its failed result ``no_provider`` when it cannot be routed),
+    with what earlier claims of it spent (``item.carried``)."""
+    result = ItemResult(item.custom_id, "failed")
+    key = item.key or item.custom_id
+    try:
+        draw = stable_draw(item.batch_id or ctx.salt, key)
+        cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw)
+    except RoutingError as exc:
+        result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
+        return result
+    est_input, est_output = estimate_split(item.messages, item.params, ctx.options.default_max_tokens)
+    state = ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
+    if item.carried is not None:
+        state.per_provider = dict(item.carried.tried)
+        state.breaker_waited = item.carried.breaker_waited
+        if not state.remaining():
+            result.error_type = ErrorType.NO_PROVIDER
+            result.error_message = "retries at every provider spent on earlier claims of the item"
+            return result
+    return state
