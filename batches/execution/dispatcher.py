@@ -172,8 +172,7 @@ class DispatchSlice:
                         engine.resolve(entries, exc)
                         raise
                     engine.resolve(entries)
-                    # a batch with nothing left in this slice is finalized now, not at the next
-                    # housekeeping (other providers' items waiting in this slice never delay it)
+                    # a batch with nothing left here is finalized now (others' waits never delay it)
                     ride_through("finalize", functools.partial(self.finalize_touched, settled=True))
                 if now >= next_renew:
                     ride_through("renew claims", lambda: renew_claims(None, self.owner))
@@ -217,9 +216,8 @@ class DispatchSlice:
     # -- claiming --
 
     def fill(self) -> None:
-        """Top up every provider's buffer, a quantum at a time, team by SFQ, batch by lane order. Items
-        the engine has parked (waiting out a breaker or a backoff) do not count against the buffer, up
-        to PARKED_PER_BUFFER buffers of them: the provider's other items are claimed meanwhile."""
+        """Top up every provider's buffer, a quantum at a time, team by SFQ, batch by lane order; items
+        parked by the engine (waiting out a breaker or backoff) count not, up to PARKED_PER_BUFFER."""
         now = time.time()
         parked = Counter(self.queue_of[i] for i in self.control.parked())
         for provider in list(self.work):
@@ -280,18 +278,7 @@ class DispatchSlice:
 
     def store(self, entries: list[tuple[int, ItemResult, object]]) -> None:
         """Write finished items (one statement per batch), give released ones back, shrink buffers."""
-        by_batch: dict[str, list] = defaultdict(list)
-        released: list[int] = []
-        # released after attempts (parked when the slice drained, or a shutdown stopped their retries)
-        kept: dict[str, list] = defaultdict(list)
-        for index, result, _ in entries:
-            row = self.rows[index]
-            if result.status == "released":
-                released.append(row.id)
-                if result.attempts:
-                    kept[str(row.batch_id)].append((row, result))
-            else:
-                by_batch[str(row.batch_id)].append((row, result))
+        by_batch, released, kept = partition(self.rows, entries)
         several = len(by_batch) + bool(released) > 1 or bool(kept)  # one statement is atomic on its own
         with transaction.atomic() if several else contextlib.nullcontext():
             for bid, done in by_batch.items():
@@ -334,8 +321,7 @@ class DispatchSlice:
         self.finalize_touched(snapshot=True)
 
     def finalize_touched(self, snapshot: bool = False, settled: bool = False) -> None:
-        """Finalize the batches results were stored for (``settled``: only those of which this slice
-        holds nothing more; the others wait for housekeeping)."""
+        """Finalize touched batches (``settled``: only those this slice holds nothing more of)."""
         for bid in list(self.touched):
             if settled and self.open_in_batch[bid] > 0:
                 continue
@@ -345,6 +331,25 @@ class DispatchSlice:
                 self.report.finalized.add(bid)
                 self.active.discard(bid)
             self.touched.discard(bid)
+
+
+def partition(
+    rows: list[BatchItem], entries: list[tuple[int, ItemResult, object]]
+) -> tuple[dict[str, list], list[int], dict[str, list]]:
+    """Finished items per batch, the ids of released ones, and those released after attempts (parked
+    when the slice drained, or a shutdown stopped their retries) per batch."""
+    by_batch: dict[str, list] = defaultdict(list)
+    released: list[int] = []
+    kept: dict[str, list] = defaultdict(list)
+    for index, result, _ in entries:
+        row = rows[index]
+        if result.status == "released":
+            released.append(row.id)
+            if result.attempts:
+                kept[str(row.batch_id)].append((row, result))
+        else:
+            by_batch[str(row.batch_id)].append((row, result))
+    return by_batch, released, kept
 
 
 def drain_quietly(engine: EngineThread) -> None:
