@@ -192,6 +192,10 @@ class BatchItem(models.Model):
     served_by = models.CharField(max_length=16, default="realtime", db_default="realtime")
     # Per-attempt log: [{"provider", "status_code", "error_type", "latency_ms", "tokens", "at"}]
     attempt_log = models.JSONField(default=list, blank=True)
+    # What the item's earlier claims spent when it was given back while waiting out a breaker or a
+    # backoff (gateway_engine.items.RetryState: {"tried": {provider: attempts}, "breaker_waited": s}),
+    # read by its next claim so max_retries and the breaker-wait limit hold across claims. null = none.
+    retry_state = models.JSONField(null=True, blank=True)
     # Claim lease: a worker owns a running item until claim_expires_at; a dead worker's items are
     # claimed again after that.
     claimed_by = models.CharField(max_length=100, blank=True, default="")

@@ -12,7 +12,7 @@ wires both from Django in batches.execution.engine_wiring (build_batcher, engine
 
 from .batcher import CrossProviderBatcher
 from .feed import ItemFeed
-from .items import ItemResult, WorkItem, estimate_tokens
+from .items import ItemResult, RetryState, WorkItem, estimate_tokens
 from .options import EngineOptions
 from .retry import RetryPolicy
 from .stats import build_stats
@@ -24,6 +24,7 @@ __all__ = [
     "ItemFeed",
     "ItemResult",
     "RetryPolicy",
+    "RetryState",
     "RunControl",
     "WorkItem",
     "build_stats",

@@ -19,8 +19,9 @@ import logging
 from dataclasses import dataclass, field
 
 from .admission import Admission, AdmissionRequest, Admitted, Stack
+from .breaker import HALF_OPEN, Permit
 from .context import RunContext
-from .items import ItemResult, WorkItem, estimate_split
+from .items import ItemResult, RetryState, WorkItem, estimate_split
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
@@ -38,9 +39,29 @@ from .routing import ProviderConfig, RoutingError, candidates, stable_draw
 from .sending import send_attempt
 from .stopping import Stopping
 
-__all__ = ["Finished", "ItemLife", "ItemState", "OpenStream"]
+__all__ = ["Finished", "ItemLife", "ItemState", "OpenStream", "Wait"]
 
 log = logging.getLogger(__name__)
+
+HALF_OPEN_POLL_SECONDS = 0.5  # a refused half-open breaker is asked again this often (its probe is out)
+FAILED_PROBE_DEFER_SECONDS = 0.25  # an item of the last probe's batch, or one that failed there, waits longer
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The item has to wait before its next step: a backoff / Retry-After, or (``breaker``) every
+    candidate's breaker is open. It holds nothing meanwhile (slot, lease, grant all given back)."""
+
+    seconds: float
+    breaker: bool = False
+
+
+def _engine_bug(item: WorkItem, exc: Exception) -> Finished:
+    log.exception("engine bug while running item %s", item.custom_id, exc_info=exc)
+    message = f"{type(exc).__name__}: {exc}"
+    return Finished(
+        ItemResult(item.custom_id, "failed", error_type=ErrorType.GATEWAY_ERROR, error_message=message)
+    )
 
 
 @dataclass(frozen=True)
@@ -119,99 +140,101 @@ class ItemLife:
         self.outcomes = OutcomeRecorder(ctx, admission, ride)
 
     async def run(self, item: WorkItem, *, stream: bool = False) -> Finished:
-        """The item's final result and in-flight slot. A quota-store/breaker outage that outlasted the
-        ride-through propagates (the run fails); any other exception is an engine bug: logged, and the
-        item ends ``gateway_error``."""
+        """The item's final result and in-flight slot, its waits (backoff, breakers) slept in place. A
+        quota-store/breaker outage that outlasted the ride-through propagates (the run fails); any
+        other exception is an engine bug: logged, and the item ends ``gateway_error``."""
+        state = self.begin(item, stream=stream)
+        while not isinstance(state, Finished):
+            step = await self.advance(state)
+            if isinstance(step, Finished):
+                return step
+            await self.wait_out(state, step)
+        return state
+
+    def begin(self, item: WorkItem, *, stream: bool = False) -> ItemState | Finished:
+        """The item's state before its first step (its failed result when it cannot be routed)."""
         try:
-            return await self._run_item(item, stream)
+            state = item_state(self.ctx, item)
+        except Exception as exc:  # noqa: BLE001 - an engine bug ends this item, not the run
+            return _engine_bug(item, exc)
+        if isinstance(state, ItemResult):
+            return Finished(state)
+        state.stream = stream
+        return state
+
+    async def advance(self, state: ItemState) -> Finished | Wait:
+        """Steps (breaker → quota → send → decide) until the item has its final result or has to wait
+        (a backoff or Retry-After, or every candidate's breaker open): the caller sleeps the ``Wait``
+        out — in place (``run``) or parked, holding nothing (gateway_engine.queues)."""
+        try:
+            while True:
+                step = await self._step(state)
+                if step is not None:
+                    return step
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
             if is_store_failure(exc):
                 raise
-            log.exception("engine bug while running item %s", item.custom_id)
-            message = f"{type(exc).__name__}: {exc}"
-            return Finished(
-                ItemResult(
-                    item.custom_id, "failed", error_type=ErrorType.GATEWAY_ERROR, error_message=message
-                )
-            )
+            return _engine_bug(state.item, exc)
 
-    async def _run_item(self, item: WorkItem, stream: bool) -> Finished:
-        """Attempts (breaker → quota → send → decide) until the item has its final result."""
-        state = self._item_state(item)
-        if isinstance(state, ItemResult):
-            return Finished(state)
-        state.stream = stream
-        while True:
-            done = await self._step(state)
-            if done is not None:
-                return done
+    async def wait_out(self, state: ItemState, wait: Wait, *, parked: bool = False) -> Finished | None:
+        """Sleep out ``wait`` (breaker waits are measured into the item's total). A ``parked`` item is
+        given back (``released``, with what it spent in ``retry_state``) as soon as its run drains."""
+        slept_from = self.ctx.clock()
+        await self.stopping.sleep(wait.seconds, state.item, state.result, parked=parked)
+        if wait.breaker:
+            state.breaker_waited += self.ctx.clock() - slept_from
+        if parked and self.stopping.draining and not self.stopping.stop_reason(state.item, state.result):
+            return Finished(self._end(state, "released"))
+        return None
 
-    def _item_state(self, item: WorkItem) -> ItemState | ItemResult:
-        """The item's candidates in order (its failed result ``no_provider`` when it cannot be routed)."""
-        ctx = self.ctx
-        result = ItemResult(item.custom_id, "failed")
-        key = item.key or item.custom_id
-        try:
-            draw = stable_draw(item.batch_id or ctx.salt, key)
-            cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw)
-        except RoutingError as exc:
-            result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
-            return result
-        est_input, est_output = estimate_split(item.messages, item.params, ctx.options.default_max_tokens)
-        return ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
+    def _end(self, state: ItemState, reason: str) -> ItemResult:
+        """The item stops without another send; one released after attempts carries what it spent."""
+        result = self.stopping.end(state.result, reason)
+        if reason == "released" and (state.per_provider or state.breaker_waited or state.item.carried):
+            result.retry_state = RetryState(dict(state.per_provider), state.breaker_waited)
+        return result
 
-    async def _step(self, state: ItemState) -> Finished | None:
+    async def _step(self, state: ItemState) -> Finished | Wait | None:
         """One pass: stop? backoff? breaker permit, then one attempt. None: go round again."""
         item, result = state.item, state.result
         reason = self.stopping.stop_reason(item, result)
         if reason:
-            return Finished(self.stopping.end(result, reason))
+            return Finished(self._end(state, reason))
         remaining = state.remaining()
         if not remaining:
             return Finished(result)  # the last failure is already recorded on the result
         if state.delay > 0 and remaining[0].name == state.last_provider:
             # backoff / Retry-After before retrying the same provider (ends early on the deadline)
-            await self.stopping.sleep(state.delay, item, result)
-            state.delay = 0.0
-            return None
+            wait, state.delay = Wait(state.delay), 0.0
+            return wait
         state.delay = 0.0
-        choice, probe, wait = await self._permit(remaining)
+        choice, probe, refusals = await self._permit(remaining, item.batch_id)
         if choice is None:
-            return await self._wait_for_breaker(state, remaining, wait)
+            return breaker_wait(self.ctx, state, remaining, refusals)
         return await self._attempt(state, choice, probe)
 
     async def _permit(
-        self, remaining: list[ProviderConfig]
-    ) -> tuple[ProviderConfig | None, bool, float | None]:
+        self, remaining: list[ProviderConfig], prober: str
+    ) -> tuple[ProviderConfig | None, bool, list[Permit]]:
         """The first candidate whose breaker lets a call through, and whether that call is the half-open
-        probe. None if every breaker is open, with the shortest wait any of them named."""
-        wait: float | None = None
+        probe (``prober``: the item's batch, kept with the probe); None if every breaker is open, with
+        their refusals."""
+        refusals: list[Permit] = []
         grace = self.ctx.options.breaker_probe_grace_seconds
         for p in remaining:
             permit = await self.ride(
-                "breaker", self.ctx.breaker.allow, p.name, probe_ttl_seconds=p.timeout_seconds + grace
+                "breaker",
+                self.ctx.breaker.allow,
+                p.name,
+                probe_ttl_seconds=p.timeout_seconds + grace,
+                prober=prober,
             )
             if permit.allowed:
-                return p, permit.probe, None
-            wait = permit.wait_seconds if wait is None else min(wait, permit.wait_seconds)
-        return None, False, wait
-
-    async def _wait_for_breaker(
-        self, state: ItemState, remaining: list[ProviderConfig], wait: float | None
-    ) -> Finished | None:
-        """Every candidate's breaker is open: wait for the first probe, or give up once the item has
-        waited ``max_breaker_wait_seconds`` in all."""
-        ctx, limit = self.ctx, self.ctx.options.max_breaker_wait_seconds
-        if state.breaker_waited >= limit:
-            breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
-            return Finished(state.result)
-        wait = max(0.05, wait or 0.0) + ctx.rng.uniform(0, 0.05)
-        slept_from = ctx.clock()
-        await self.stopping.sleep(min(wait, limit - state.breaker_waited), state.item, state.result)
-        state.breaker_waited += ctx.clock() - slept_from
-        return None
+                return p, permit.probe, []
+            refusals.append(permit)
+        return None, False, refusals
 
     async def _attempt(self, state: ItemState, choice: ProviderConfig, probe: bool) -> Finished | None:
         """Quota for ``choice``, then the send, then what the answer means for the item."""
@@ -333,3 +356,52 @@ class ItemLife:
         else:
             state.delay = self.ctx.options.retry.backoff(state.per_provider[choice.name] - 1, self.ctx.rng)
         return None
+
+
+def breaker_wait(
+    ctx: RunContext, state: ItemState, remaining: list[ProviderConfig], refusals: list[Permit]
+) -> Finished | Wait:
+    """Every candidate's breaker is open: wait for the first probe, or give up once the item has
+    waited ``max_breaker_wait_seconds`` in all. Probes go round the batches: an item of the batch
+    that had the latest probe, or one that already failed at one of them, asks a moment later
+    (FAILED_PROBE_DEFER_SECONDS), so another batch's item takes the probe when one waits for it. A
+    half-open breaker (its probe is out) is asked again every HALF_OPEN_POLL_SECONDS: the probe's
+    answer closes it in milliseconds."""
+    limit = ctx.options.max_breaker_wait_seconds
+    if state.breaker_waited >= limit:
+        breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
+        return Finished(state.result)
+    wait = min(
+        (min(r.wait_seconds, HALF_OPEN_POLL_SECONDS) if r.state == HALF_OPEN else r.wait_seconds)
+        for r in refusals
+    )
+    batch = state.item.batch_id
+    if any(state.per_provider.get(p.name) for p in remaining) or (
+        batch and any(r.last_prober == batch for r in refusals)
+    ):
+        wait += FAILED_PROBE_DEFER_SECONDS
+    wait = max(0.05, wait) + ctx.rng.uniform(0, 0.05)
+    return Wait(min(wait, limit - state.breaker_waited), breaker=True)
+
+
+def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:
+    """The item's candidates in order (its failed result ``no_provider`` when it cannot be routed),
+    with what earlier claims of it spent (``item.carried``)."""
+    result = ItemResult(item.custom_id, "failed")
+    key = item.key or item.custom_id
+    try:
+        draw = stable_draw(item.batch_id or ctx.salt, key)
+        cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw)
+    except RoutingError as exc:
+        result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
+        return result
+    est_input, est_output = estimate_split(item.messages, item.params, ctx.options.default_max_tokens)
+    state = ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
+    if item.carried is not None:
+        state.per_provider = dict(item.carried.tried)
+        state.breaker_waited = item.carried.breaker_waited
+        if not state.remaining():
+            result.error_type = ErrorType.NO_PROVIDER
+            result.error_message = "retries at every provider spent on earlier claims of the item"
+            return result
+    return state

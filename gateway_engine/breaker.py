@@ -8,7 +8,9 @@ States: closed → open → half_open → closed (or back to open).
   each time the breaker re-opens without a success in between (capped at ``max_cooldown_seconds``).
   A Retry-After from the provider can lengthen an open period, never shorten it.
 * half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl_seconds`` so a
-  crashed prober doesn't wedge it); its success closes the breaker, its failure re-opens it.
+  crashed prober doesn't wedge it); its success closes the breaker, its failure re-opens it. The breaker
+  keeps who was granted the latest probe (``allow(prober=)``, a batch id) and names it in refusals, so
+  the engine can hand the next probe to another batch (docs/engine.md "Failure isolation").
 
 Failures are 5xx, timeouts, connection errors, unreadable answers and ``overloaded`` (an Anthropic 529, a
 Gemini 503 UNAVAILABLE: load across all customers, so items should move to the next provider). 429s
@@ -81,6 +83,7 @@ class Permit:
     state: str
     wait_seconds: float = 0.0  # when refused: until the breaker may let a probe through
     probe: bool = False  # this call is the half-open probe
+    last_prober: str = ""  # when refused: who was granted the latest probe (``allow(prober=)``)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class Counters:
     open_until: float = 0.0
     probe_until: float = 0.0
     opens: int = 0
+    prober: str = ""  # who was granted the latest half-open probe
 
 
 def _cooldown_ms(cfg: BreakerConfig, opens: int) -> float:
@@ -117,16 +121,16 @@ def _cooldown_ms(cfg: BreakerConfig, opens: int) -> float:
     return min(cfg.max_cooldown_seconds, cfg.cooldown_seconds * factor) * 1000.0
 
 
-def _allow(s: Counters, now: float, probe_ttl_ms: float) -> Permit:
+def _allow(s: Counters, now: float, probe_ttl_ms: float, prober: str = "") -> Permit:
     if s.state == OPEN:
         if now < s.open_until:
-            return Permit(False, OPEN, (s.open_until - now) / 1000.0)
-        s.state, s.probe_until = HALF_OPEN, now + probe_ttl_ms
+            return Permit(False, OPEN, (s.open_until - now) / 1000.0, last_prober=s.prober)
+        s.state, s.probe_until, s.prober = HALF_OPEN, now + probe_ttl_ms, prober
         return Permit(True, HALF_OPEN, probe=True)
     if s.state == HALF_OPEN:
         if now < s.probe_until:
-            return Permit(False, HALF_OPEN, (s.probe_until - now) / 1000.0)
-        s.probe_until = now + probe_ttl_ms
+            return Permit(False, HALF_OPEN, (s.probe_until - now) / 1000.0, last_prober=s.prober)
+        s.probe_until, s.prober = now + probe_ttl_ms, prober
         return Permit(True, HALF_OPEN, probe=True)
     return Permit(True, CLOSED)
 
@@ -197,9 +201,9 @@ class LocalBreaker:
             s = self._states[name] = Counters(win_start=self._now())
         return s
 
-    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0) -> Permit:
+    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0, *, prober: str = "") -> Permit:
         with self._lock:
-            return _allow(self._s(provider), self._now(), probe_ttl_seconds * 1000.0)
+            return _allow(self._s(provider), self._now(), probe_ttl_seconds * 1000.0, prober)
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
         with self._lock:

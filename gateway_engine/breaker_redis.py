@@ -33,7 +33,7 @@ local op = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', key, 'state', 'consec', 'win_start', 'win_total', 'win_fail',
-                     'open_until', 'probe_until', 'opens')
+                     'open_until', 'probe_until', 'opens', 'prober')
 local state = h[1] or 'closed'
 local consec = tonumber(h[2] or '0')
 local win_start = tonumber(h[3] or tostring(now))
@@ -42,6 +42,7 @@ local win_fail = tonumber(h[5] or '0')
 local open_until = tonumber(h[6] or '0')
 local probe_until = tonumber(h[7] or '0')
 local opens = tonumber(h[8] or '0')
+local prober = h[9] or ''
 -- config
 local c_consec = tonumber(ARGV[2])
 local c_window = tonumber(ARGV[3])
@@ -51,10 +52,12 @@ local c_cool = tonumber(ARGV[6])
 local c_maxcool = tonumber(ARGV[7])
 local arg = tonumber(ARGV[8])        -- allow: probe ttl ms; record: retry_after ms
 local ok = ARGV[9] == '1'
+local asker = ARGV[10] or ''          -- allow: who asks (kept with a probe it is granted)
 
 local function save()
   redis.call('HSET', key, 'state', state, 'consec', consec, 'win_start', win_start, 'win_total', win_total,
-             'win_fail', win_fail, 'open_until', open_until, 'probe_until', probe_until, 'opens', opens)
+             'win_fail', win_fail, 'open_until', open_until, 'probe_until', probe_until, 'opens', opens,
+             'prober', prober)
   redis.call('PEXPIRE', key, math.max(c_window, c_maxcool) * 4 + 600000)
 end
 
@@ -68,16 +71,16 @@ end
 
 if op == 'allow' then
   if state == 'open' then
-    if now < open_until then return {0, state, open_until - now, 0} end
-    state = 'half_open'; probe_until = now + arg; save()
-    return {1, state, 0, 1}
+    if now < open_until then return {0, state, open_until - now, 0, prober} end
+    state = 'half_open'; probe_until = now + arg; prober = asker; save()
+    return {1, state, 0, 1, prober}
   end
   if state == 'half_open' then
-    if now < probe_until then return {0, state, probe_until - now, 0} end
-    probe_until = now + arg; save()
-    return {1, state, 0, 1}
+    if now < probe_until then return {0, state, probe_until - now, 0, prober} end
+    probe_until = now + arg; prober = asker; save()
+    return {1, state, 0, 1, prober}
   end
-  return {1, 'closed', 0, 0}
+  return {1, 'closed', 0, 0, ''}
 elseif op == 'record' then
   local before = state
   if now - win_start > c_window then win_start = now; win_total = 0; win_fail = 0 end
@@ -147,7 +150,7 @@ class RedisBreaker:
                     )
         return client
 
-    def _args(self, op: str, arg_ms: float, ok: bool = False) -> list[Arg]:
+    def _args(self, op: str, arg_ms: float, ok: bool = False, asker: str = "") -> list[Arg]:
         c = self.config
         return [
             op,
@@ -159,6 +162,7 @@ class RedisBreaker:
             c.max_cooldown_seconds * 1000.0,
             float(arg_ms),
             "1" if ok else "0",
+            asker,
         ]
 
     async def _eval(self, provider: str, args: list[Arg]) -> Reply:
@@ -169,12 +173,12 @@ class RedisBreaker:
                 f"circuit breaker state unavailable: cannot reach Redis ({exc})"
             ) from exc
 
-    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0) -> Permit:
-        allowed, state, wait_ms, probe = await self._eval(
-            provider, self._args("allow", probe_ttl_seconds * 1000)
+    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0, *, prober: str = "") -> Permit:
+        allowed, state, wait_ms, probe, last = await self._eval(
+            provider, self._args("allow", probe_ttl_seconds * 1000, asker=prober)
         )
-        state = state.decode() if isinstance(state, bytes) else state
-        return Permit(bool(int(allowed)), state, float(wait_ms) / 1000.0, bool(int(probe)))
+        state, last = (v.decode() if isinstance(v, bytes) else str(v) for v in (state, last))
+        return Permit(bool(int(allowed)), state, float(wait_ms) / 1000.0, bool(int(probe)), last)
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
         result = await self._eval(provider, self._args("record", (retry_after_seconds or 0.0) * 1000, ok))

@@ -16,7 +16,43 @@ from typing import Any, NotRequired, TypeAlias, TypedDict
 from .item_shape import LENIENT, Problem, check_item_shape
 from .result import result_dict
 
-__all__ = ["AttemptEntry", "ItemResult", "RawItem", "WorkItem", "estimate_split", "estimate_tokens"]
+__all__ = [
+    "AttemptEntry",
+    "ItemResult",
+    "RawItem",
+    "RetryState",
+    "WorkItem",
+    "estimate_split",
+    "estimate_tokens",
+]
+
+
+@dataclass(frozen=True)
+class RetryState:
+    """What an item's earlier claims spent, carried to its next claim when it was given back while it
+    waited out a breaker or a backoff (docs/engine.md "Failure isolation"): its attempts per provider
+    (``max_retries`` counts them) and the seconds it already waited for open breakers
+    (``max_breaker_wait_seconds`` counts them)."""
+
+    tried: Mapping[str, int] = field(default_factory=dict)
+    breaker_waited: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tried": dict(self.tried), "breaker_waited": round(self.breaker_waited, 3)}
+
+    @classmethod
+    def from_dict(cls, raw: object) -> RetryState | None:
+        """From ``as_dict``'s shape (stored with the item); None for an empty or foreign value."""
+        if not isinstance(raw, Mapping) or not raw:
+            return None
+        tried = raw.get("tried")
+        if not isinstance(tried, Mapping):
+            tried = {}
+        waited = raw.get("breaker_waited")
+        return cls(
+            {str(k): int(v) for k, v in tried.items() if isinstance(v, int) and v > 0},
+            float(waited) if isinstance(waited, int | float) and math.isfinite(waited) else 0.0,
+        )
 
 
 @dataclass
@@ -30,6 +66,7 @@ class WorkItem:
     deadline: float | None = None  # epoch seconds; not sent by then → expired
     batch_id: str = ""  # salt of the weighted route draw (else the batcher's salt); per-batch cancel
     team: str = ""  # the submitting team's name: its budgets and share cap apply (empty: none)
+    carried: RetryState | None = None  # what earlier claims of this item spent (None: nothing)
 
     @classmethod
     def coerce(cls, item: object, index: int = 0) -> WorkItem:
@@ -112,6 +149,9 @@ class ItemResult:
     cache_write_tokens: int | None = None  # input written to the prompt cache (in prompt_tokens)
     # what served it: "realtime" (the engine), "provider_batch", "cache" (set by batches.execution.apply)
     served_by: str = "realtime"
+    # a result released after attempts (it waited out a breaker or a backoff when its run drained): what
+    # it spent, for its next claim (WorkItem.carried); None otherwise
+    retry_state: RetryState | None = None
 
     @property
     def ok(self) -> bool:

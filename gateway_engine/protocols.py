@@ -157,8 +157,9 @@ class QuotaStore(AsyncCloseable, Protocol):
 class Breaker(AsyncCloseable, Protocol):
     """Per-provider circuit breaker (gateway_engine.breaker)."""
 
-    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0) -> Permit:
-        """May a call go to ``provider`` now (and is it the half-open probe)?"""
+    async def allow(self, provider: str, probe_ttl_seconds: float = 30.0, *, prober: str = "") -> Permit:
+        """May a call go to ``provider`` now (and is it the half-open probe)? ``prober``: who asks (a
+        batch id), kept with a probe it is granted; a refusal names the last one (``last_prober``)."""
         ...
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:

@@ -4,15 +4,22 @@ Items are dispatched per preferred provider (one small worker pool per provider,
 provider's ``max_concurrency``), so an empty bucket at provider A never delays provider B. A list is
 served shortest first (estimated tokens; ties in input order), so short items are not stuck behind long
 ones; an async source (``ItemFeed``) is served FIFO per provider as items arrive, until it ends.
+
+An item that has to wait — a backoff or Retry-After, or every candidate's breaker open — is **parked**:
+it leaves its worker (which serves the next item of the queue) and sleeps on its own, holding nothing;
+when the wait is over it goes back to the head of its queue. So the items waiting out a broken
+provider never stand between that provider's other items and its breaker, and when the run drains
+(its caller's slice ends) parked items are given back at once (``released``, with what they spent)
+instead of keeping the run open (docs/engine.md "Failure isolation").
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, Iterable
 
-from .attempts import Finished
+from .attempts import Finished, ItemLife, ItemState, Wait
 from .context import RunContext
 from .items import ItemResult, RawItem, WorkItem, estimate_tokens
 from .protocols import ItemSource, ResultSink
@@ -24,16 +31,12 @@ __all__ = ["ProviderQueues"]
 class ProviderQueues:
     """One ``abatch`` call's items per preferred provider; ``serve_item`` runs one item to its end."""
 
-    def __init__(
-        self,
-        ctx: RunContext,
-        serve_item: Callable[[WorkItem], Awaitable[Finished]],
-        on_result: ResultSink | None,
-    ) -> None:
-        self.ctx, self.serve_item, self.on_result = ctx, serve_item, on_result
+    def __init__(self, ctx: RunContext, life: ItemLife, on_result: ResultSink | None) -> None:
+        self.ctx, self.life, self.on_result = ctx, life, on_result
         self.work: list[WorkItem] = []
         self.results: list[ItemResult | None] = []
         self.queues: dict[str, deque[int]] = {}
+        self.resumed: dict[int, ItemState] = {}  # items back from a wait: their state so far
         self.alive: dict[str, int] = {}
 
     def preferred(self, item: WorkItem) -> str:
@@ -71,16 +74,40 @@ class ProviderQueues:
         """Start workers for ``name``'s queue, up to the provider's worker count."""
         for _ in range(min(len(self.queues[name]), self.workers(name) - self.alive.get(name, 0))):
             self.alive[name] = self.alive.get(name, 0) + 1  # at creation: items added before it runs see it
-            tg.create_task(self.worker(name))
+            tg.create_task(self.worker(name, tg))
 
-    async def worker(self, name: str) -> None:
+    async def worker(self, name: str, tg: asyncio.TaskGroup) -> None:
         queue = self.queues[name]  # counted in ``alive`` by staff() when created
         try:
             while queue:
                 index = queue.popleft()
-                await self.finish(index, await self.serve_item(self.work[index]))
+                state = self.resumed.pop(index, None) or self.life.begin(self.work[index])
+                step = state if isinstance(state, Finished) else await self.life.advance(state)
+                if isinstance(step, Wait):
+                    assert isinstance(state, ItemState)
+                    tg.create_task(self.parked(tg, name, index, state, step))
+                    continue
+                await self.finish(index, step)
         finally:
             self.alive[name] -= 1
+
+    async def parked(
+        self, tg: asyncio.TaskGroup, name: str, index: int, state: ItemState, wait: Wait
+    ) -> None:
+        """Sleep out an item's wait outside the queue's workers, then put it back at the queue's head
+        (or finish it: given back because the run drains, or stopped)."""
+        stopping = self.life.stopping
+        stopping.note_parked(index, True)
+        try:
+            done = await self.life.wait_out(state, wait, parked=True)
+        finally:
+            stopping.note_parked(index, False)
+        if done is not None:
+            await self.finish(index, done)
+            return
+        self.resumed[index] = state
+        self.queues[name].appendleft(index)
+        self.staff(tg, name)
 
     async def finish(self, index: int, finished: Finished) -> None:
         """Keep the result, tell the observer and the caller; the in-flight slot goes back after that."""

@@ -45,7 +45,7 @@ async def run_items(
     limits = LiveLimits(ctx.limits_source)
     admission = Admission(ctx.store, limits, ctx.options, stopping.should_cancel)
     life = ItemLife(ctx, admission, limits, stopping, OutageRide(ctx.options, ctx.clock))
-    queues = ProviderQueues(ctx, life.run, on_result)
+    queues = ProviderQueues(ctx, life, on_result)
     started = time.monotonic()
     ctx.observer.on_run_start(batch_id, len(items) if isinstance(items, list) else 0)
     try:

@@ -34,6 +34,7 @@ class RunControl:
         self.draining = False
         self.stopping = False
         self._lock = threading.Lock()
+        self._parked: set[int] = set()  # run indices of items parked (waiting out a breaker or backoff)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke: Callable[[], None] | None = None
 
@@ -54,6 +55,18 @@ class RunControl:
         ``released``, with their attempts so far; only calls in flight are waited for."""
         self.stopping = True
         self.drain()
+
+    def note_parked(self, index: int, parked: bool) -> None:
+        """The engine: item ``index`` of the run waits out a breaker or a backoff (parked, holding no
+        worker, slot or lease), or no longer does."""
+        with self._lock:
+            (self._parked.add if parked else self._parked.discard)(index)
+
+    def parked(self) -> frozenset[int]:
+        """The run indices of the items parked right now (the dispatcher does not count them against
+        their provider's claim buffer)."""
+        with self._lock:
+            return frozenset(self._parked)
 
     def _wake(self) -> None:
         with self._lock:
@@ -128,12 +141,26 @@ class Stopping:
             value = None
         return False, value
 
-    async def sleep(self, seconds: float, item: WorkItem, result: ItemResult) -> None:
-        """Sleep, waking early only when the item has to stop (deadline, cancel, drain)."""
+    @property
+    def draining(self) -> bool:
+        """The run drains (its caller asked for it, or stops): parked items are given back."""
+        return self.control is not None and self.control.draining
+
+    def note_parked(self, index: int, parked: bool) -> None:
+        if self.control is not None:
+            self.control.note_parked(index, parked)
+
+    async def sleep(
+        self, seconds: float, item: WorkItem, result: ItemResult, *, parked: bool = False
+    ) -> None:
+        """Sleep, waking early only when the item has to stop (deadline, cancel, drain) — or, for a
+        ``parked`` item (one that waits out a breaker or a backoff), as soon as the run drains."""
         until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
+            if parked and self.draining:
+                return
             finished, _ = await self.bounded(asyncio.sleep(left), item)
-            if not finished and self.stop_reason(item, result):
+            if not finished and (self.stop_reason(item, result) or (parked and self.draining)):
                 return
 
     @staticmethod

@@ -26,10 +26,11 @@ from .claims import (
     requeue_expired_claims,
 )
 from .common import ENGINE_TO_ITEM_STATUS, OPEN_ITEM_STATUSES, claim_lease, new_owner, ride_through, worker_id
-from .dispatcher import DispatchSlice, queued_work, work_remains
+from .dispatcher import DispatchSlice
 from .engine_wiring import build_batcher, engine_options, load_routing_table, work_item
 from .finalize import batch_stats, cancel_batch, cancellable, finalize_batch_if_done, snapshot_progress
 from .keepalive import DispatcherSet, ensure_local_dispatcher, run_dispatcher_task, start_batch
+from .queued import queued_work, work_remains
 from .reaper import Reaper, reconcile
 from .results import WRITE_BATCH_ROWS
 from .runner import ChunkReport, EngineThread, execute_chunk, run_claimed

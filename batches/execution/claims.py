@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, ServedVia
+from gateway_engine import ItemResult
 from gateway_engine.retry import ErrorType
 
 from . import journal
@@ -30,6 +31,7 @@ CLAIM_FIELDS = (
     "queue_provider",
     "prefix_key",
     "payload",
+    "retry_state",
     "started_at",
 )
 ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
@@ -189,6 +191,19 @@ def release_claims(owner: str, ids: Iterable[int] | None = None) -> int:
         return BatchItem.objects.filter(id__in=[r[0] for r in rows]).update(
             status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None
         )
+
+
+def carry_retry_state(owner: str, released: Iterable[tuple[BatchItem, ItemResult]]) -> int:
+    """Keep, on items given back while they waited out a breaker or a backoff, what their claim spent
+    (``ItemResult.retry_state``: attempts per provider, seconds waited for breakers) for their next
+    claim. Only rows ``owner`` still claims; call before ``release_claims`` gives them back."""
+    n = 0
+    for row, result in released:
+        if result.status == "released" and result.retry_state is not None:
+            n += BatchItem.objects.filter(id=row.id, claimed_by=owner, status=ItemStatus.RUNNING).update(
+                retry_state=result.retry_state.as_dict()
+            )
+    return n
 
 
 def requeue_expired_claims(limit: int = 10_000) -> list[str]:

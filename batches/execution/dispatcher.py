@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 
-from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from batches.models import Batch, BatchItem, BatchStatus
 from batches.scheduling import BatchCandidate, buffer_target, order_batches, pick_team, quantum
 from batches.scheduling.prefix import PrefixGrouping
 from gateway_engine import ItemFeed, ItemResult, RunControl
@@ -44,15 +43,13 @@ from . import shutdown
 from .apply import apply_results
 from .cache_stage import CacheStage
 from .claims import (
-    ACTIVE_BATCH_STATUSES,
-    REALTIME_PATH,
     cancel_claimable,
     cancelled_with_unsent,
+    carry_retry_state,
     claim_queued,
     expire_unsent,
     mark_running,
     overdue_batches,
-    queue_filter,
     release_claims,
     renew_claims,
 )
@@ -60,7 +57,8 @@ from .common import log, new_owner, ride_through
 from .engine_wiring import build_batcher, load_routing_table, work_item
 from .fairclock import fair_clock
 from .finalize import finalize_batch_if_done, snapshot_progress
-from .journal import RELEASED_AFTER_ATTEMPTS, fold_unapplied
+from .journal import fold_released
+from .queued import TeamWork, queued_work
 from .runner import EngineThread
 from .served import as_served
 
@@ -68,62 +66,7 @@ WORK_REFRESH_SECONDS = 0.5
 HOUSEKEEPING_SECONDS = 1.0
 CANCEL_POLL_SECONDS = 0.5
 HEARTBEAT_SECONDS = 2.0
-UNROUTED = ""  # queue of items with no routable provider at submission (and of rows stored before)
-
-
-# ---- what is queued ------------------------------------------------------------------------------------
-
-
-@dataclass
-class TeamWork:
-    weight: int
-    batches: list[BatchCandidate] = field(default_factory=list)
-
-
-def queued_work(providers: list[str]) -> dict[str, dict[str, TeamWork]]:
-    """provider → team → its batches with pending items queued for that provider (one query: an
-    EXISTS per provider on the (batch, queue_provider, status) index)."""
-    names = list(dict.fromkeys([*providers, UNROUTED]))
-    flags = {
-        f"q{i}": Exists(
-            BatchItem.objects.filter(
-                queue_filter(name, names), REALTIME_PATH, batch=OuterRef("pk"), status=ItemStatus.PENDING
-            )
-        )
-        for i, name in enumerate(names)
-    }
-    rows = (
-        Batch.objects.filter(status__in=ACTIVE_BATCH_STATUSES, completed_at__isnull=True)
-        .annotate(**flags)
-        .values("id", "team_id", "team__name", "team__weight", "priority", "created_at", "expires_at", *flags)
-    )
-    work: dict[str, dict[str, TeamWork]] = {}
-    for row in rows:
-        cand = BatchCandidate(
-            batch_id=str(row["id"]),
-            team=str(row["team_id"]),
-            priority=row["priority"],
-            created_at=row["created_at"].timestamp(),
-            expires_at=row["expires_at"].timestamp() if row["expires_at"] else None,
-            team_name=row["team__name"],
-        )
-        for i, name in enumerate(names):
-            if row[f"q{i}"]:
-                team = work.setdefault(name, {}).setdefault(
-                    cand.team, TeamWork(int(row["team__weight"] or 1))
-                )
-                team.batches.append(cand)
-    return work
-
-
-def work_remains() -> bool:
-    """Any pending item in an unfinished batch (what dispatchers exist for)."""
-    return BatchItem.objects.filter(
-        REALTIME_PATH,
-        status=ItemStatus.PENDING,
-        batch__status__in=ACTIVE_BATCH_STATUSES,
-        batch__completed_at__isnull=True,
-    ).exists()
+PARKED_PER_BUFFER = 4  # parked items not counted against a provider's buffer: up to this many buffers
 
 
 # ---- one slice -----------------------------------------------------------------------------------------
@@ -157,6 +100,7 @@ class DispatchSlice:
         self.rows: list[BatchItem] = []  # engine index → claimed row
         self.queue_of: list[str] = []  # engine index → the provider queue it was claimed from
         self.outstanding: Counter[str] = Counter()
+        self.open_in_batch: Counter[str] = Counter()  # batch → its items this slice has not stored yet
         self.work: dict[str, dict[str, TeamWork]] = {}
         self.deadlines: dict[str, float | None] = {}
         self.active: set[str] = set()  # batches with items claimed in this slice
@@ -228,8 +172,8 @@ class DispatchSlice:
                         engine.resolve(entries, exc)
                         raise
                     engine.resolve(entries)
-                    if not sum(self.outstanding.values()):  # nothing in flight: finalize without waiting
-                        ride_through("finalize", self.finalize_touched)
+                    # a batch with nothing left here is finalized now (others' waits never delay it)
+                    ride_through("finalize", functools.partial(self.finalize_touched, settled=True))
                 if now >= next_renew:
                     ride_through("renew claims", lambda: renew_claims(None, self.owner))
                     next_renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
@@ -272,8 +216,10 @@ class DispatchSlice:
     # -- claiming --
 
     def fill(self) -> None:
-        """Top up every provider's buffer, a quantum at a time, team by SFQ, batch by lane order."""
+        """Top up every provider's buffer, a quantum at a time, team by SFQ, batch by lane order; items
+        parked by the engine (waiting out a breaker or backoff) count not, up to PARKED_PER_BUFFER."""
         now = time.time()
+        parked = Counter(self.queue_of[i] for i in self.control.parked())
         for provider in list(self.work):
             teams = self.work[provider]
             config = self.table.providers.get(provider)
@@ -284,9 +230,10 @@ class DispatchSlice:
                 target = buffer_target(
                     rate, config.max_concurrency, self.lookahead, dispatchers=self.dispatchers
                 )
-            if self.outstanding[provider] > target // 2:
+            busy = self.outstanding[provider] - min(parked[provider], PARKED_PER_BUFFER * target)
+            if busy > target // 2:
                 continue  # refill in batches once half the buffer is used: fewer, larger claims
-            want = target - self.outstanding[provider]
+            want = target - busy
             while want > 0 and teams:
                 if len(teams) == 1:  # nobody to share with: one claim for the whole deficit
                     pick_name, size = next(iter(teams)), want
@@ -322,6 +269,7 @@ class DispatchSlice:
             self.queue_of.append(provider)
             items.append(work_item(row, deadline=deadline, team=cand.team_name if cand else ""))
             self.active.add(bid)
+            self.open_in_batch[bid] += 1
         self.outstanding[provider] += len(rows)
         self.report.claimed += len(rows)
         self.feed.put(items)
@@ -330,17 +278,7 @@ class DispatchSlice:
 
     def store(self, entries: list[tuple[int, ItemResult, object]]) -> None:
         """Write finished items (one statement per batch), give released ones back, shrink buffers."""
-        by_batch: dict[str, list] = defaultdict(list)
-        released: list[int] = []
-        kept: dict[str, list] = defaultdict(list)  # released after attempts (a shutdown stopped retries)
-        for index, result, _ in entries:
-            row = self.rows[index]
-            if result.status == "released":
-                released.append(row.id)
-                if result.attempts:
-                    kept[str(row.batch_id)].append((row, result))
-            else:
-                by_batch[str(row.batch_id)].append((row, result))
+        by_batch, released, kept = partition(self.rows, entries)
         several = len(by_batch) + bool(released) > 1 or bool(kept)  # one statement is atomic on its own
         with transaction.atomic() if several else contextlib.nullcontext():
             for bid, done in by_batch.items():
@@ -348,11 +286,13 @@ class DispatchSlice:
                 self.report.written += applied.written
                 self.report.dropped += applied.dropped
             for bid, pairs in kept.items():  # their attempts stay on the item, which is sent again later
-                fold_unapplied(self.owner, bid, pairs, note=RELEASED_AFTER_ATTEMPTS)
+                fold_released(self.owner, bid, pairs)
+            carry_retry_state(self.owner, [(self.rows[i], r) for i, r, _ in entries])
             if released:
                 self.report.released += release_claims(self.owner, released)
         for index, _, _ in entries:
             self.outstanding[self.queue_of[index]] -= 1
+            self.open_in_batch[str(self.rows[index].batch_id)] -= 1
         self.touched.update(by_batch)
         self.cache.after_store([(self.rows[i], r) for i, r, _ in entries])
 
@@ -380,14 +320,36 @@ class DispatchSlice:
             self.touched.add(bid)
         self.finalize_touched(snapshot=True)
 
-    def finalize_touched(self, snapshot: bool = False) -> None:
+    def finalize_touched(self, snapshot: bool = False, settled: bool = False) -> None:
+        """Finalize touched batches (``settled``: only those this slice holds nothing more of)."""
         for bid in list(self.touched):
+            if settled and self.open_in_batch[bid] > 0:
+                continue
             if snapshot:
                 snapshot_progress(bid)
             if finalize_batch_if_done(bid):
                 self.report.finalized.add(bid)
                 self.active.discard(bid)
             self.touched.discard(bid)
+
+
+def partition(
+    rows: list[BatchItem], entries: list[tuple[int, ItemResult, object]]
+) -> tuple[dict[str, list], list[int], dict[str, list]]:
+    """Finished items per batch, the ids of released ones, and those released after attempts (parked
+    when the slice drained, or a shutdown stopped their retries) per batch."""
+    by_batch: dict[str, list] = defaultdict(list)
+    released: list[int] = []
+    kept: dict[str, list] = defaultdict(list)
+    for index, result, _ in entries:
+        row = rows[index]
+        if result.status == "released":
+            released.append(row.id)
+            if result.attempts:
+                kept[str(row.batch_id)].append((row, result))
+        else:
+            by_batch[str(row.batch_id)].append((row, result))
+    return by_batch, released, kept
 
 
 def drain_quietly(engine: EngineThread) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from batches.models import BatchItem
-from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy, WorkItem
+from gateway_engine import CrossProviderBatcher, EngineOptions, RetryPolicy, RetryState, WorkItem
 from gateway_engine.routing import RoutingTable
 from providers.adapters import routing_table_from_models
 from providers.models import Provider, RoutingRule
@@ -68,4 +68,5 @@ def work_item(item: BatchItem, *, deadline: float | None = None, team: str = "")
         deadline=deadline,
         batch_id=str(item.batch_id),
         team=team,
+        carried=RetryState.from_dict(item.retry_state),
     )

@@ -39,7 +39,9 @@ ERROR_TYPE = "outcome_unknown"
 WORKER_DIED = "outcome unknown (worker died)"
 RELEASED = "outcome unknown (its slice stopped before the answer was stored)"
 NOT_APPLIED = "result not applied (the claim was lost before it was stored)"
-RELEASED_AFTER_ATTEMPTS = "released at shutdown before its retry; the item is sent again"
+RELEASED_AFTER_ATTEMPTS = (
+    "released before its retry (its slice ended or the worker stopped); sent again later"
+)
 CHUNK = 500
 
 # KEYS: journal lists. Returns, per key, its entries (possibly none); every key is deleted.
@@ -173,6 +175,22 @@ def fold_unknown(rows: Sequence[tuple[int, str, str, str]], note: str = WORKER_D
                 "batch %s item %s: %d attempt(s) by %s counted with %s",
                 batch_id, custom_id, len(left), owner, note,
             )  # fmt: skip
+    return folded
+
+
+def fold_released(owner: str, batch_id: str, released: Sequence[tuple[Any, Any]]) -> int:
+    """Items given back after attempts, while they waited out a breaker or a backoff (their slice
+    ended, or the worker stopped): their attempts stay on the item, which is sent again later. From
+    the journal (``fold_unapplied``); in single-process mode, which journals nothing, from the engine's
+    own log of them."""
+    if enabled():
+        return fold_unapplied(owner, batch_id, released, note=RELEASED_AFTER_ATTEMPTS)
+    folded = 0
+    for item, result in released:
+        entries = [dict(e, used=False, detail=RELEASED_AFTER_ATTEMPTS) for e in result.attempt_log or []]
+        if entries:
+            append_attempts(item.id, entries)
+            folded += len(entries)
     return folded
 
 

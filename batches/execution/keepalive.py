@@ -22,9 +22,10 @@ from gateway_engine.redis_errors import REDIS_ERRORS
 from gateway_site.forksafe import after_fork
 
 from .common import log, ride_through
-from .dispatcher import HEARTBEAT_SECONDS, DispatchSlice, SliceReport, work_remains
+from .dispatcher import HEARTBEAT_SECONDS, DispatchSlice, SliceReport
 from .fairclock import redis_client
 from .finalize import FINISHED_STATUSES, finalize_batch_if_done
+from .queued import work_remains
 
 
 def start_batch(batch_id: str) -> bool:

@@ -30,8 +30,8 @@ from .claims import (
     requeue_expired_claims,
 )
 from .common import OPEN_ITEM_STATUSES, log
-from .dispatcher import work_remains
 from .finalize import finalize_batch_if_done
+from .queued import work_remains
 
 
 def finished_but_open(limit: int = 100) -> list[str]:
