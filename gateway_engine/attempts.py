@@ -15,6 +15,7 @@ caller persists the result there), so "sent but not recorded" never exceeds the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -165,8 +166,10 @@ class ItemLife:
         if not remaining:
             return Finished(result)  # the last failure is already recorded on the result
         if state.delay > 0 and remaining[0].name == state.last_provider:
-            # backoff / Retry-After before retrying the same provider (ends early on the deadline)
-            await self.stopping.sleep(state.delay, item, result)
+            # backoff / Retry-After before retrying the same provider (ends early on the deadline, or
+            # on a pause of that provider, from any process: the next pass finds it paused)
+            wake = functools.partial(self.ctx.store.wait_for_pause, state.last_provider)
+            await self.stopping.sleep(state.delay, item, result, wake)
             state.delay = 0.0
             return None
         state.delay = 0.0

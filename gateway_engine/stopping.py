@@ -128,11 +128,21 @@ class Stopping:
             value = None
         return False, value
 
-    async def sleep(self, seconds: float, item: WorkItem, result: ItemResult) -> None:
-        """Sleep, waking early only when the item has to stop (deadline, cancel, drain)."""
+    async def sleep(
+        self,
+        seconds: float,
+        item: WorkItem,
+        result: ItemResult,
+        wake: Callable[[float], Awaitable[bool]] | None = None,
+    ) -> None:
+        """Sleep, waking early when the item has to stop (deadline, cancel, drain) or when ``wake(left)``
+        (a wait that returns True on its event: a pause of the provider) was woken."""
         until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
-            finished, _ = await self.bounded(asyncio.sleep(left), item)
+            nap = asyncio.sleep(left, False) if wake is None else wake(left)
+            finished, woken = await self.bounded(nap, item)
+            if finished and woken:
+                return
             if not finished and self.stop_reason(item, result):
                 return
 
