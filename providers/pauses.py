@@ -77,8 +77,10 @@ def clear(provider_name: str) -> PauseState | None:
     Raises QuotaStoreUnavailable when the store cannot be reached."""
     from providers.limits.factory import lift_provider_pause_sync
 
-    state = lift_provider_pause_sync(provider_name)
+    # the record first (announced): a worker that reloads meanwhile no longer writes it back into the
+    # store after the store's pause is lifted below
     durable = forget(provider_name)
+    state = lift_provider_pause_sync(provider_name)
     if state is None and durable is not None:  # only the durable record held it (Redis lost it)
         state = durable
     if state is not None:
