@@ -15,45 +15,29 @@ caller persists the result there), so "sent but not recorded" never exceeds the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 
 from .admission import Admission, AdmissionRequest, Admitted, Stack
-from .breaker import HALF_OPEN, Permit
+from .breaker import Permit
 from .context import RunContext
 from .items import ItemResult, RetryState, WorkItem, estimate_split
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
 from .quota.fair_gate import TeamWaitingLimit
-from .quota.types import (
-    BudgetExceeded,
-    Lane,
-    ProviderLimits,
-    ProviderPaused,
-    QuotaImpossible,
-)
-from .recording import OutcomeRecorder, breaker_gave_up, paused_at_admission
+from .quota.types import BudgetExceeded, Lane, ProviderLimits, ProviderPaused, QuotaImpossible
+from .recording import OutcomeRecorder, paused_at_admission
 from .retry import ErrorType, is_retryable_error
 from .routing import ProviderConfig, RoutingError, candidates, stable_draw
 from .sending import send_attempt
 from .stopping import Stopping
+from .waits import Wait, breaker_wait
 
 __all__ = ["Finished", "ItemLife", "ItemState", "OpenStream", "Wait"]
 
 log = logging.getLogger(__name__)
-
-HALF_OPEN_POLL_SECONDS = 0.5  # a refused half-open breaker is asked again this often (its probe is out)
-FAILED_PROBE_DEFER_SECONDS = 0.25  # an item of the last probe's batch, or one that failed there, waits longer
-
-
-@dataclass(frozen=True)
-class Wait:
-    """The item has to wait before its next step: a backoff / Retry-After, or (``breaker``) every
-    candidate's breaker is open. It holds nothing meanwhile (slot, lease, grant all given back)."""
-
-    seconds: float
-    breaker: bool = False
 
 
 def _engine_bug(item: WorkItem, exc: Exception) -> Finished:
@@ -182,7 +166,8 @@ class ItemLife:
         """Sleep out ``wait`` (breaker waits are measured into the item's total). A ``parked`` item is
         given back (``released``, with what it spent in ``retry_state``) as soon as its run drains."""
         slept_from = self.ctx.clock()
-        await self.stopping.sleep(wait.seconds, state.item, state.result, parked=parked)
+        wake = functools.partial(self.ctx.store.wait_for_pause, wait.provider) if wait.provider else None
+        await self.stopping.sleep(wait.seconds, state.item, state.result, parked=parked, wake=wake)
         if wait.breaker:
             state.breaker_waited += self.ctx.clock() - slept_from
         if parked and self.stopping.draining and not self.stopping.stop_reason(state.item, state.result):
@@ -206,13 +191,15 @@ class ItemLife:
         if not remaining:
             return Finished(result)  # the last failure is already recorded on the result
         if state.delay > 0 and remaining[0].name == state.last_provider:
-            # backoff / Retry-After before retrying the same provider (ends early on the deadline)
-            wait, state.delay = Wait(state.delay), 0.0
+            # backoff / Retry-After before retrying the same provider (ends early on the deadline, or
+            # on a pause of that provider, from any process: the next pass finds it paused)
+            wait, state.delay = Wait(state.delay, provider=state.last_provider), 0.0
             return wait
         state.delay = 0.0
         choice, probe, refusals = await self._permit(remaining, item.batch_id)
         if choice is None:
-            return breaker_wait(self.ctx, state, remaining, refusals)
+            wait = breaker_wait(self.ctx, state, remaining, refusals)
+            return wait if wait is not None else Finished(result)
         return await self._attempt(state, choice, probe)
 
     async def _permit(
@@ -356,32 +343,6 @@ class ItemLife:
         else:
             state.delay = self.ctx.options.retry.backoff(state.per_provider[choice.name] - 1, self.ctx.rng)
         return None
-
-
-def breaker_wait(
-    ctx: RunContext, state: ItemState, remaining: list[ProviderConfig], refusals: list[Permit]
-) -> Finished | Wait:
-    """Every candidate's breaker is open: wait for the first probe, or give up once the item has
-    waited ``max_breaker_wait_seconds`` in all. Probes go round the batches: an item of the batch
-    that had the latest probe, or one that already failed at one of them, asks a moment later
-    (FAILED_PROBE_DEFER_SECONDS), so another batch's item takes the probe when one waits for it. A
-    half-open breaker (its probe is out) is asked again every HALF_OPEN_POLL_SECONDS: the probe's
-    answer closes it in milliseconds."""
-    limit = ctx.options.max_breaker_wait_seconds
-    if state.breaker_waited >= limit:
-        breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
-        return Finished(state.result)
-    wait = min(
-        (min(r.wait_seconds, HALF_OPEN_POLL_SECONDS) if r.state == HALF_OPEN else r.wait_seconds)
-        for r in refusals
-    )
-    batch = state.item.batch_id
-    if any(state.per_provider.get(p.name) for p in remaining) or (
-        batch and any(r.last_prober == batch for r in refusals)
-    ):
-        wait += FAILED_PROBE_DEFER_SECONDS
-    wait = max(0.05, wait) + ctx.rng.uniform(0, 0.05)
-    return Wait(min(wait, limit - state.breaker_waited), breaker=True)
 
 
 def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:

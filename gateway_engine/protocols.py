@@ -116,6 +116,11 @@ class QuotaStore(AsyncCloseable, Protocol):
         """The provider's pause, or None."""
         ...
 
+    async def wait_for_pause(self, provider: str, timeout: float) -> bool:
+        """Wait ``timeout`` seconds, or until a pause of the provider is set, changed or lifted in this
+        process — by an answer here or by the durable record announced to every process (True)."""
+        ...
+
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         """Pause the provider's bucket for every worker (a 429 with Retry-After)."""
         ...

@@ -151,15 +151,25 @@ class Stopping:
             self.control.note_parked(index, parked)
 
     async def sleep(
-        self, seconds: float, item: WorkItem, result: ItemResult, *, parked: bool = False
+        self,
+        seconds: float,
+        item: WorkItem,
+        result: ItemResult,
+        *,
+        parked: bool = False,
+        wake: Callable[[float], Awaitable[bool]] | None = None,
     ) -> None:
-        """Sleep, waking early only when the item has to stop (deadline, cancel, drain) — or, for a
+        """Sleep, waking early when the item has to stop (deadline, cancel, drain), when ``wake(left)``
+        (a wait that returns True on its event: a pause of the provider) was woken, or, for a
         ``parked`` item (one that waits out a breaker or a backoff), as soon as the run drains."""
         until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
             if parked and self.draining:
                 return
-            finished, _ = await self.bounded(asyncio.sleep(left), item)
+            nap = asyncio.sleep(left, False) if wake is None else wake(left)
+            finished, woken = await self.bounded(nap, item)
+            if finished and woken:
+                return
             if not finished and (self.stop_reason(item, result) or (parked and self.draining)):
                 return
 

@@ -4,7 +4,10 @@
         client.get(key)
 
 The engine (gateway_engine) builds its own clients from the URL it is given; everything on the Django
-side (providers, batches, observability, dashboard, openai_api) uses this.
+side (providers, batches, observability, dashboard, openai_api) uses this. A failover answer (READONLY,
+LOADING, MASTERDOWN: gateway_engine.redis_errors.FAILOVER_ERRORS) is retried on a new connection like a
+dropped one (a managed endpoint's new connection reaches the new primary); when the retries are spent
+it reaches the caller as one of REDIS_ERRORS, which every caller rides through or answers 503 for.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from gateway_engine.redis_errors import FAILOVER_ERRORS
 
 if TYPE_CHECKING:
     import redis
@@ -34,4 +39,9 @@ def sync_redis(
     url = url or settings.REDIS_URL
     if not url:
         raise ImproperlyConfigured("REDIS_URL is not set: this needs the shared Redis")
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=connect_timeout,
+        retry_on_error=list(FAILOVER_ERRORS),  # beside the default retries: reconnect, then try again
+    )

@@ -382,3 +382,8 @@ class RoutingRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.route} → {self.provider.name} (p{self.priority}, w{self.weight})"
+
+
+from .pause_record import ProviderPause  # noqa: E402  (the durable provider pause: one model per module)
+
+__all__ = ["Provider", "ProviderBatchSettings", "ProviderPause", "RoutingRule"]

@@ -215,6 +215,7 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
     ) -> Reservation | Decision:
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
         n, ni, no = ask.amounts(limits)
+        self.refuse_if_held(limits.name)  # the durable record's pause, even while the store lost it
         decision = await self.try_acquire(limits, n, ni, no, lane=lane)
         if decision.granted:
             return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark)

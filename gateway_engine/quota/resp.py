@@ -10,8 +10,11 @@ matched to callers in order (Redis answers in order on a connection).
 
 Scope: commands with a single reply (no pub/sub, no blocking commands, no MULTI). Replies are hiredis
 values (bytes, int, list). Error replies raise redis.exceptions.ResponseError (NoScriptError for
-NOSCRIPT); a lost or timed-out connection fails every pending call with ConnectionError/TimeoutError
-and the next call reconnects.
+NOSCRIPT); a failover reply (READONLY, LOADING, MASTERDOWN: gateway_engine/redis_errors.py) raises its
+redis-py error, which is in REDIS_ERRORS, and drops the connection: every call pending on it fails the
+same way and the next call reconnects (a managed endpoint's new connection reaches the new primary). A
+lost or timed-out connection fails every pending call with ConnectionError/TimeoutError and the next
+call reconnects.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection, 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..redis_errors import failover_error
 
 # A command's arguments, and a reply as hiredis decodes it: bytes | int | None | list of replies (hiredis
 # types it Any; callers convert each field with int()/float()/decode() where they read it).
@@ -77,6 +82,11 @@ class _Protocol(asyncio.Protocol):
                 continue
             if isinstance(reply, hiredis.ReplyError):
                 message = str(reply)
+                failover = failover_error(message)
+                if failover is not None:  # this server cannot serve us now: reconnect for the next call
+                    fut.set_exception(failover)
+                    self.abort(failover)
+                    return
                 fut.set_exception(
                     NoScriptError(message) if message.startswith("NOSCRIPT") else ResponseError(message)
                 )

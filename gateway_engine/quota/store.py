@@ -12,7 +12,7 @@ snapshots, the pause, the budget usage and the config version. Each method below
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 
 from .adaptive import RemainingQuota
@@ -156,6 +156,18 @@ class ComposedQuotaStore:
     async def provider_pause(self, provider: str) -> PauseState | None:
         """The provider's pause, or None."""
         return await self.buckets.provider_pause(provider)
+
+    async def wait_for_pause(self, provider: str, timeout: float) -> bool:
+        """Wait ``timeout`` s, or until a pause of the provider is set, changed or lifted (True)."""
+        return await self.buckets.wait_for_pause(provider, timeout)
+
+    def hold_pauses(self, pauses: Mapping[str, PauseState]) -> None:
+        """The durable pauses of every provider (the local view every grant checks first)."""
+        self.buckets.hold_pauses(pauses)
+
+    async def refill_pauses(self) -> int:
+        """Write the local view's pauses back into the store (after a Redis restart)."""
+        return await self.buckets.refill_pauses()
 
     async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
         return await self.buckets.snapshot(limits)

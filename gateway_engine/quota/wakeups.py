@@ -14,15 +14,17 @@ class Wakeups:
         self._lock = threading.Lock()
         self._waiters: dict[str, dict[asyncio.Future[None], None]] = {}
 
-    async def wait(self, key: str, timeout: float) -> None:
+    async def wait(self, key: str, timeout: float) -> bool:
+        """Wait until woken (True) or ``timeout`` seconds passed (False)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         with self._lock:
             self._waiters.setdefault(key, {})[fut] = None
         try:
             await asyncio.wait_for(fut, timeout)
+            return True
         except TimeoutError:
-            pass
+            return False
         finally:
             with self._lock:
                 waiters = self._waiters.get(key)

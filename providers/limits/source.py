@@ -12,6 +12,12 @@ or a module counter in single-process mode); when the version moved it reloads t
 rows in a worker thread, so the event loop never runs ORM code. A full reload also happens every
 MAX_AGE_SECONDS in case both an announcement and a version bump were lost.
 
+Provider pauses: every reload also loads the durable pauses (providers.pauses.durable_pauses, the
+ProviderPause rows) into the store's local view (``store.hold_pauses``: grants check it first, waiters of
+a newly paused provider wake, a Retry-After wait included), and the next refresh writes them back into
+the store (``store.refill_pauses``: after a Redis restart the store holds none). A pause set or cleared
+anywhere bumps the config version, so every process reloads it within milliseconds.
+
 Lowered limits take effect at once in the buckets: every store call passes the current rates and
 capacities, the bucket is clamped to the new capacity on that call, and callers that are already
 waiting re-ask with `peek()`/`peek_team()` (the cached limits, no await) on every retry.
@@ -30,12 +36,13 @@ from django.conf import settings
 from django.db import connections
 
 from gateway_engine.errors import ApplicationError
-from gateway_engine.quota.types import ProviderLimits, TeamLimits
+from gateway_engine.quota.types import PauseState, ProviderLimits, TeamLimits
 from gateway_site.forksafe import after_fork
 from gateway_site.redis import sync_redis
 from providers.adapters import provider_limits
 from providers.live_config import config_channel, register_listener
 from providers.models import Provider
+from providers.pauses import durable_pauses
 from teams.limits import team_limits
 from teams.models import Team
 from teams.usage import seed_budget_from_db
@@ -65,6 +72,14 @@ def load_limits_from_db() -> dict[str, ProviderLimits]:
         connections.close_all()  # this thread's connections only; reloads are rare
 
 
+def load_pauses_from_db() -> dict[str, PauseState]:
+    """Sync: every provider's durable pause that has not ended. Runs in a worker thread."""
+    try:
+        return durable_pauses()
+    finally:
+        connections.close_all()
+
+
 def load_team_limits_from_db() -> dict[str, TeamLimits]:
     """Sync: every Team row as TeamLimits. Runs in a worker thread."""
     try:
@@ -89,6 +104,7 @@ class LimitsSource:
         listen: bool | None = None,
         budget_seed: Callable[[str, str, str], int] | None = seed_budget_from_db,
         clock: Callable[[], float] = time.monotonic,
+        pause_loader: Callable[[], dict[str, PauseState]] | None = None,
     ):
         self._clock = clock  # seconds; tests pass a fake clock to step the refresh interval
         self._store = store
@@ -99,6 +115,11 @@ class LimitsSource:
         )
         self._loader = loader
         self._team_loader = team_loader
+        # the durable pauses: loaded with the rows of the database (a test's own loader: none)
+        if pause_loader is None and loader is load_limits_from_db:
+            pause_loader = load_pauses_from_db
+        self._pause_loader = pause_loader
+        self._refill = False  # pauses loaded: write them back into the store on the next refresh
         self.budget_seed = budget_seed
         self._limits: dict[str, ProviderLimits] = {}
         self._teams: dict[str, TeamLimits] = {}
@@ -206,6 +227,9 @@ class LimitsSource:
     def _reload_now(self, version: int | None, event: bool = False) -> None:
         limits = self._loader()
         teams = self._team_loader() if self._team_loader is not None else {}
+        if self._pause_loader is not None:
+            self.store.hold_pauses(self._pause_loader())
+            self._refill = True
         if self._version is not None and version is not None and version != self._version:
             log.info(
                 "provider config reloaded",
@@ -241,6 +265,13 @@ class LimitsSource:
         stale = now - self._loaded_at >= MAX_AGE_SECONDS
         if force or dirty or stale or version != self._version or not self._loaded_at:
             await asyncio.to_thread(self._reload_now, version)
+        if self._refill:
+            self._refill = False
+            if await self.store.refill_pauses():
+                log.warning(
+                    "provider pauses written back into the quota store from the database",
+                    extra={"event": "provider_pauses_refilled"},
+                )
 
     async def _maybe_refresh(self) -> None:
         if not self._loaded_at or self._clock() >= self._next_check:

@@ -141,3 +141,22 @@ def test_the_observer_hook_logs_loudly_and_audits_the_pause(make_provider, caplo
     assert {(e.object_id, e.via, e.changes["provider_pause"]["new"]["reason"]) for e in entries} == {
         (str(claude.pk), "code", "billing")
     }
+
+
+def test_the_durable_record_is_written_never_shortened_and_cleared_with_the_pause(claude):
+    """providers.ProviderPause: the engine's hook writes it, a shorter pause does not replace it, and
+    clearing removes it too — also when only the record held the pause (Redis lost it)."""
+    from gateway_engine.quota.types import PauseState
+    from providers import pauses
+    from providers.models import ProviderPause
+
+    pauses.record_paused("claude", PauseState("claude", "billing", None, BILLING))
+    pauses.record_paused("claude", PauseState("claude", "per_day_quota", 4102444800.0, "per day"))
+    row = ProviderPause.objects.get(provider=claude)
+    assert (row.reason, row.until, row.message) == ("billing", None, BILLING)
+    assert pauses.durable_pauses()["claude"].reason == "billing"
+    assert paused("claude") is None  # the store never had it here (as after a Redis restart)
+    out = StringIO()
+    call_command("clear_provider_pause", "claude", stdout=out)
+    assert "cleared the pause of provider claude: billing until cleared" in out.getvalue()
+    assert not ProviderPause.objects.exists() and pauses.durable_pauses() == {}

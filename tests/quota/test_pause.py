@@ -248,3 +248,32 @@ def test_a_pause_set_by_another_process_refuses_this_one(redis_store):
         await refused(redis_store.try_lease(limits))
 
     run(redis_store, body)
+
+
+def test_the_local_view_refuses_wakes_a_retry_wait_and_refills_the_store():
+    """hold_pauses (the durable record, as LimitsSource loads it): a grant is refused even though the
+    store holds no pause, a wait_for_pause of that provider ends at once, refill_pauses writes it back."""
+    import asyncio
+
+    from gateway_engine.quota.local import LocalQuotaStore
+    from gateway_engine.quota.types import PauseState, ProviderLimits, ProviderPaused
+
+    async def scenario():
+        store = LocalQuotaStore()
+        limits = ProviderLimits(
+            "p", rpm=600, tpm=100_000, burst_seconds=1, max_concurrency=4, timeout_seconds=30
+        )
+        waiter = asyncio.ensure_future(store.wait_for_pause("p", 60.0))
+        await asyncio.sleep(0.01)
+        store.hold_pauses({"p": PauseState("p", "billing", None, "out of credit")})
+        assert await asyncio.wait_for(waiter, 5.0) is True  # woken, not after 60 s
+        assert await store.provider_pause("p") is None
+        with pytest.raises(ProviderPaused):
+            await store.acquire(limits, 10)
+        assert await store.refill_pauses() == 1
+        assert (await store.provider_pause("p")).reason == "billing"
+        store.hold_pauses({})
+        await store.lift_provider_pause("p")
+        assert (await store.acquire(limits, 10)).tokens == 10
+
+    asyncio.run(scenario())

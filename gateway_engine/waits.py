@@ -1,0 +1,56 @@
+"""What an item waits for between two attempts, holding nothing meanwhile (docs/engine.md, "Failure
+isolation"): a backoff or Retry-After before the same provider again, or every candidate's breaker
+open. ``ItemLife`` (attempts.py) returns a ``Wait``; the provider queues park the item while it lasts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .breaker import HALF_OPEN, Permit
+from .context import RunContext
+from .recording import breaker_gave_up
+from .routing import ProviderConfig
+
+if TYPE_CHECKING:  # attempts.py imports this module
+    from .attempts import ItemState
+
+HALF_OPEN_POLL_SECONDS = 0.5  # a refused half-open breaker is asked again this often (its probe is out)
+FAILED_PROBE_DEFER_SECONDS = 0.25  # an item of the last probe's batch, or one that failed there, waits longer
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The item has to wait before its next step: a backoff / Retry-After, or (``breaker``) every
+    candidate's breaker is open. It holds nothing meanwhile (slot, lease, grant all given back)."""
+
+    seconds: float
+    breaker: bool = False
+    provider: str = ""  # a backoff's provider: its pause (set in any process) ends the wait
+
+
+def breaker_wait(
+    ctx: RunContext, state: ItemState, remaining: list[ProviderConfig], refusals: list[Permit]
+) -> Wait | None:
+    """Every candidate's breaker is open: wait for the first probe, or give up (None: the failure is
+    recorded on the item's result) once the item has waited ``max_breaker_wait_seconds`` in all.
+    Probes go round the batches: an item of the batch that had the latest probe, or one that already
+    failed at one of them, asks a moment later
+    (FAILED_PROBE_DEFER_SECONDS), so another batch's item takes the probe when one waits for it. A
+    half-open breaker (its probe is out) is asked again every HALF_OPEN_POLL_SECONDS: the probe's
+    answer closes it in milliseconds."""
+    limit = ctx.options.max_breaker_wait_seconds
+    if state.breaker_waited >= limit:
+        breaker_gave_up(state.result, remaining, state.breaker_waited, limit)
+        return None
+    wait = min(
+        (min(r.wait_seconds, HALF_OPEN_POLL_SECONDS) if r.state == HALF_OPEN else r.wait_seconds)
+        for r in refusals
+    )
+    batch = state.item.batch_id
+    if any(state.per_provider.get(p.name) for p in remaining) or (
+        batch and any(r.last_prober == batch for r in refusals)
+    ):
+        wait += FAILED_PROBE_DEFER_SECONDS
+    wait = max(0.05, wait) + ctx.rng.uniform(0, 0.05)
+    return Wait(min(wait, limit - state.breaker_waited), breaker=True)
