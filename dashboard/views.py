@@ -29,8 +29,8 @@ from .selectors import error_classes
 from .selectors import failures as failure_reads
 from .selectors import history as history_reads
 from .selectors import interactive as interactive_reads
+from .selectors import provider_rate as rate_reads
 from .selectors import providers as provider_reads
-from .selectors import provider_rate
 from .selectors import queues as queue_reads
 from .selectors import usage as usage_reads
 from .usage_csv import usage_csv_lines
@@ -262,7 +262,7 @@ def providers(request):
     rows = [provider_row(view, quota, breakers, recent, pauses) for view, _provider in pairs]
     for row in rows:
         row["interactive"] = interactive.get(row["config"].name)
-    rate_status = [provider_rate.rate_status(p, row) for (_view, p), row in zip(pairs, rows, strict=True)]
+    rate_status = [rate_reads.rate_status(p, row) for (_view, p), row in zip(pairs, rows, strict=True)]
     return render(
         request,
         "dashboard/providers.html",
