@@ -14,9 +14,10 @@ from dataclasses import replace
 import pytest
 from django.conf import settings
 
+from gateway_engine.provider_file import PROVIDER_KINDS
 from gateway_engine.quota.adaptive import Remaining, RemainingQuota
 from gateway_engine.quota.redis_store import RedisQuotaStore
-from gateway_engine.remaining import remaining_quota
+from gateway_engine.remaining import HEADER_SEMANTICS, remaining_quota
 
 from .conftest import make_limits, redis_prefix, run
 
@@ -233,7 +234,9 @@ def test_headers_of_each_kind_are_read_as_published():
     assert quota.requests is None and quota.tokens == Remaining(900, 60.0)
     # an OpenAI remaining without its reset says nothing about when: dropped
     assert remaining_quota({"x-ratelimit-remaining-requests": "59"}, "openai", limits, ceiling=CEILING).empty
-    # a kind whose header meaning is unknown is never followed, whatever it sends
+    # every kind the provider file accepts has a header meaning; one whose meaning is unknown is never
+    # followed, whatever it sends
+    assert set(HEADER_SEMANTICS) == set(PROVIDER_KINDS)
     assert remaining_quota(openai, "mystery", limits, ceiling=CEILING).empty
     assert remaining_quota(openai, "gemini", limits, ceiling=CEILING).empty
     # anthropic's folded headers (wire/anthropic.py): tokens rounded to the nearest thousand
