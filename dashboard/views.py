@@ -29,6 +29,7 @@ from .selectors import error_classes
 from .selectors import failures as failure_reads
 from .selectors import history as history_reads
 from .selectors import interactive as interactive_reads
+from .selectors import provider_rate as rate_reads
 from .selectors import providers as provider_reads
 from .selectors import queues as queue_reads
 from .selectors import usage as usage_reads
@@ -261,6 +262,7 @@ def providers(request):
     rows = [provider_row(view, quota, breakers, recent, pauses) for view, _provider in pairs]
     for row in rows:
         row["interactive"] = interactive.get(row["config"].name)
+    rate_status = [rate_reads.rate_status(p, row) for (_view, p), row in zip(pairs, rows, strict=True)]
     return render(
         request,
         "dashboard/providers.html",
@@ -276,6 +278,7 @@ def providers(request):
             "now": timezone.now(),
             "queues": queue_reads.queued_items_by_provider(),
             "provider_batch_work": provider_batch_reads.enqueued_by_provider(),
+            "rate_status": rate_status,
         },
     )
 

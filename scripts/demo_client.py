@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+from datetime import datetime
 
 import httpx
 
@@ -260,7 +261,20 @@ def main() -> int:
         f"\nstatus={batch['status']} success_count={stats.get('success_count')} of {n_items} items "
         f"in {time.monotonic() - t0:.1f} s -> {'OK' if ok else 'NOT OK'}"
     )
+    print(f"batch duration (created_at -> completed_at, the gateway's own clock): {batch_duration(batch)}")
     return 0 if ok else 1
+
+
+def batch_duration(batch: dict) -> str:
+    """The batch's own duration from its timestamps ("?" if the gateway did not report them)."""
+    start, end = batch.get("created_at"), batch.get("completed_at")
+    if not start or not end:
+        return "?"
+    seconds = (
+        datetime.fromisoformat(end.replace("Z", "+00:00"))
+        - datetime.fromisoformat(start.replace("Z", "+00:00"))
+    ).total_seconds()
+    return f"{seconds:.1f} s"
 
 
 if __name__ == "__main__":

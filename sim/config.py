@@ -162,7 +162,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
         model=model,
         rpm=rpm or None,
         tpm=tpm or None,
-        # azure_openai limits over short windows: its buckets hold window_seconds of traffic
+        # azure_openai limits requests over short windows: its rpm bucket holds window_seconds (tpm: a minute)
         burst_seconds=native.window_seconds or _num(raw, "burst_seconds", where, 5.0, minimum=0.001),
         median_ms=_num(raw, "median_ms", where, 200.0, minimum=0),
         sigma=_num(raw, "sigma", where, 0.0, minimum=0, maximum=5),

@@ -76,7 +76,7 @@ class KindConfig:
     otpm: float | None = None  # anthropic: output tokens / minute (max_tokens reserved, actual kept)
     deployment: str | None = None  # azure: the one deployment name served (default: the model)
     api_versions: tuple[str, ...] = ()  # azure: accepted api-version values
-    window_seconds: float | None = None  # azure: the rpm/tpm buckets hold this many seconds (1-10)
+    window_seconds: float | None = None  # azure: the rpm bucket holds this many seconds (1-10; tpm: a minute)
     rpd: int | None = None  # gemini: requests per (simulated) day
     day_seconds: float = 86400.0  # gemini: the simulated day's length
     cache_read_ratio: float = 0.0  # fraction of prompt tokens reported as cache reads

@@ -48,20 +48,25 @@ class Limits:
         burst = cfg.burst_seconds
         native = cfg.native
 
-        def bucket(per_minute: float | None, minimum: float = 0.0) -> Bucket | None:
+        def bucket(per_minute: float | None, minimum: float = 0.0, seconds: float = burst) -> Bucket | None:
             if not per_minute:
                 return None
-            return Bucket(per_minute * time_scale / 60.0, max(minimum, per_minute / 60.0 * burst), now)
+            return Bucket(per_minute * time_scale / 60.0, max(minimum, per_minute / 60.0 * seconds), now)
+
+        # Azure (docs/sim.md "Kinds"): requests are limited over its short window (window_seconds, the
+        # provider's burst_seconds), tokens per minute, and its x-ratelimit-remaining-tokens is read as
+        # what is left for the next (real) minute: the token bucket holds a real minute of the limit
+        token_seconds = 60.0 * time_scale if native.window_seconds else burst
 
         # name -> (bucket, limit per simulated minute); the order is the order limits are reported in
         self.buckets: dict[str, tuple[Bucket, float]] = {}
-        for name, rate, minimum in (
-            ("requests", cfg.rpm, 1.0),
-            ("tokens", cfg.tpm, 0.0),
-            ("input_tokens", native.itpm, 0.0),
-            ("output_tokens", native.otpm, 0.0),
+        for name, rate, minimum, seconds in (
+            ("requests", cfg.rpm, 1.0, burst),
+            ("tokens", cfg.tpm, 0.0, token_seconds),
+            ("input_tokens", native.itpm, 0.0, burst),
+            ("output_tokens", native.otpm, 0.0, burst),
         ):
-            b = bucket(rate, minimum)
+            b = bucket(rate, minimum, seconds)
             if b is not None:
                 self.buckets[name] = (b, rate)  # fmt: skip
         self.day_real = native.day_seconds / time_scale

@@ -14,9 +14,10 @@ from dataclasses import replace
 import pytest
 from django.conf import settings
 
+from gateway_engine.provider_file import PROVIDER_KINDS
 from gateway_engine.quota.adaptive import Remaining, RemainingQuota
 from gateway_engine.quota.redis_store import RedisQuotaStore
-from gateway_engine.remaining import remaining_quota
+from gateway_engine.remaining import HEADER_SEMANTICS, remaining_quota
 
 from .conftest import make_limits, redis_prefix, run
 
@@ -227,9 +228,17 @@ def test_headers_of_each_kind_are_read_as_published():
     }
     quota = remaining_quota(openai, "openai", limits, ceiling=CEILING)
     assert quota.requests == Remaining(59, 360.0) and quota.tokens == Remaining(149984, 0.25)
-    azure = {"x-ratelimit-remaining-requests": "7", "x-ratelimit-remaining-tokens": "900"}  # no resets
+    # Azure (no resets): requests count its current 1-10 s window (not followed), tokens are per minute
+    azure = {"x-ratelimit-remaining-requests": "7", "x-ratelimit-remaining-tokens": "900"}
     quota = remaining_quota(azure, "azure_openai", limits, ceiling=CEILING)
-    assert quota.requests == Remaining(7, 60.0) and quota.tokens == Remaining(900, 60.0)
+    assert quota.requests is None and quota.tokens == Remaining(900, 60.0)
+    # an OpenAI remaining without its reset says nothing about when: dropped
+    assert remaining_quota({"x-ratelimit-remaining-requests": "59"}, "openai", limits, ceiling=CEILING).empty
+    # every kind the provider file accepts has a header meaning; one whose meaning is unknown is never
+    # followed, whatever it sends
+    assert set(HEADER_SEMANTICS) == set(PROVIDER_KINDS)
+    assert remaining_quota(openai, "mystery", limits, ceiling=CEILING).empty
+    assert remaining_quota(openai, "gemini", limits, ceiling=CEILING).empty
     # anthropic's folded headers (wire/anthropic.py): tokens rounded to the nearest thousand
     anthropic = {"x-ratelimit-remaining-tokens": "12000", "x-ratelimit-reset-tokens": "2100-01-01T00:00:00Z"}
     assert remaining_quota(anthropic, "anthropic", limits, ceiling=CEILING).empty  # reset beyond the ceiling

@@ -167,6 +167,19 @@ def test_azure_short_windows_and_retry_after_ms(sim_server):
     assert "have exceeded call rate limit" in limited.json()["error"]["message"]
 
 
+def test_azure_counts_requests_per_window_and_tokens_per_real_minute(sim_server):
+    # Azure's headers (docs/sim.md): requests left in the current window, tokens left of the per-minute
+    # limit (one real minute, whatever the time_scale), and no reset headers
+    sim = sim_server({"time_scale": 10, "providers": {"az": {"kind": "azure_openai", "model": "d", "rpm": 300,
+                                                             "tpm": 10_000, "window_seconds": 10, "median_ms": 0}}})  # fmt: skip
+    ok = azure_post(sim, "az", "d", azure_body("x" * 40, max_tokens=10))  # 10 prompt + 10 tokens
+    assert ok.status_code == 200
+    assert ok.headers["x-ratelimit-remaining-requests"] == "49"  # 300/min over a 10-s window: 50
+    assert ok.headers["x-ratelimit-limit-tokens"] == "100000"  # real per-minute rates
+    assert ok.headers["x-ratelimit-remaining-tokens"] == str(100_000 - 20)  # a real minute of 10,000 x 10
+    assert not [h for h in ok.headers if h.startswith("x-ratelimit-reset")]
+
+
 # ---- faults ------------------------------------------------------------------------------------------------
 def test_error_scripts_and_overload_windows_answer_each_kinds_form(sim_server):
     sim = sim_server({"providers": {
