@@ -198,8 +198,8 @@ class ItemLife:
         state.delay = 0.0
         choice, probe, refusals = await self._permit(remaining, item.batch_id)
         if choice is None:
-            wait = breaker_wait(self.ctx, state, remaining, refusals)
-            return wait if wait is not None else Finished(result)
+            waiting = breaker_wait(self.ctx, state, remaining, refusals)
+            return waiting if waiting is not None else Finished(result)
         return await self._attempt(state, choice, probe)
 
     async def _permit(
