@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin
+from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin, SecretLookupsRefusedMixin
 from providers.adapters import provider_limits
 
 from .models import BATCH_FIELDS, Provider, RoutingRule
@@ -98,7 +98,7 @@ class RoutingRuleInline(NumberWidthsMixin, BoundedNumbersMixin, admin.TabularInl
 
 
 @admin.register(Provider)
-class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
+class ProviderAdmin(SecretLookupsRefusedMixin, NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     form = ProviderForm
     # Fits 1280 px: burst, timeout and retries are on the change page (and on /dashboard/providers/).
     list_display = [
@@ -252,7 +252,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
 
 
 @admin.register(RoutingRule)
-class RoutingRuleAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
+class RoutingRuleAdmin(SecretLookupsRefusedMixin, NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     list_display = ["route", "provider", "priority", "weight", "enabled", "cache"]
     list_editable = ["priority", "weight", "enabled", "cache"]
     list_filter = ["route", "enabled", "provider"]
