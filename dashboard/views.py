@@ -112,7 +112,9 @@ def batch_detail(request, batch_id):
             "batch": batch,
             "can_read_content": can_read,
             "can_redeliver": request.user.has_perm(REDELIVER_PERMISSION),
-            "metadata_json": json.dumps(batch.metadata, ensure_ascii=False) if batch.metadata and can_read else "",
+            "metadata_json": json.dumps(batch.metadata, ensure_ascii=False)
+            if batch.metadata and can_read
+            else "",
             "summary": summary,
             "status_counts": status_counts,
             "item_status": item_status,
