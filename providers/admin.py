@@ -17,9 +17,10 @@ class ProviderForm(forms.ModelForm):
     api_key = forms.CharField(
         label="API key",
         required=False,
+        max_length=1000,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         # the admin renders help texts as HTML: <NAME> must be escaped or it vanishes as an unknown tag
-        help_text="Write-only. Leave blank to keep the current key. "
+        help_text="Write-only: stored encrypted, never shown again. Leave blank to keep the current key. "
         "GATEWAY_PROVIDER_SECRET_&lt;NAME&gt; in the environment takes precedence "
         "(name upper-cased, other characters → _).",
     )
