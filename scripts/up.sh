@@ -21,6 +21,7 @@
 #   GATEWAY_SHUTDOWN_SECONDS 30  the workers' warm-shutdown bound; stop waits 15 s longer
 #   DJANGO_SECRET_KEY     generated once into UP_DIR/secret_key when not given
 #   GATEWAY_METRICS_TOKEN generated once into UP_DIR/metrics_token when not given (/metrics needs it)
+#   GATEWAY_SECRET_KEYS   generated once into UP_DIR/secret_keys when not given (provider keys at rest)
 #   PROMETHEUS_MULTIPROC_DIR UP_DIR/metrics  shared by web and workers, created first, wiped at every start
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -174,6 +175,13 @@ start() {
     GATEWAY_METRICS_TOKEN=$(cat "$RUN/metrics_token")
     export GATEWAY_METRICS_TOKEN
   fi
+  if [ -z "${GATEWAY_SECRET_KEYS:-}" ]; then  # the Fernet key provider keys are stored encrypted with
+    if [ ! -s "$RUN/secret_keys" ]; then
+      (umask 077 && "$PY" -c 'import base64, secrets, sys; sys.stdout.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())' >"$RUN/secret_keys")
+    fi
+    GATEWAY_SECRET_KEYS=$(cat "$RUN/secret_keys")
+    export GATEWAY_SECRET_KEYS
+  fi
 
   case "$DATABASE_URL" in
     postgres://*|postgresql://*)
@@ -236,6 +244,7 @@ Same environment for management commands:
 $( [ -s "$RUN/metrics_token" ] && [ "$GATEWAY_METRICS_TOKEN" = "$(cat "$RUN/metrics_token")" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)" )
 $( [ -n "${GATEWAY_REDIS_PREFIX:-}" ] && echo "  export GATEWAY_REDIS_PREFIX=$GATEWAY_REDIS_PREFIX" )
 $( [ -s "$RUN/secret_key" ] && [ "$DJANGO_SECRET_KEY" = "$(cat "$RUN/secret_key")" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)" )
+$( [ -s "$RUN/secret_keys" ] && [ "$GATEWAY_SECRET_KEYS" = "$(cat "$RUN/secret_keys")" ] && echo "  export GATEWAY_SECRET_KEYS=\$(cat ${RUN#"$ROOT"/}/secret_keys)" )
   .venv/bin/python manage.py create_team demo && .venv/bin/python manage.py create_api_key --team demo
   .venv/bin/python manage.py createsuperuser
 Stop everything: make down
