@@ -1,8 +1,10 @@
 """Access to the dashboards: every page is for active staff; pages and actions that show or spend a
 team's data need a permission besides (the "gateway operator" group has them, batches migration 0008):
 
-    batches.view_content   prompts and answers (the item page)
-    batches.retry_batch    "Retry failed items" (spends that team's budget)
+    batches.view_content   prompts and answers (the item page); on the batch and failures pages the
+                           items' custom_ids, the batch's metadata and its webhook URL (often a
+                           bearer secret): without it those pages show aggregates only
+    batches.retry_batch    "Retry failed items" (spends that team's budget), "Redeliver" the webhook
     batches.cancel_batch   "Cancel batch"
 """
 
@@ -12,6 +14,9 @@ from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+
+CONTENT_PERMISSION = "batches.view_content"
+REDELIVER_PERMISSION = "batches.retry_batch"  # the operator's power to make a team's traffic again
 
 
 def staff_required(view):

@@ -16,7 +16,7 @@ from batches.submission import SubmissionError
 from webhooks import selectors as webhook_reads
 from webhooks import services as webhook_services
 
-from .access import permission_required, staff_required
+from .access import REDELIVER_PERMISSION, permission_required
 
 
 @require_POST
@@ -74,7 +74,7 @@ def batch_cancel(request, batch_id):
 
 
 @require_POST
-@staff_required
+@permission_required(REDELIVER_PERMISSION, "Redelivering a team's webhook event")
 def batch_webhook_redeliver(request, batch_id):
     """The batch page's "Redeliver": the event again now, same webhook-id (webhooks.services.redeliver)."""
     batch = get_object_or_404(Batch, pk=batch_id)

@@ -20,7 +20,7 @@ from providers.adapters import provider_limits
 from webhooks import selectors as webhook_reads
 
 from . import charts, live
-from .access import permission_required, staff_required
+from .access import CONTENT_PERMISSION, REDELIVER_PERMISSION, permission_required, staff_required
 from .forms import DEFAULT_WINDOW, BatchFilterForm, FailureFilterForm, UsageFilterForm
 from .provider_rows import provider_row
 from .selectors import batch_detail as detail_reads
@@ -103,13 +103,19 @@ def batch_detail(request, batch_id):
     item_status = _item_status_choice(request.GET.get("items"), status_counts)
     page = _page(request, detail_reads.batch_items(batch, item_status or None))
     webhook_event = webhook_reads.event_for_batch(batch)
+    # custom_ids, metadata and the webhook URL (often a bearer secret) are the team's content
+    can_read = request.user.has_perm(CONTENT_PERMISSION)
     return render(
         request,
         "dashboard/batch_detail.html",
         {
             "nav": "batches",
             "batch": batch,
-            "metadata_json": json.dumps(batch.metadata, ensure_ascii=False) if batch.metadata else "",
+            "can_read_content": can_read,
+            "can_redeliver": request.user.has_perm(REDELIVER_PERMISSION),
+            "metadata_json": json.dumps(batch.metadata, ensure_ascii=False)
+            if batch.metadata and can_read
+            else "",
             "summary": summary,
             "status_counts": status_counts,
             "item_status": item_status,
@@ -173,7 +179,7 @@ def _attempt_row(entry) -> dict:
     return row
 
 
-@permission_required("batches.view_content", "Reading a team's prompts and answers")
+@permission_required(CONTENT_PERMISSION, "Reading a team's prompts and answers")
 def item_detail(request, item_id: int):
     try:
         item = detail_reads.item_detail(item_id)
@@ -240,6 +246,7 @@ def failures(request):
         {
             "nav": "failures",
             "form": form,
+            "can_read_content": request.user.has_perm(CONTENT_PERMISSION),
             "groups": groups,
             "page": page,
             "since": since,

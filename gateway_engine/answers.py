@@ -11,7 +11,10 @@ Whatever the wire format (gateway_engine.wire), an answer is read, parsed and cl
   text/jsonb can always hold the answer (``clean_text``, ``clean_value``);
 * usage counts are clamped to ``0 ≤ n ≤ MAX_USAGE_TOKENS`` (``clamp_count``, used by the wire formats);
 * error messages shown to teams are short and sanitised (``sanitize_message``: no URLs, hosts, IPs,
-  header lines or bodies); ``detail`` is the capped, cleaned error body staff see (the attempt log).
+  header lines, bodies or key-shaped strings); ``detail`` is the capped, cleaned error body staff see
+  (the attempt log);
+* the provider's own configured key is taken out of every answer before it is read (``without_secret``):
+  an upstream that echoes the key, whatever its shape, shows ``[redacted]`` everywhere.
 
 gateway_engine.http decides what an answer *means* (with the provider's wire format); this module only
 makes it safe to hold.
@@ -135,7 +138,19 @@ _HOST = re.compile(
     r"|(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*[a-z0-9-]*[a-z][a-z0-9-]*:\d{2,5}\b|\blocalhost\b)",
     re.I,
 )
-_SECRET = re.compile(r"\b(?:bearer\s+\S+|sk-[A-Za-z0-9_-]{6,}\S*|key-[A-Za-z0-9_-]{6,})", re.I)
+# the common key shapes (the configured key itself is taken out of the raw answer first: ``without_secret``)
+_SECRET = re.compile(
+    r"\b(?:bearer\s+\S+|basic\s+[A-Za-z0-9+/=]{8,}"
+    r"|(?:sk|rk|pk)[-_][A-Za-z0-9_-]{6,}\S*|key-[A-Za-z0-9_-]{6,}"  # OpenAI, Anthropic, Stripe-like, Mailgun
+    r"|AIza[0-9A-Za-z_-]{20,}"  # Google (Gemini)
+    r"|(?:gsk|hf|ghp|gho|ghs|ghu|github_pat|glpat|xai|pplx|nvapi|r8)[-_][A-Za-z0-9_-]{12,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}"  # AWS access key id
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # a JWT
+    r"|(?:aws_secret_access_key|api[-_]?key|access[-_]?token|secret|password|token)\s*[:=]\s*\S+)",
+    re.I,
+)
+MIN_SECRET_CHARS = 8  # a configured key shorter than this is not searched for (it would match words)
 _HEADER_LINE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9-]*:\s.*$", re.M)
 
 
@@ -162,6 +177,24 @@ def sanitize_message(text: str) -> str:
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     line = "".join(ch if ch.isprintable() else " " for ch in line)
     return line[:MAX_MESSAGE_CHARS]
+
+
+def without_secret(raw: bytes, secret: str) -> bytes:
+    """``raw`` with every occurrence of the provider's own key (as sent, and as a JSON string would
+    escape it) replaced by ``[redacted]``: done on the whole answer before anything reads it, so no
+    message, detail or cut at MAX_MESSAGE_CHARS can keep a piece of it, whatever the key's shape."""
+    if len(secret) < MIN_SECRET_CHARS or not raw:
+        return raw
+    for form in {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}:
+        raw = raw.replace(form.encode("utf-8", "replace"), b"[redacted]")
+    return raw
+
+
+def without_secret_text(text: str, secret: str) -> str:
+    """The same for text already read (a stream error's message, a batch line's error)."""
+    if len(secret) < MIN_SECRET_CHARS or not text:
+        return text
+    return text.replace(secret, "[redacted]")
 
 
 def exception_message(exc: BaseException) -> str:

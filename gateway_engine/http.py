@@ -123,7 +123,8 @@ class ProviderClient:
             return timed_out(started, timeout)
         except httpx.HTTPError as exc:
             return connection_failed(started, exc)
-        return from_answer(self.wire, status, int((time.monotonic() - started) * 1000), raw, headers)
+        latency = int((time.monotonic() - started) * 1000)
+        return from_answer(self.wire, status, latency, raw, headers, self.config.api_key)
 
     async def open_stream(
         self,
@@ -239,7 +240,8 @@ class AiohttpProviderClient:
             return timed_out(started, timeout)
         except (aiohttp.ClientError, OSError) as exc:
             return connection_failed(started, exc)
-        return from_answer(self.wire, status, int((time.monotonic() - started) * 1000), raw, resp_headers)
+        latency = int((time.monotonic() - started) * 1000)
+        return from_answer(self.wire, status, latency, raw, resp_headers, self.config.api_key)
 
     async def open_stream(
         self,

@@ -69,7 +69,8 @@ async def open_stream(
                 return await _not_a_stream(client, response, started)
             stream = UpstreamStream(response, SseParser(), decoder, pending=[], done=False, idle_timeout=timeout,
                                     started=started, status=response.status,
-                                    headers=kept_headers(client.wire, response.headers))  # fmt: skip
+                                    headers=kept_headers(client.wire, response.headers),
+                                    secret=client.config.api_key)  # fmt: skip
             first = await stream.first_step()
     except BaseException as exc:
         if response is not None:
@@ -106,4 +107,4 @@ async def _not_a_stream(
         return HttpOutcome(status, latency, error_type=ErrorType.INVALID_RESPONSE,
                            message=f"a streaming request was answered with {content_type}",
                            headers=kept_headers(client.wire, headers), detail=detail(raw))  # fmt: skip
-    return from_answer(client.wire, status, latency, raw, headers)
+    return from_answer(client.wire, status, latency, raw, headers, client.config.api_key)

@@ -21,6 +21,7 @@ from .answers import (
     exception_message,
     kept_header,
     parse_answer,
+    without_secret,
 )
 from .retry import ErrorType
 from .wire import Pause, WireFormat
@@ -89,9 +90,17 @@ def rejected(
 
 
 def from_answer(
+    wire: WireFormat, status: int, latency: int, raw: bytes, headers: Mapping[str, str], secret: str = ""
+) -> HttpOutcome:
+    """An HttpOutcome from a complete answer (status, decompressed body bytes, response headers).
+    ``secret``: the key the request carried, taken out of the answer before anything reads it
+    (gateway_engine.answers.without_secret): no message, detail or pause can hold it."""
+    return _from_clean_answer(wire, status, latency, without_secret(raw, secret), headers)
+
+
+def _from_clean_answer(
     wire: WireFormat, status: int, latency: int, raw: bytes, headers: Mapping[str, str]
 ) -> HttpOutcome:
-    """An HttpOutcome from a complete answer (status, decompressed body bytes, response headers)."""
     try:
         body = parse_answer(raw)
     except NotJson:

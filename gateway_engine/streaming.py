@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from .answers import clean_text
+from .answers import clean_text, without_secret
 from .retry import ErrorType
 from .wire.sse import SseParser, SseTooLarge
 from .wire.stream_base import StreamDecoder, StreamError, StreamStep
@@ -50,8 +50,10 @@ class UpstreamStream:
         started: float,
         status: int,
         headers: dict[str, str],
+        secret: str = "",
     ) -> None:
         self._response = response
+        self._secret = secret  # the key the request carried: taken out of every event read
         self._parser = parser
         self.decoder = decoder
         self._pending = pending
@@ -130,7 +132,7 @@ class UpstreamStream:
                     "stream_cut",
                 )
             return None
-        return data
+        return without_secret(data, self._secret)
 
     def _events(self, data: bytes, *, last: bool = False) -> list[Any]:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import connection, models
+from django.db.models.constants import LOOKUP_SEP
 from django.utils import timezone
 
 
@@ -78,3 +79,18 @@ class NumberWidthsMixin:
 def short_datetime(value) -> str:
     """'2026-11-30 12:05' (UTC) instead of 'Nov. 30, 2026, 12:05 p.m.': narrow columns fit at 1280 px."""
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M") if value else "-"
+
+
+# a provider's key (providers.Provider.api_key): never a filter, search, ordering or column in the admin
+SECRET_FIELD = "api_key"
+
+
+class SecretLookupsRefusedMixin:
+    """ModelAdmin mixin: a changelist lookup (``?api_key__startswith=…``, ``?provider__api_key=…``) that
+    names the key field at any depth is refused (400, ``DisallowedModelAdminLookup``) whatever its value,
+    so the answer says nothing about the key: no prefix probe."""
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if SECRET_FIELD in lookup.split(LOOKUP_SEP):
+            return False  # the changelist answers 400 (DisallowedModelAdminLookup)
+        return super().lookup_allowed(lookup, value, request)

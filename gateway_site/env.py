@@ -75,3 +75,30 @@ def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str 
     if scheme not in schemes:
         raise ImproperlyConfigured(f"{name}={value!r} must be a URL with scheme {' or '.join(schemes)}")
     return value
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    """Comma-separated Fernet keys (urlsafe base64 of 32 bytes), newest first; [] when unset. A bad key
+    refuses to start, named by its position (never its value)."""
+    from cryptography.fernet import Fernet
+
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: key #{position} is not a Fernet key (32 url-safe base64-encoded bytes; make one "
+                "with python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
+            ) from None
+    return keys
+
+
+def derived_fernet_key(secret: str) -> str:
+    """A Fernet key derived from ``secret`` (DJANGO_SECRET_KEY): the local and test settings' default for
+    GATEWAY_SECRET_KEYS, never used in production (which refuses to start without the variable)."""
+    import base64
+    import hashlib
+
+    digest = hashlib.sha256(b"batch-gateway provider keys:" + secret.encode("utf-8")).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii")

@@ -102,7 +102,7 @@ def verdict(
         error_type, message, status = answer.refusal.error_type, answer.refusal.message, line.status_code
     elif line.outcome == "errored":
         status = line.status_code
-        judged = line_verdict(config.kind, line)
+        judged = line_verdict(config.kind, line, config.api_key)
         error_type = judged.error_type if judged else ErrorType.SERVER_ERROR
         message = judged.message if judged else "the provider batch errored this line"
     elif line.outcome == "expired":

@@ -7,6 +7,7 @@ settings that shape them (the quota jitter margin) read here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -14,6 +15,8 @@ from django.conf import settings
 from gateway_engine.provider_file import effective_adaptive
 from gateway_engine.quota.types import ProviderLimits
 from gateway_engine.routing import ProviderConfig, RouteRule, RoutingTable, routing_table
+
+from .secrets import reveal
 
 
 def provider_limits(provider, margin_seconds: float | None = None) -> ProviderLimits:
@@ -36,6 +39,14 @@ def provider_limits(provider, margin_seconds: float | None = None) -> ProviderLi
     )
 
 
+def provider_key(provider) -> str:
+    """The key to send: GATEWAY_PROVIDER_SECRET_<NAME> wins over the database value, which is decrypted
+    here (providers.secrets.reveal) and nowhere else on the way to a provider."""
+    if provider.api_key_source == "environment":
+        return os.environ[provider.secret_env_name]
+    return reveal(provider.api_key)
+
+
 def provider_config(provider) -> ProviderConfig:
     """Everything the engine needs to call one provider. A provider whose URL moved to an unconfirmed
     origin is disabled and gets no key (its key stays home). ``default_max_tokens`` is
@@ -46,7 +57,7 @@ def provider_config(provider) -> ProviderConfig:
         base_url=provider.base_url,
         model=provider.model,
         limits=provider_limits(provider),
-        api_key=provider.resolved_api_key() if provider.origin_confirmed else "",
+        api_key=provider_key(provider) if provider.origin_confirmed else "",
         max_retries=int(provider.max_retries),
         enabled=bool(provider.enabled) and provider.origin_confirmed,
         kind=provider.kind,

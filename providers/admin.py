@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin
+from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin, SecretLookupsRefusedMixin
 from providers.adapters import provider_limits
 
 from .models import BATCH_FIELDS, Provider, RoutingRule
@@ -17,9 +17,10 @@ class ProviderForm(forms.ModelForm):
     api_key = forms.CharField(
         label="API key",
         required=False,
+        max_length=1000,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         # the admin renders help texts as HTML: <NAME> must be escaped or it vanishes as an unknown tag
-        help_text="Write-only. Leave blank to keep the current key. "
+        help_text="Write-only: stored encrypted, never shown again. Leave blank to keep the current key. "
         "GATEWAY_PROVIDER_SECRET_&lt;NAME&gt; in the environment takes precedence "
         "(name upper-cased, other characters → _).",
     )
@@ -98,7 +99,7 @@ class RoutingRuleInline(NumberWidthsMixin, BoundedNumbersMixin, admin.TabularInl
 
 
 @admin.register(Provider)
-class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
+class ProviderAdmin(SecretLookupsRefusedMixin, NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     form = ProviderForm
     # Fits 1280 px: burst, timeout and retries are on the change page (and on /dashboard/providers/).
     list_display = [
@@ -252,7 +253,7 @@ class ProviderAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
 
 
 @admin.register(RoutingRule)
-class RoutingRuleAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
+class RoutingRuleAdmin(SecretLookupsRefusedMixin, NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin):
     list_display = ["route", "provider", "priority", "weight", "enabled", "cache"]
     list_editable = ["priority", "weight", "enabled", "cache"]
     list_filter = ["route", "enabled", "provider"]

@@ -21,6 +21,8 @@ from gateway_engine.provider_file import (
     kind_problems,
 )
 
+from .secrets import SealedKeyField
+
 # Defaults and bounds come from the provider file's one table (gateway_engine.provider_file): sane upper
 # bounds, large enough for any real account tier, small enough to catch a typo.
 _P, _R = PROVIDER_FIELDS, ROUTE_FIELDS
@@ -157,8 +159,9 @@ class Provider(ProviderBatchSettings):
         default=_P["api_version"].default,
         help_text="azure_openai only (required there): the api-version query parameter, e.g. 2024-10-21.",
     )
-    # Write-only: never rendered back (admin uses a password widget, the API never serializes it).
-    api_key = models.CharField(max_length=1000, blank=True, default=_P["api_key"].default)
+    # Write-only: never rendered back (admin uses a password widget, the API never serializes it); stored
+    # sealed (providers.secrets: Fernet with GATEWAY_SECRET_KEYS), read through providers.adapters only.
+    api_key = SealedKeyField(max_length=2000, blank=True, default=_P["api_key"].default)
     rpm = models.PositiveIntegerField(
         "RPM",
         validators=_bounds(_P["rpm"]),
@@ -339,11 +342,6 @@ class Provider(ProviderBatchSettings):
         if os.environ.get(self.secret_env_name):
             return "environment"
         return "database" if self.api_key else "none"
-
-    def resolved_api_key(self) -> str:
-        """The key to send: the environment variable wins over the database value."""
-        source = self.api_key_source
-        return os.environ[self.secret_env_name] if source == "environment" else self.api_key
 
     @property
     def has_api_key(self) -> bool:

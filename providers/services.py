@@ -30,6 +30,7 @@ from gateway_engine.provider_file import (
 )
 
 from .models import Provider, RoutingRule, secret_env_name
+from .secrets import reveal
 
 
 class ProviderConfigError(ApplicationError):
@@ -69,11 +70,14 @@ def _validation_messages(where: str, exc: ValidationError) -> list[str]:
 def _diff(instance, values: dict) -> list[str]:
     changed = []
     for name, value in values.items():
-        if getattr(instance, name) != value:
+        current = getattr(instance, name)
+        if name in SECRET_FIELDS:  # stored sealed: compared as the key it opens to
+            current = reveal(current)
+        if current != value:
             if name in SECRET_FIELDS:
                 changed.append(f"{name} changed")
             else:
-                changed.append(f"{name} {getattr(instance, name)!r} → {value!r}")
+                changed.append(f"{name} {current!r} → {value!r}")
             setattr(instance, name, value)
     return changed
 

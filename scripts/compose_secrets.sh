@@ -3,6 +3,7 @@
 # (default .env, created from .env.example when missing; mode 0600).
 #   DJANGO_SECRET_KEY       replaced when empty or the .env.example placeholder
 #   GATEWAY_METRICS_TOKEN   web requires it on /metrics; the observability profile's Prometheus sends it
+#   GATEWAY_SECRET_KEYS     the Fernet key provider keys are stored encrypted with (production requires it)
 #   GRAFANA_ADMIN_PASSWORD  the observability profile's Grafana refuses to start without one
 # A value already set is kept (run it again after pulling a new .env.example). Prints the names it set,
 # never a value: read them from the file (e.g. `grep GRAFANA_ADMIN_PASSWORD .env`).
@@ -19,6 +20,7 @@ fi
 chmod 600 "$ENV_FILE"
 
 "$PY" - "$ENV_FILE" <<'EOF'
+import base64
 import os
 import re
 import secrets
@@ -30,6 +32,7 @@ PLACEHOLDER = re.compile(r"change-me|changeme|example|placeholder|your-secret", 
 wanted = {
     "DJANGO_SECRET_KEY": lambda: secrets.token_urlsafe(50),
     "GATEWAY_METRICS_TOKEN": lambda: secrets.token_urlsafe(32),
+    "GATEWAY_SECRET_KEYS": lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
     "GRAFANA_ADMIN_PASSWORD": lambda: secrets.token_urlsafe(24),
 }
 done = set()

@@ -21,6 +21,7 @@
 #   GATEWAY_SHUTDOWN_SECONDS 30  the workers' warm-shutdown bound; stop waits 15 s longer
 #   DJANGO_SECRET_KEY     generated once into UP_DIR/secret_key when not given
 #   GATEWAY_METRICS_TOKEN generated once into UP_DIR/metrics_token when not given (/metrics needs it)
+#   GATEWAY_SECRET_KEYS   generated once into UP_DIR/secret_keys when not given (provider keys at rest)
 #   PROMETHEUS_MULTIPROC_DIR UP_DIR/metrics  shared by web and workers, created first, wiped at every start
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -152,14 +153,16 @@ wait_ready() {  # URL SECONDS: /readyz 200 (database, migrations, Redis, a worke
 }
 
 command_env() {  # the export lines a management command needs to see this stack's settings
-  local token_file="" key_file="" name value
+  local token_file="" key_file="" keys_file="" name value
   [ -s "$RUN/metrics_token" ] && [ "${GATEWAY_METRICS_TOKEN:-}" = "$(cat "$RUN/metrics_token")" ] && token_file=1
   [ -s "$RUN/secret_key" ] && [ "${DJANGO_SECRET_KEY:-}" = "$(cat "$RUN/secret_key")" ] && key_file=1
+  [ -s "$RUN/secret_keys" ] && [ "${GATEWAY_SECRET_KEYS:-}" = "$(cat "$RUN/secret_keys")" ] && keys_file=1
   echo "  export DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL"
   echo "  export DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE GATEWAY_DISPATCHERS=$GATEWAY_DISPATCHERS"
   echo "  export PROMETHEUS_MULTIPROC_DIR=$PROMETHEUS_MULTIPROC_DIR"
   [ -n "$token_file" ] && echo "  export GATEWAY_METRICS_TOKEN=\$(cat ${RUN#"$ROOT"/}/metrics_token)"
   [ -n "$key_file" ] && echo "  export DJANGO_SECRET_KEY=\$(cat ${RUN#"$ROOT"/}/secret_key)"
+  [ -n "$keys_file" ] && echo "  export GATEWAY_SECRET_KEYS=\$(cat ${RUN#"$ROOT"/}/secret_keys)"
   # every other setting this stack was started with (the defaults need no line): the same values, so a
   # command sees what the web server and the workers see; secrets by name only
   for name in $(compgen -e | grep -E '^(GATEWAY_|DJANGO_|CELERY_|DATABASE_|OTEL_)' | sort); do
@@ -167,6 +170,7 @@ command_env() {  # the export lines a management command needs to see this stack
       DATABASE_URL | REDIS_URL | DJANGO_SETTINGS_MODULE | GATEWAY_DISPATCHERS) continue ;;
       GATEWAY_METRICS_TOKEN) [ -n "$token_file" ] && continue ;;
       DJANGO_SECRET_KEY) [ -n "$key_file" ] && continue ;;
+      GATEWAY_SECRET_KEYS) [ -n "$keys_file" ] && continue ;;
     esac
     case "$name" in
       *SECRET* | *TOKEN* | *PASSWORD* | *_KEY) echo "  # $name is set (a secret, not shown): export it too" ;;
@@ -178,6 +182,7 @@ command_env() {  # the export lines a management command needs to see this stack
 env_only() {  # scripts/up.sh env: the block above, for a stack already started with this environment
   [ -n "${DJANGO_SECRET_KEY:-}" ] || { [ -s "$RUN/secret_key" ] && DJANGO_SECRET_KEY=$(cat "$RUN/secret_key") && export DJANGO_SECRET_KEY; } || true
   [ -n "${GATEWAY_METRICS_TOKEN:-}" ] || { [ -s "$RUN/metrics_token" ] && GATEWAY_METRICS_TOKEN=$(cat "$RUN/metrics_token") && export GATEWAY_METRICS_TOKEN; } || true
+  [ -n "${GATEWAY_SECRET_KEYS:-}" ] || { [ -s "$RUN/secret_keys" ] && GATEWAY_SECRET_KEYS=$(cat "$RUN/secret_keys") && export GATEWAY_SECRET_KEYS; } || true
   command_env
 }
 
@@ -203,6 +208,13 @@ start() {
     fi
     GATEWAY_METRICS_TOKEN=$(cat "$RUN/metrics_token")
     export GATEWAY_METRICS_TOKEN
+  fi
+  if [ -z "${GATEWAY_SECRET_KEYS:-}" ]; then  # the Fernet key provider keys are stored encrypted with
+    if [ ! -s "$RUN/secret_keys" ]; then
+      (umask 077 && "$PY" -c 'import base64, secrets, sys; sys.stdout.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())' >"$RUN/secret_keys")
+    fi
+    GATEWAY_SECRET_KEYS=$(cat "$RUN/secret_keys")
+    export GATEWAY_SECRET_KEYS
   fi
 
   case "$DATABASE_URL" in

@@ -4,6 +4,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from providers.adapters import provider_key
 from providers.models import Provider, RoutingRule
 
 EXAMPLE = {
@@ -53,7 +54,12 @@ def test_load_twice_second_run_reports_no_changes(tmp_path):
     assert "sk-alpha-secret" not in first
     assert run(tmp_path, EXAMPLE).strip() == "no changes"
     alpha = Provider.objects.get(name="alpha")
-    assert (alpha.rpm, alpha.tpm, alpha.burst_seconds, alpha.api_key) == (60, 100000, 5.0, "sk-alpha-secret")
+    assert (alpha.rpm, alpha.tpm, alpha.burst_seconds, provider_key(alpha)) == (
+        60,
+        100000,
+        5.0,
+        "sk-alpha-secret",
+    )
     beta = Provider.objects.get(name="beta")
     assert (beta.burst_seconds, beta.timeout_seconds, beta.max_retries, beta.enabled) == (5.0, 30.0, 3, True)
     assert RoutingRule.objects.count() == 2
@@ -157,9 +163,9 @@ def test_prune_routes_deletes_rules_not_in_file(tmp_path):
 def test_env_secret_overrides_database_key(make_provider, monkeypatch):
     p = make_provider("my-prov", api_key="db-key")
     assert p.secret_env_name == "GATEWAY_PROVIDER_SECRET_MY_PROV"
-    assert p.resolved_api_key() == "db-key"
+    assert provider_key(p) == "db-key"
     monkeypatch.setenv("GATEWAY_PROVIDER_SECRET_MY_PROV", "env-key")
-    assert p.resolved_api_key() == "env-key"
+    assert provider_key(p) == "env-key"
 
 
 # ---- one table of the provider file's fields (gateway_engine.provider_file) ----------------------------

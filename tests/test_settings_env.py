@@ -72,6 +72,7 @@ def test_production_starts_with_secret_and_redis_selects_shared_mode():
         DJANGO_SECRET_KEY="Zq8v3Lr0xKp2WmYt5NbJ7cHs9DgEaFu1-_4Qo6Ri",
         REDIS_URL="redis://127.0.0.1:6379/0",
         GATEWAY_METRICS_TOKEN="Hn4c-Wq9Tz2Lp7Rv5Xk8Bs3Dy6Fm1Jg",  # production requires one (#29)
+        GATEWAY_SECRET_KEYS="tQ4yJ1mZ0n8kQ3xv9wS6bC2dF5gH7jK1lM3nP5qR7sU=",  # and one for provider keys
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["redis", "False"]

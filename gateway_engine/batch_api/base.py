@@ -46,7 +46,7 @@ class BatchClientBase:
             method, url, headers=self.headers(), body=body, content_type=content_type, download=download
         )
         if not answer.ok:
-            raise call_error(self.target.kind, answer, what)
+            raise call_error(self.target.kind, answer, what, self.target.api_key or "")
         return answer
 
     async def json_call(

@@ -5,9 +5,10 @@ retryable set (rate_limited, server_error, timeout, connection_error, invalid_re
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from ..answers import AnswerRejected, parse_answer
+from ..answers import AnswerRejected, parse_answer, without_secret
 from ..http_batch import RawAnswer
 from ..retry import DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS, is_retryable_error, rate_limit_wait
 from ..wire import ErrorVerdict, for_kind
@@ -26,8 +27,9 @@ def parsed(answer: RawAnswer) -> Any:
         return None
 
 
-def call_error(kind: str, answer: RawAnswer, what: str) -> BatchApiError:
-    """The BatchApiError of a call that did not succeed (``what``: the call, e.g. "create batch")."""
+def call_error(kind: str, answer: RawAnswer, what: str, secret: str = "") -> BatchApiError:
+    """The BatchApiError of a call that did not succeed (``what``: the call, e.g. "create batch");
+    ``secret``, the key the call carried, is taken out of the answer before it is read."""
     if answer.error_type is not None:
         return BatchApiError(
             f"{what}: {answer.message}",
@@ -36,7 +38,7 @@ def call_error(kind: str, answer: RawAnswer, what: str) -> BatchApiError:
             error_type=answer.error_type,
         )
     wire = for_kind(kind)
-    body = parsed(answer)
+    body = parsed(RawAnswer(answer.status, without_secret(answer.body, secret), answer.headers))
     verdict = wire.classify_error(answer.status, body)
     wait = rate_limit_wait(
         wire.rate_limit_headers(answer.headers, body), ceiling=DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS
@@ -55,12 +57,15 @@ def invalid_answer(what: str, problem: str, status: int | None = None) -> BatchA
     return BatchApiError(f"{what}: {problem}", status=status, retryable=True, error_type="invalid_response")
 
 
-def line_verdict(kind: str, result: LineResult) -> ErrorVerdict | None:
+def line_verdict(kind: str, result: LineResult, secret: str = "") -> ErrorVerdict | None:
     """What an ``errored`` line means (its type, retryable or not, the team's message); None for any
-    other outcome (succeeded; canceled and expired lines are the caller's decision)."""
+    other outcome (succeeded; canceled and expired lines are the caller's decision). ``secret``: the
+    provider's key, taken out of the line's error before it is read."""
     if result.outcome != "errored":
         return None
     status = result.status_code if result.status_code is not None else 500
     error = result.error or {}
+    if secret:
+        error = json.loads(without_secret(json.dumps(error).encode(), secret))
     body = {"type": "error", "error": error} if kind == "anthropic" else {"error": error}
     return for_kind(kind).classify_error(status, body)

@@ -10,7 +10,7 @@ import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from gateway_site.env import env_bool, env_fernet_keys, env_float, env_int, env_list, env_str, env_url
 from gateway_site.security import parse_networks as _parse_networks
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
@@ -342,6 +342,10 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/admin/login/"
 
 # --- security (#29; gateway_site/security.py) ------------------------------------------------------
+# Provider keys at rest (providers/secrets.py): Fernet keys, comma-separated, newest first; the newest
+# seals, every one opens (rotation: put a new key first, run `manage.py rotate_provider_keys`, then drop
+# the old one). Required in production; the local and test settings derive one from SECRET_KEY when unset.
+GATEWAY_SECRET_KEYS = env_fernet_keys("GATEWAY_SECRET_KEYS")
 # Client IP: X-Forwarded-For is read only when the peer is one of these proxies (addresses or CIDRs,
 # comma-separated), rightmost untrusted hop first; unset = REMOTE_ADDR, the header is ignored.
 GATEWAY_TRUSTED_PROXIES = _parse_networks(env_list("GATEWAY_TRUSTED_PROXIES", []))

@@ -9,6 +9,7 @@ from .base import (
     DEV_SECRET_KEY,
     GATEWAY_METRICS_PUBLIC,
     GATEWAY_METRICS_TOKEN,
+    GATEWAY_SECRET_KEYS,
     REDIS_URL,
     SECRET_KEY,
     SECURE_SSL_REDIRECT,
@@ -35,6 +36,13 @@ if not REDIS_URL:
     raise ImproperlyConfigured(
         "REDIS_URL is required in production: shared token buckets, leases, breakers and the Celery "
         "broker live in Redis (single-process mode is for gateway_site.settings.local only)"
+    )
+# provider keys are stored sealed with these keys (providers/secrets.py): no default in production
+if not GATEWAY_SECRET_KEYS:
+    raise ImproperlyConfigured(
+        "GATEWAY_SECRET_KEYS must be set in production: provider keys are stored encrypted with it "
+        "(comma-separated Fernet keys, newest first; make one with python -c 'from cryptography.fernet "
+        "import Fernet; print(Fernet.generate_key().decode())'). Keep it apart from the database backups."
     )
 # /metrics labels carry team names with their token counts and cost (#29): a token, or an explicit
 # GATEWAY_METRICS_PUBLIC=on where /metrics is reachable only on an internal listener (docs/operations.md).

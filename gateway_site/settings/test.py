@@ -15,6 +15,8 @@ _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _XDIST_WORKER and not os.environ["GATEWAY_REDIS_PREFIX"].endswith(f":{_XDIST_WORKER}:"):
     os.environ["GATEWAY_REDIS_PREFIX"] += f"{_XDIST_WORKER}:"
 
+from gateway_site.env import derived_fernet_key  # noqa: E402
+
 from .base import *  # noqa: E402,F403
 from .base import DATABASES  # noqa: E402
 
@@ -28,3 +30,6 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"api_key": "100000/min"}}  # noqa: F405
 # many tests send bad keys from 127.0.0.1; tests/hardening/test_auth_throttle.py sets its own limit
 GATEWAY_AUTH_FAILURE_LIMIT = 100_000
+# provider keys at rest: a key derived from SECRET_KEY unless GATEWAY_SECRET_KEYS is set (never in production)
+if not GATEWAY_SECRET_KEYS:  # noqa: F405
+    GATEWAY_SECRET_KEYS = [derived_fernet_key(SECRET_KEY)]  # noqa: F405

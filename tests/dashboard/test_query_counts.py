@@ -42,8 +42,8 @@ BUDGETS = {
     "batch_detail": 14,
     "batch_detail_page_5": 14,
     "batches": 8,
-    "failures": 10,
-    "failures_filtered": 10,
+    "failures": 12,  # + 2: the content permission (user and group permissions: custom_ids need it)
+    "failures_filtered": 12,
     "item": 7,
     "providers": 9,
     "usage": 9,

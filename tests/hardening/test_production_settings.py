@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GOOD_SECRET = "Zq8v3Lr0xKp2WmYt5NbJ7cHs9DgEaFu1-_4Qo6Ri"
 METRICS_TOKEN = "Hn4c-Wq9Tz2Lp7Rv5Xk8Bs3Dy6Fm1Jg"  # production requires one (#29, test_metrics_token.py)
+SECRET_KEYS = "tQ4yJ1mZ0n8kQ3xv9wS6bC2dF5gH7jK1lM3nP5qR7sU="  # a Fernet key: production requires one
 
 
 def settings_of(*names: str, **env) -> subprocess.CompletedProcess:
@@ -21,6 +22,7 @@ def settings_of(*names: str, **env) -> subprocess.CompletedProcess:
         for k, v in os.environ.items()
         if not k.startswith(("DJANGO_", "REDIS_URL", "DATABASE_URL", "CELERY_", "GATEWAY_"))
     }
+    clean["GATEWAY_SECRET_KEYS"] = SECRET_KEYS  # a test of its absence passes GATEWAY_SECRET_KEYS=""
     clean.update(env)
     shown = ", ".join(f"getattr(m, '{n}', False)" for n in names) or "''"
     code = (
@@ -80,3 +82,18 @@ def test_plain_http_starts_with_a_warning():
     assert result.stdout.split()[0] == "False"
     assert "DJANGO_SECURE_SSL_REDIRECT is off" in result.stdout
     assert "DJANGO_SECURE_SSL_REDIRECT is off" not in result.stderr
+
+
+def test_production_refuses_to_start_without_provider_secret_keys():
+    """Provider keys are stored sealed with GATEWAY_SECRET_KEYS: production has no default for it."""
+    ok = dict(
+        DJANGO_SECRET_KEY=GOOD_SECRET,
+        REDIS_URL="redis://127.0.0.1:6379/0",
+        GATEWAY_METRICS_TOKEN=METRICS_TOKEN,
+    )
+    missing = settings_of(**ok, GATEWAY_SECRET_KEYS="")
+    assert missing.returncode != 0 and "GATEWAY_SECRET_KEYS must be set in production" in missing.stderr
+    bad = settings_of(**ok, GATEWAY_SECRET_KEYS=f"{SECRET_KEYS},not-a-key")
+    assert bad.returncode != 0 and "GATEWAY_SECRET_KEYS: key #2 is not a Fernet key" in bad.stderr
+    assert "not-a-key" not in bad.stderr
+    assert settings_of("GATEWAY_SECRET_KEYS", **ok).returncode == 0
