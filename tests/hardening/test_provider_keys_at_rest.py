@@ -1,6 +1,6 @@
 """Provider keys are sealed at rest (least privilege, second pass): the column holds a Fernet token, never
 the key; the engine still authenticates with the key (against the simulator, which checks it); rotation
-re-seals every row; migration 0007 seals the rows stored in plain text before it. Before: the key was
+re-seals every row; migration 0008 seals the rows stored in plain text before it. Before: the key was
 the column's plain text, in every dump and backup."""
 
 from __future__ import annotations
@@ -109,14 +109,14 @@ def test_migration_0008_seals_plain_rows_in_place_and_back(make_provider):
 
     make_provider("old", api_key="placeholder-to-be-overwritten")
     make_provider("none")
-    MigrationExecutor(connection).migrate([("providers", "0007_pauses_provider_pause")])
+    MigrationExecutor(connection).migrate([("providers", "0007_provider_pause")])
     with connection.cursor() as cursor:  # a row as stored before 0008: the key in plain text
         cursor.execute("UPDATE providers_provider SET api_key = %s WHERE name = 'old'", [KEY])
-    MigrationExecutor(connection).migrate([("providers", "0008_keys_encrypt_api_key")])
+    MigrationExecutor(connection).migrate([("providers", "0008_encrypt_api_key")])
     stored = _column("old")
     assert stored.startswith(secrets.PREFIX) and KEY not in stored and _column("none") == ""
     assert provider_key(Provider.objects.get(name="old")) == KEY
-    MigrationExecutor(connection).migrate([("providers", "0007_pauses_provider_pause")])
+    MigrationExecutor(connection).migrate([("providers", "0007_provider_pause")])
     assert _column("old") == KEY  # reversible: back to plain text
-    MigrationExecutor(connection).migrate([("providers", "0008_keys_encrypt_api_key")])
+    MigrationExecutor(connection).migrate([("providers", "0008_encrypt_api_key")])
     assert _column("old").startswith(secrets.PREFIX)

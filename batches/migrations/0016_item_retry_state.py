@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("batches", "0015_errors_usage_split"),
+        ("batches", "0015_usage_split"),
     ]
 
     operations = [

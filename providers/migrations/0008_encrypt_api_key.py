@@ -37,7 +37,7 @@ def open_sealed_keys(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("providers", "0007_pauses_provider_pause"),
+        ("providers", "0007_provider_pause"),
     ]
 
     operations = [
