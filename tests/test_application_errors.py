@@ -75,9 +75,17 @@ def test_instances_carry_their_status_and_retry_after():
 
 
 def test_redis_errors_are_the_unreachable_ones():
-    from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, TimeoutError
+    from redis.exceptions import (
+        BusyLoadingError,
+        ConnectionError,
+        MasterDownError,
+        ReadOnlyError,
+        ResponseError,
+        TimeoutError,
+    )
 
-    assert REDIS_ERRORS == (ConnectionError, TimeoutError)
+    # a failover's answers (a replica reached, a restarting or primary-less server) are an outage too
+    assert REDIS_ERRORS == (ConnectionError, TimeoutError, ReadOnlyError, BusyLoadingError, MasterDownError)
     assert isinstance(BusyLoadingError(), REDIS_ERRORS)  # Redis restarting counts as down
     assert not isinstance(ResponseError(), REDIS_ERRORS)  # an error reply is a bug, not an outage
 

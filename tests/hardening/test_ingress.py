@@ -12,6 +12,7 @@ limit and a locked admin login opened from a new "address"; streams had no bound
 # ruff: noqa: F811  (sim_server: a fixture imported from sim.testing, then requested by name)
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -67,6 +68,7 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
     env = subprocess_env(
         DJANGO_SETTINGS_MODULE="gateway_site.settings.production",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        GATEWAY_SECRET_KEYS=base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         GATEWAY_METRICS_TOKEN=secrets.token_urlsafe(32),
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         GATEWAY_AUTH_FAILURE_LIMIT=str(FAILURE_LIMIT),

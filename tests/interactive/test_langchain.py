@@ -22,6 +22,9 @@ from langchain_openai import ChatOpenAI
 base, key, who = sys.argv[1], sys.argv[2], sys.argv[3]
 llm = ChatOpenAI(base_url=base, api_key=key, model="chat", max_tokens=4, max_retries=0, timeout=120)
 answers = llm.batch([f"{who}:{i}" for i in range(100)], config={"max_concurrency": 100}, return_exceptions=True)
+failed = [a for a in answers if isinstance(a, Exception)]
+if failed:  # what went wrong, for the assertion's message
+    print(f"{len(failed)} failed, first: {failed[0]!r}"[:600], file=sys.stderr)
 print(sum(1 for a in answers if not isinstance(a, Exception) and a.content))
 """
 
@@ -39,14 +42,15 @@ def test_three_langchain_processes_get_every_answer_and_the_provider_no_429(
     settled()
     procs = [subprocess.Popen([sys.executable, "-c", CLIENT, gateway + "/v1", key, f"p{n}"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for n in range(3)]  # fmt: skip
-    answered = []
+    answered, errors = [], []
     for proc in procs:
         out, err = proc.communicate(timeout=150)
         assert proc.returncode == 0, err[-2000:]
         answered.append(int(out.strip().splitlines()[-1]))
+        errors.append(err.strip()[-600:])
     counters = sim.counters()["providers"]["gpt"]
     print(f"\nanswered per process {answered}; at the simulator: {counters['ok']} ok, "
           f"{counters['rate_limited_429']} × 429")  # fmt: skip
-    assert answered == [100, 100, 100]
+    assert answered == [100, 100, 100], errors
     assert counters["rate_limited_429"] == 0
     assert sum(sim.request_counts()["gpt"].values()) == 300  # one request per prompt
