@@ -17,6 +17,8 @@ import asyncio
 import httpx
 import pytest
 
+from interactive.models import InteractiveCall
+from interactive.records import FLUSH_SECONDS
 from teams.models import Team
 from teams.services import create_api_key
 from tests.waiting import wait_until
@@ -24,6 +26,23 @@ from tests.waiting import wait_until
 from .conftest import settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _records_written():
+    """After the test, wait until the server has written its call records (it flushes them in bulk
+    every FLUSH_SECONDS): a flush still writing while the test database is truncated deadlocks the
+    truncate, which leaves this test's rows for the next test."""
+    yield
+    seen = [-1]
+
+    def settled_rows() -> bool:
+        now = InteractiveCall.objects.count()
+        done, seen[0] = now == seen[0], now
+        return done
+
+    wait_until(settled_rows, 30, interval=3 * FLUSH_SECONDS, what="the server's call records written")
+
 
 MAX_CONCURRENCY = 2
 SLACK = MAX_CONCURRENCY + 1  # admitted before B arrived but not yet at the provider
