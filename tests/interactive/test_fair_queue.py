@@ -209,8 +209,9 @@ def test_two_web_processes_each_keep_the_fair_order(
     print(f"\ntwo processes: A's calls before each of B's: {before}")
     assert [r.status_code for r in answers_b] == [200] * B_CALLS, [r.text for r in answers_b]
     assert all(r.status_code == 200 for r in answers_a)
-    # when B's calls get into the queues depends on how fast two busy processes accept connections on
-    # a loaded machine (91 A calls went first once under the full suite, 3-9 on a quiet one): the
-    # property here is the order once they are in, which the original code broke ([9, 56, 107, 119, 167])
-    assert before[0] < A_CALLS, before
-    assert before[-1] - before[0] <= 2 * ((B_CALLS - 1) + SLACK), before
+    # Each process keeps its own fair order, but the order is not global (docs/engine.md): B's calls
+    # that the kernel hands to the other, busier process, or that a loaded machine accepts late, wait
+    # longer (seen under the full suite: [91, 92, 93, 94, 95], [4, 5, 95, 97, 98]; 3-9 when quiet).
+    # What holds: B's last call is served well before A's burst is through (the original code:
+    # [9, 56, 107, 119, 167]).
+    assert before[-1] < 0.75 * A_CALLS, before
