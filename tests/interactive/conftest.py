@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG_REFRESH_SECONDS = 0.2  # the server's GATEWAY_CONFIG_REFRESH_SECONDS
 
 
-def start_uvicorn(log_path: Path, **env: str) -> tuple[subprocess.Popen, str]:
+def start_uvicorn(log_path: Path, *, processes: int = 1, **env: str) -> tuple[subprocess.Popen, str]:
+    """uvicorn serving gateway_site.asgi:application (``processes`` > 1: uvicorn --workers, one port)."""
     port = free_port()
     log = open(log_path, "ab")
     proc = subprocess.Popen(
@@ -39,6 +40,7 @@ def start_uvicorn(log_path: Path, **env: str) -> tuple[subprocess.Popen, str]:
             "127.0.0.1",
             "--port",
             str(port),
+            *(["--workers", str(processes)] if processes > 1 else []),
             "--log-level",
             "warning",
         ],  # fmt: skip

@@ -23,7 +23,7 @@ from teams.models import Team
 from teams.services import create_api_key
 from tests.waiting import wait_until
 
-from .conftest import settled
+from .conftest import settled, start_uvicorn, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -158,40 +158,8 @@ def test_a_teams_waiting_limit_answers_429_naming_it(
 
 @pytest.fixture
 def two_workers(django_db_setup, tmp_path):
-    """uvicorn with --workers 2 (the documented deployment): two processes, two queues, one Redis."""
-    import subprocess
-    import sys
-
-    from tests.servers import free_port, wait_for_port
-    from tests.workers import subprocess_env
-
-    from .conftest import CONFIG_REFRESH_SECONDS, ROOT, stop
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "gateway_site.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-            "--log-level",
-            "warning",
-        ],  # fmt: skip
-        cwd=ROOT,
-        env=subprocess_env(GATEWAY_CONFIG_REFRESH_SECONDS=str(CONFIG_REFRESH_SECONDS)),
-        stdout=open(tmp_path / "uvicorn.log", "ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_for_port(port, 30)
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: httpx.get(url + "/healthz", timeout=2).status_code == 200, 30, what="both workers")
+    """uvicorn with --workers 2: two processes, two queues, one Redis."""
+    proc, url = start_uvicorn(tmp_path / "uvicorn.log", processes=2)
     yield url
     stop(proc)
 
