@@ -127,68 +127,8 @@ class DispatchSlice:
             build_batcher("", table, owner=self.owner), self.feed, name="dispatcher", control=self.control
         )
         engine.start()
-        now = time.monotonic()
-        end_at = now + self.seconds
-        next_refresh = next_house = next_cancel = next_beat = now
-        next_renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
-        closing = stopping = abandoned = False
-        stop_by = float("inf")
         try:
-            while not engine.finished:
-                now = time.monotonic()
-                if not stopping and shutdown.requested():  # warm shutdown: only calls in flight finish
-                    closing = stopping = True
-                    self.feed.close()
-                    self.control.stop()
-                    stop_by = now + shutdown.seconds()
-                elif stopping and now >= stop_by:
-                    log.error(
-                        "shutdown: %d call(s) still in flight after %.0f s; their items are released "
-                        "(the attempt journal counts them) and may be sent again",
-                        sum(self.outstanding.values()),
-                        shutdown.seconds(),
-                    )
-                    abandoned = True
-                    break
-                if not closing and now >= end_at:
-                    closing = True
-                    self.feed.close()
-                    self.control.drain()  # unsent items come back "released"
-                if not closing:
-                    if now >= next_refresh:
-                        self.work = ride_through(
-                            "read queued work", lambda: queued_work(list(table.providers))
-                        )
-                        next_refresh = now + WORK_REFRESH_SECONDS
-                    ride_through("claim", self.fill, errors=REDIS_ERRORS)
-                    if not self.work and not sum(self.outstanding.values()) and not self.cache.waiting:
-                        closing = True  # nothing queued, nothing in flight: this slice is done
-                        self.feed.close()
-                entries = engine.collect(0.05)
-                if entries:
-                    try:
-                        ride_through("store results", functools.partial(self.store, entries))
-                    except BaseException as exc:
-                        engine.resolve(entries, exc)
-                        raise
-                    engine.resolve(entries)
-                    # a batch with nothing left here is finalized now (others' waits never delay it)
-                    ride_through("finalize", functools.partial(self.finalize_touched, settled=True))
-                if now >= next_renew:
-                    ride_through("renew claims", lambda: renew_claims(None, self.owner))
-                    next_renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
-                if now >= next_cancel:
-                    ride_through("check cancels", self.check_cancels)
-                    next_cancel = now + CANCEL_POLL_SECONDS
-                if now >= next_house:
-                    ride_through("housekeeping", self.housekeeping)
-                    next_house = now + HOUSEKEEPING_SECONDS
-                if self.heartbeat is not None and now >= next_beat:
-                    try:
-                        self.heartbeat()
-                    except Exception:  # noqa: BLE001 - a missed heartbeat only risks an extra dispatcher
-                        log.warning("dispatcher heartbeat failed", exc_info=True)
-                    next_beat = now + HEARTBEAT_SECONDS
+            abandoned = self._loop(engine)
         except BaseException:
             log.exception("dispatcher slice failed; stopping the engine and releasing its claims")
             self.feed.close()
@@ -212,6 +152,61 @@ class DispatchSlice:
             self.owner, r.claimed, r.written, r.dropped, r.released,
         )  # fmt: skip
         return self.report
+
+    def _loop(self, engine: EngineThread) -> bool:
+        """Claim, store and finalize until the engine's run ends; True when a warm shutdown gave up on
+        calls still in flight (their items are released)."""
+        now = time.monotonic()
+        end_at = now + self.seconds
+        chores = _Chores(self, renew=now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3)
+        next_refresh = now
+        closing = stopping = False
+        stop_by = float("inf")
+        while not engine.finished:
+            now = time.monotonic()
+            if not stopping and shutdown.requested():  # warm shutdown: only calls in flight finish
+                closing = stopping = True
+                self.feed.close()
+                self.control.stop()
+                stop_by = now + shutdown.seconds()
+            elif stopping and now >= stop_by:
+                log.error(
+                    "shutdown: %d call(s) still in flight after %.0f s; their items are released "
+                    "(the attempt journal counts them) and may be sent again",
+                    sum(self.outstanding.values()),
+                    shutdown.seconds(),
+                )
+                return True
+            if not closing and now >= end_at:
+                closing = True
+                self.feed.close()
+                self.control.drain()  # unsent items come back "released"
+            if not closing:
+                if now >= next_refresh:
+                    read = functools.partial(queued_work, list(self.table.providers))
+                    self.work = ride_through("read queued work", read)
+                    next_refresh = now + WORK_REFRESH_SECONDS
+                ride_through("claim", self.fill, errors=REDIS_ERRORS)
+                if not self.work and not sum(self.outstanding.values()) and not self.cache.waiting:
+                    closing = True  # nothing queued, nothing in flight: this slice is done
+                    self.feed.close()
+            self._store_collected(engine)
+            chores.run_due(now)
+        return False
+
+    def _store_collected(self, engine: EngineThread) -> None:
+        """Store what the engine has finished (waiting at most 50 ms for it); a batch with nothing left
+        here is finalized now (others' waits never delay it)."""
+        entries = engine.collect(0.05)
+        if not entries:
+            return
+        try:
+            ride_through("store results", functools.partial(self.store, entries))
+        except BaseException as exc:
+            engine.resolve(entries, exc)
+            raise
+        engine.resolve(entries)
+        ride_through("finalize", functools.partial(self.finalize_touched, settled=True))
 
     # -- claiming --
 
@@ -350,6 +345,36 @@ def partition(
         else:
             by_batch[str(row.batch_id)].append((row, result))
     return by_batch, released, kept
+
+
+@dataclass
+class _Chores:
+    """A running slice's periodic chores and when each is next due (monotonic seconds): renewing its
+    claims, checking for cancels, housekeeping and the dispatcher's heartbeat (the last three at once)."""
+
+    slice: DispatchSlice
+    renew: float
+    cancel: float = 0.0
+    house: float = 0.0
+    beat: float = 0.0
+
+    def run_due(self, now: float) -> None:
+        s = self.slice
+        if now >= self.renew:
+            ride_through("renew claims", lambda: renew_claims(None, s.owner))
+            self.renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
+        if now >= self.cancel:
+            ride_through("check cancels", s.check_cancels)
+            self.cancel = now + CANCEL_POLL_SECONDS
+        if now >= self.house:
+            ride_through("housekeeping", s.housekeeping)
+            self.house = now + HOUSEKEEPING_SECONDS
+        if s.heartbeat is not None and now >= self.beat:
+            try:
+                s.heartbeat()
+            except Exception:  # noqa: BLE001 - a missed heartbeat only risks an extra dispatcher
+                log.warning("dispatcher heartbeat failed", exc_info=True)
+            self.beat = now + HEARTBEAT_SECONDS
 
 
 def drain_quietly(engine: EngineThread) -> None:
