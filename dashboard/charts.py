@@ -70,29 +70,20 @@ def _short(value: float) -> str:
     return f"{value:.3g}" if value != int(value) else str(int(value))
 
 
-def stacked_bar_chart(
-    labels: Sequence[str],
-    series: Sequence[Series],
-    *,
-    title: str,
-    width: int = 860,
-    height: int = 260,
-    label_every: int | None = None,
-) -> SafeString:
-    """Vertical bars, one per label, each split into the given series (stacked bottom-up)."""
-    box = _plot_box(labels, width, height, label_every)
-    left, right, top = box.left, box.right, box.top
-    plot_w, plot_h, every, two_rows = box.plot_w, box.plot_h, box.every, box.two_rows
-    n = len(labels)
-    totals = [sum(s.values[i] for s in series) for i in range(n)]
-    y_max = _nice_max(max(totals, default=0))
-    parts = [
+def _svg_open(title: str, width: int, height: int, left: int) -> list[str]:
+    """The opening <svg> tag, the accessible title and the visible heading."""
+    return [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='chart' role='img' viewBox='0 0 {width} {height}' "
         f"width='100%' data-max-width='{width}' aria-label='{escape(title)}'>",  # dashboard.js: no style attribute under the CSP
         f"<title>{escape(title)}</title>",
         f"<text x='{left}' y='16' {FONT} font-weight='600'>{escape(title)}</text>",
     ]
-    # horizontal grid with values
+
+
+def _y_grid(box: _Box, width: int, y_max: float) -> list[str]:
+    """Horizontal grid lines with their values on the y axis."""
+    left, right, top, plot_h = box.left, box.right, box.top, box.plot_h
+    parts = []
     for k in range(5):
         value = y_max * k / 4
         y = top + plot_h - plot_h * k / 4
@@ -100,13 +91,22 @@ def stacked_bar_chart(
         parts.append(
             f"<text x='{left - 6}' y='{y + 4:.1f}' {FONT} text-anchor='end' fill='#555'>{_short(value)}</text>"
         )
-    if n == 0:
-        parts.append(
-            f"<text x='{left + plot_w / 2:.0f}' y='{top + plot_h / 2:.0f}' {FONT} text-anchor='middle' "
-            "fill='#777'>no data in this range</text>"
-        )
-    slot = plot_w / max(n, 1)
+    return parts
+
+
+def _no_data(box: _Box) -> str:
+    return (
+        f"<text x='{box.left + box.plot_w / 2:.0f}' y='{box.top + box.plot_h / 2:.0f}' {FONT} text-anchor='middle' "
+        "fill='#777'>no data in this range</text>"
+    )
+
+
+def _stacked_bars(labels: Sequence[str], series: Sequence[Series], box: _Box, y_max: float) -> list[str]:
+    """One stacked bar per label (series bottom-up), with the x labels every box.every bars."""
+    left, top, plot_w, plot_h = box.left, box.top, box.plot_w, box.plot_h
+    slot = plot_w / max(len(labels), 1)
     bar_w = max(2.0, slot * 0.7)
+    parts = []
     for i, label in enumerate(labels):
         x = left + slot * i + (slot - bar_w) / 2
         y = top + plot_h
@@ -120,18 +120,45 @@ def stacked_bar_chart(
                 f"<rect x='{x:.1f}' y='{y:.1f}' width='{bar_w:.1f}' height='{h:.1f}' fill='{s.color}'>"
                 f"<title>{escape(label)} · {escape(s.name)}: {v:,.0f}</title></rect>"
             )
-        if i % every == 0:
-            row = (i // every) % 2 if two_rows else 0
+        if i % box.every == 0:
+            row = (i // box.every) % 2 if box.two_rows else 0
             parts.append(
                 f"<text x='{x + bar_w / 2:.1f}' y='{top + plot_h + 16 + row * LABEL_ROW}' {FONT} text-anchor='middle' "
                 f"fill='#333'>{escape(label)}</text>"
             )
-    # legend
+    return parts
+
+
+def _legend(series: Sequence[Series], left: int, height: int) -> list[str]:
+    """A colour swatch and name per series along the bottom edge."""
+    parts = []
     lx = left
     for s in series:
         parts.append(f"<rect x='{lx}' y='{height - 15}' width='11' height='11' fill='{s.color}'/>")
         parts.append(f"<text x='{lx + 15}' y='{height - 5}' {FONT}>{escape(s.name)}</text>")
         lx += 28 + 8 * len(s.name)
+    return parts
+
+
+def stacked_bar_chart(
+    labels: Sequence[str],
+    series: Sequence[Series],
+    *,
+    title: str,
+    width: int = 860,
+    height: int = 260,
+    label_every: int | None = None,
+) -> SafeString:
+    """Vertical bars, one per label, each split into the given series (stacked bottom-up)."""
+    box = _plot_box(labels, width, height, label_every)
+    totals = [sum(s.values[i] for s in series) for i in range(len(labels))]
+    y_max = _nice_max(max(totals, default=0))
+    parts = _svg_open(title, width, height, box.left)
+    parts += _y_grid(box, width, y_max)
+    if len(labels) == 0:
+        parts.append(_no_data(box))
+    parts += _stacked_bars(labels, series, box, y_max)
+    parts += _legend(series, box.left, height)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every dynamic piece above is escaped
 

@@ -80,25 +80,7 @@ def batch_list(request):
 def batch_detail(request, batch_id):
     batch = get_object_or_404(Batch.objects.select_related("team"), pk=batch_id)
     summary = history_reads.summarize_batch(batch)
-    histogram = detail_reads.latency_histogram(batch)
-    chart = charts.bar_chart(
-        [label for label, _ in histogram],
-        [n for _, n in histogram],
-        title="Latency of finished items (last attempt)",
-        width=HALF_CHART_WIDTH,
-    )
-    unit, progress = detail_reads.progress_over_time(batch)
-    fmt = {"minute": "%H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[unit]
-    progress_chart = charts.stacked_bar_chart(
-        [bucket.strftime(fmt) for bucket, _, _ in progress],
-        [
-            charts.Series("succeeded", "#59a14f", [ok for _, ok, _ in progress]),
-            charts.Series("failed", "#e15759", [failed for _, _, failed in progress]),
-        ],
-        title=f"Items finished per {unit} (UTC)",
-        height=220,
-        width=HALF_CHART_WIDTH,
-    )
+    batch_charts = _batch_charts(batch)
     status_counts = item_status_counts(batch)
     item_status = _item_status_choice(request.GET.get("items"), status_counts)
     page = _page(request, detail_reads.batch_items(batch, item_status or None))
@@ -131,14 +113,43 @@ def batch_detail(request, batch_id):
             "error_classes": error_classes.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},
             "has_stats": bool((batch.stats or {}).get("providers")),
-            "latency_chart": chart,
-            "progress_chart": progress_chart,
+            **batch_charts,
             "page": page,
             "refresh_seconds": None if batch.is_terminal else RUNNING_REFRESH_SECONDS,
             "webhook_event": webhook_event,
             "webhook_attempts": webhook_reads.attempts_of(webhook_event) if webhook_event else [],
             **_place_context(batch),
         },
+    )
+
+
+def _batch_charts(batch: Batch) -> dict:
+    """The batch page's two side-by-side charts: latency histogram and progress over time."""
+    return {"latency_chart": _latency_chart(batch), "progress_chart": _progress_chart(batch)}
+
+
+def _latency_chart(batch: Batch):
+    histogram = detail_reads.latency_histogram(batch)
+    return charts.bar_chart(
+        [label for label, _ in histogram],
+        [n for _, n in histogram],
+        title="Latency of finished items (last attempt)",
+        width=HALF_CHART_WIDTH,
+    )
+
+
+def _progress_chart(batch: Batch):
+    unit, progress = detail_reads.progress_over_time(batch)
+    fmt = {"minute": "%H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[unit]
+    return charts.stacked_bar_chart(
+        [bucket.strftime(fmt) for bucket, _, _ in progress],
+        [
+            charts.Series("succeeded", "#59a14f", [ok for _, ok, _ in progress]),
+            charts.Series("failed", "#e15759", [failed for _, _, failed in progress]),
+        ],
+        title=f"Items finished per {unit} (UTC)",
+        height=220,
+        width=HALF_CHART_WIDTH,
     )
 
 
