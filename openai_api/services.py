@@ -20,6 +20,7 @@ from batches import selectors as batch_selectors
 from batches.execution import cancel_batch as cancel_native_batch
 from batches.models import Batch, BatchStatus
 from batches.submission import (
+    BatchOptions,
     Idempotency,
     IdempotencyConflict,
     Limits,
@@ -138,6 +139,44 @@ def create_batch(
     """Validate the input file and submit it as a native batch (status in_progress); an invalid file makes
     a `failed` batch with `errors` naming each bad line, and nothing runs. Bad request fields raise
     OpenAIError(400) and store nothing."""
+    metadata, options = _checked_request(request)
+    common = dict(
+        team=team,
+        endpoint=request.endpoint,
+        input_file=request.input_file,
+        input_file_ref=request.input_file.id,
+        completion_window=request.completion_window,
+        metadata=metadata,
+    )
+    try:
+        with paused_gc():
+            parsed = _read_input_file(request.input_file, request.endpoint)
+        if parsed.errors:
+            raise InputFileError(parsed.errors + _native_errors(parsed))
+        return _store_batch(
+            team=team,
+            api_key=api_key,
+            parsed=parsed,
+            metadata=metadata,
+            options=options,
+            idempotency=idempotency,
+            common=common,
+        )
+    except InputFileError as exc:
+        errors = exc.errors
+    except QueueLimitRefused as exc:  # the team's queue is full: refused now, nothing stored
+        raise _queue_full_error(exc) from None
+    except SubmissionError as exc:
+        _raise_request_error(exc)
+        errors = _submission_line_errors(exc, parsed)
+    errors.sort(key=lambda e: (e.line is None, e.line or 0))
+    return OpenAIBatch.objects.create(
+        errors={"object": "list", "data": [e.as_dict() for e in errors]}, failed_at=timezone.now(), **common
+    )
+
+
+def _checked_request(request: BatchRequest) -> tuple[dict[str, str] | None, BatchOptions]:
+    """The request's checked metadata and native batch options; a bad field raises OpenAIError(400)."""
     if request.endpoint not in ENDPOINTS:
         raise OpenAIError(
             400, f"endpoint must be one of {', '.join(ENDPOINTS)}", param="endpoint", code="invalid_value"
@@ -164,51 +203,55 @@ def create_batch(
         raise OpenAIError(
             400, f"{first.field}: {first.message}", param=first.field, code="invalid_value"
         ) from None
-    common = dict(
-        team=team,
-        endpoint=request.endpoint,
-        input_file=request.input_file,
-        input_file_ref=request.input_file.id,
-        completion_window=request.completion_window,
-        metadata=metadata,
+    return metadata, options
+
+
+def _store_batch(
+    *,
+    team: Team,
+    api_key: ApiKey | None,
+    parsed: ParsedFile,
+    metadata: dict[str, str] | None,
+    options: BatchOptions,
+    idempotency: Idempotency | None,
+    common: dict[str, Any],
+) -> OpenAIBatch:
+    """Submit the parsed items as a native batch and its OpenAI batch, in one transaction."""
+    with transaction.atomic():
+        batch = submit_batch(
+            team=team,
+            items=parsed.items,
+            metadata=metadata or {},
+            api_key=api_key,
+            item_sizes=parsed.sizes,
+            options=options,
+            idempotency=idempotency,
+        )
+        return OpenAIBatch.objects.create(
+            id=f"batch_{batch.id.hex}", batch=batch, in_progress_at=batch.created_at, **common
+        )
+
+
+def _queue_full_error(exc: QueueLimitRefused) -> OpenAIError:
+    """The 429 for a team whose queue is full."""
+    return OpenAIError(
+        429,
+        exc.message,
+        param=f"limits.{exc.limit}",
+        code="queue_limit_exceeded",
+        type="rate_limit_error",
+        headers=exc.headers,
     )
-    try:
-        with paused_gc():
-            parsed = _read_input_file(request.input_file, request.endpoint)
-        if parsed.errors:
-            raise InputFileError(parsed.errors + _native_errors(parsed))
-        with transaction.atomic():
-            batch = submit_batch(
-                team=team,
-                items=parsed.items,
-                metadata=metadata or {},
-                api_key=api_key,
-                item_sizes=parsed.sizes,
-                options=options,
-                idempotency=idempotency,
-            )
-            return OpenAIBatch.objects.create(
-                id=f"batch_{batch.id.hex}", batch=batch, in_progress_at=batch.created_at, **common
-            )
-    except InputFileError as exc:
-        errors = exc.errors
-    except QueueLimitRefused as exc:  # the team's queue is full: refused now, nothing stored
-        raise OpenAIError(
-            429, exc.message, param=f"limits.{exc.limit}", code="queue_limit_exceeded",
-            type="rate_limit_error", headers=exc.headers,
-        ) from None  # fmt: skip
-    except SubmissionError as exc:
-        _raise_request_error(exc)
-        errors = [
-            line_error_from_native(
-                e.index, e.field, e.message, parsed.lines, items=parsed.items, model_names=parsed.model_names
-            )
-            for e in exc.errors
-        ]
-    errors.sort(key=lambda e: (e.line is None, e.line or 0))
-    return OpenAIBatch.objects.create(
-        errors={"object": "list", "data": [e.as_dict() for e in errors]}, failed_at=timezone.now(), **common
-    )
+
+
+def _submission_line_errors(exc: SubmissionError, parsed: ParsedFile) -> list[LineError]:
+    """The native submission's errors as the input file's line errors."""
+    return [
+        line_error_from_native(
+            e.index, e.field, e.message, parsed.lines, items=parsed.items, model_names=parsed.model_names
+        )
+        for e in exc.errors
+    ]
 
 
 def _raise_request_error(exc: SubmissionError) -> None:

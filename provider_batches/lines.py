@@ -18,7 +18,7 @@ from gateway_engine.batch_api import BatchLine, LineResult, line_verdict
 from gateway_engine.items import ItemResult
 from gateway_engine.retry import ErrorType, is_retryable_error
 from gateway_engine.routing import ProviderConfig
-from gateway_engine.wire import for_kind
+from gateway_engine.wire import Answer, for_kind
 
 SERVED_BY = "provider_batch"
 
@@ -80,43 +80,10 @@ def verdict(
     if line.outcome == "succeeded" and isinstance(line.body, dict):
         answer = wire.read_answer(line.body)
         if answer.refusal is None:
-            usage = answer.usage or {}
-            entry = _entry(config.name, line.status_code or 200, "", usage, True)
-            entry["latency_ms"] = latency_ms
-            result = ItemResult(
-                custom_id=custom_id,
-                status="succeeded",
-                provider=config.name,
-                attempts=1,
-                latency_ms=latency_ms,
-                response=answer.response,
-                native_response=answer.native,
-                prompt_tokens=usage.get("prompt_tokens"),
-                completion_tokens=usage.get("completion_tokens"),
-                total_tokens=usage.get("total_tokens"),
-                cached_tokens=usage.get("cached_tokens"),
-                cache_write_tokens=usage.get("cache_write_tokens"),
-                attempt_log=[entry],  # type: ignore[list-item]
-            )
-            return LineVerdict(result, entry)
+            return _succeeded(custom_id, config, line, answer, latency_ms)
         error_type, message, status = answer.refusal.error_type, answer.refusal.message, line.status_code
-    elif line.outcome == "errored":
-        status = line.status_code
-        judged = line_verdict(config.kind, line, config.api_key)
-        error_type = judged.error_type if judged else ErrorType.SERVER_ERROR
-        message = judged.message if judged else "the provider batch errored this line"
-    elif line.outcome == "expired":
-        error_type, message, status = (
-            ErrorType.EXPIRED,
-            "the provider batch expired before this line ran",
-            None,
-        )
     else:
-        error_type, message, status = (
-            ErrorType.CANCELLED,
-            "the provider batch was cancelled before this line ran",
-            None,
-        )
+        error_type, message, status = _line_error(config, line)
     entry = _entry(config.name, status, error_type, None, False)
     retryable = line.outcome in ("expired", "canceled") or is_retryable_error(error_type)
     if retryable and realtime_allowed:
@@ -133,6 +100,45 @@ def verdict(
         attempt_log=[entry],  # type: ignore[list-item]
     )
     return LineVerdict(result, entry)
+
+
+def _succeeded(
+    custom_id: str, config: ProviderConfig, line: LineResult, answer: Answer, latency_ms: int
+) -> LineVerdict:
+    """A succeeded line's answer (no refusal) → a succeeded item and its attempt-log entry."""
+    usage = answer.usage or {}
+    entry = _entry(config.name, line.status_code or 200, "", usage, True)
+    entry["latency_ms"] = latency_ms
+    result = ItemResult(
+        custom_id=custom_id,
+        status="succeeded",
+        provider=config.name,
+        attempts=1,
+        latency_ms=latency_ms,
+        response=answer.response,
+        native_response=answer.native,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        total_tokens=usage.get("total_tokens"),
+        cached_tokens=usage.get("cached_tokens"),
+        cache_write_tokens=usage.get("cache_write_tokens"),
+        attempt_log=[entry],  # type: ignore[list-item]
+    )
+    return LineVerdict(result, entry)
+
+
+def _line_error(config: ProviderConfig, line: LineResult) -> tuple[str, str, int | None]:
+    """(error type, message, status code) of a line that did not succeed: errored (judged by the kind),
+    expired, or cancelled."""
+    if line.outcome == "errored":
+        status = line.status_code
+        judged = line_verdict(config.kind, line, config.api_key)
+        error_type = judged.error_type if judged else ErrorType.SERVER_ERROR
+        message = judged.message if judged else "the provider batch errored this line"
+        return error_type, message, status
+    if line.outcome == "expired":
+        return ErrorType.EXPIRED, "the provider batch expired before this line ran", None
+    return ErrorType.CANCELLED, "the provider batch was cancelled before this line ran", None
 
 
 def missing_line(
