@@ -175,7 +175,7 @@ class AnthropicBatchRoutes:
             await asyncio.sleep(delay)
         rows = [json.dumps({"custom_id": ln.custom_id, "result": _result(ln)}, separators=(",", ":"))
                 for ln in batch.lines]  # fmt: skip
-        random.Random(f"{store.seed}:{batch.id}:order").shuffle(rows)  # out of order, as the API warns
+        rows = _out_of_order(rows, random.Random(f"{store.seed}:{batch.id}:order"))
         return web.Response(body=("\n".join(rows) + "\n").encode(), content_type="application/binary")
 
     async def listing(self, request: web.Request) -> web.Response:
@@ -257,3 +257,13 @@ def register(app: web.Application, stores: dict[str, BatchStore]) -> None:
     app.router.add_get("/{name}/v1/messages/batches/{batch_id}", r.retrieve)
     app.router.add_post("/{name}/v1/messages/batches/{batch_id}/cancel", r.cancel)
     app.router.add_get("/{name}/v1/messages/batches/{batch_id}/results", r.results)
+
+
+def _out_of_order(rows: list[str], rng: random.Random) -> list[str]:
+    """The rows shuffled, never in submission order when there are two or more: the API warns that results
+    come in no particular order, and a client that happens to see them in order must still be caught."""
+    shuffled = list(rows)
+    rng.shuffle(shuffled)
+    if len(shuffled) > 1 and shuffled == rows:
+        shuffled = shuffled[1:] + shuffled[:1]
+    return shuffled

@@ -182,7 +182,7 @@ def test_anthropic_sdk_message_batches(sim):
         and by_id["chunk1-bad"].error.error.type == "invalid_request_error"
     )
     assert by_id["chunk1-0"].type == "succeeded" and by_id["chunk1-0"].message.usage.output_tokens == 4
-    # out of order, as the API warns (a fixed shuffle for this seed)
+    # out of order, as the API warns (the simulator never returns submission order)
     assert [r.custom_id for r in results] != sorted(by_id, key=lambda c: (len(c), c))
     assert [b.id for b in client.messages.batches.list(limit=10)] == [batch.id]
     assert sim.provider_counters("an")["requests"] == 0 and sim.request_counts()["an"] == {}
@@ -237,3 +237,17 @@ def test_batch_options_are_refused_where_they_mean_nothing():
         cfg.providers["b"].batch.max_requests == 100_000
         and cfg.providers["b"].batch.max_bytes == 256 * 1024 * 1024
     )
+
+
+def test_anthropic_results_are_never_in_submission_order():
+    """A plain shuffle of five rows comes back in order once in 120 batch ids (CI saw it); the simulator
+    must show the disorder the API warns of every time, or a client relying on order passes by luck."""
+    import random
+
+    from sim.batches_anthropic import _out_of_order
+
+    rows = [f"chunk1-{i}" for i in range(5)]
+    orders = [_out_of_order(rows, random.Random(f"seed:{n}:order")) for n in range(600)]
+    assert all(order != rows and sorted(order) == rows for order in orders)
+    assert len({tuple(order) for order in orders}) > 50  # still a shuffle, not a fixed rotation
+    assert _out_of_order(["only"], random.Random(1)) == ["only"]
