@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .admission import Admission, AdmissionRequest, Admitted, Stack
 from .breaker import Permit
+from .breaker_wakes import wait_for_close
 from .context import RunContext
 from .items import ItemResult, RetryState, WorkItem, estimate_split
 from .live_limits import LiveLimits
@@ -166,7 +167,11 @@ class ItemLife:
         """Sleep out ``wait`` (breaker waits are measured into the item's total). A ``parked`` item is
         given back (``released``, with what it spent in ``retry_state``) as soon as its run drains."""
         slept_from = self.ctx.clock()
-        wake = functools.partial(self.ctx.store.wait_for_pause, wait.provider) if wait.provider else None
+        wake = None
+        if wait.provider:
+            wake = functools.partial(self.ctx.store.wait_for_pause, wait.provider)
+        elif wait.close_of:
+            wake = functools.partial(wait_for_close, wait.close_of)
         await self.stopping.sleep(wait.seconds, state.item, state.result, parked=parked, wake=wake)
         if wait.breaker:
             state.breaker_waited += self.ctx.clock() - slept_from
@@ -272,7 +277,7 @@ class ItemLife:
             state.last_provider = choice.name
             entry = await self.outcomes.record(state.item, result, choice, admitted, final, stream.started)
             if final.ok:
-                await self.outcomes.succeeded(result, choice, entry, final)
+                await self.outcomes.succeeded(result, choice, entry, final, probe=stream.probe)
             else:
                 await self.outcomes.failed(
                     result, choice, stream.probe, admitted.request.limits, entry, final
@@ -320,7 +325,7 @@ class ItemLife:
             state.last_provider = choice.name
             entry = await self.outcomes.record(state.item, result, choice, admitted, outcome, started)
             if outcome.ok:
-                await self.outcomes.succeeded(result, choice, entry, outcome)
+                await self.outcomes.succeeded(result, choice, entry, outcome, probe=probe)
                 return Finished(result, slot)
             retry_after = await self.outcomes.failed(
                 result, choice, probe, admitted.request.limits, entry, outcome

@@ -13,6 +13,7 @@ retry there, the item falls back at once)."""
 from __future__ import annotations
 
 from .admission import Admission, Admitted
+from .breaker_wakes import probe_succeeded
 from .context import RunContext
 from .items import AttemptEntry, ItemResult, WorkItem
 from .outage import OutageRide
@@ -80,9 +81,16 @@ class OutcomeRecorder:
             await self.ride("follow", self.ctx.store.follow_remaining, limits, reservation, quota)
 
     async def succeeded(
-        self, result: ItemResult, choice: ProviderConfig, entry: AttemptEntry, outcome: HttpOutcome
+        self,
+        result: ItemResult,
+        choice: ProviderConfig,
+        entry: AttemptEntry,
+        outcome: HttpOutcome,
+        probe: bool = False,
     ) -> None:
         await self.ride("breaker", self.ctx.breaker.record, choice.name, ok=True)
+        if probe:  # the breaker is closed again: this process's never-failed waiters go first
+            probe_succeeded(choice.name)
         entry["used"] = True
         result.status, result.response = "succeeded", outcome.body
         result.native_response = outcome.native
@@ -125,6 +133,7 @@ class OutcomeRecorder:
             )
         elif probe:  # the provider answered (429 or a 4xx): it is alive
             await self.ride("breaker", ctx.breaker.record, choice.name, ok=True)
+            probe_succeeded(choice.name)
         if outcome.pause is not None:
             await self.pause(choice, outcome)
         elif outcome.status_code == 429 and rate_limited and retry_after:

@@ -27,6 +27,8 @@ class Wait:
     seconds: float
     breaker: bool = False
     provider: str = ""  # a backoff's provider: its pause (set in any process) ends the wait
+    # a breaker wait of an item that never failed at the candidate: a probe closing it here ends it
+    close_of: str = ""
 
 
 def breaker_wait(
@@ -48,9 +50,11 @@ def breaker_wait(
         for r in refusals
     )
     batch = state.item.batch_id
-    if any(state.per_provider.get(p.name) for p in remaining) or (
-        batch and any(r.last_prober == batch for r in refusals)
-    ):
+    failed_there = any(state.per_provider.get(p.name) for p in remaining)
+    # the last probe's batch yields the next probe to another batch — but not while that probe is out
+    # (half-open): if it comes back healthy, its batch's items are the likeliest to succeed
+    if failed_there or (batch and any(r.last_prober == batch and r.state != HALF_OPEN for r in refusals)):
         wait += FAILED_PROBE_DEFER_SECONDS
     wait = max(0.05, wait) + ctx.rng.uniform(0, 0.05)
-    return Wait(min(wait, limit - state.breaker_waited), breaker=True)
+    close_of = remaining[0].name if len(remaining) == 1 and not failed_there else ""
+    return Wait(min(wait, limit - state.breaker_waited), breaker=True, close_of=close_of)
