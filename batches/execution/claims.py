@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, IntegerField, Q, Value, When
 from django.utils import timezone
 
 from batches import signals
@@ -122,32 +122,29 @@ def _lock(qs, limit: int) -> list[BatchItem]:
 
 def _claim_groups(pending, running, limit: int, current: str) -> list[BatchItem]:
     """Whole prefix groups of one batch's pending items (see ``claim_queued``): ``current``'s first,
-    then a group another dispatcher is sending (its items running: the dispatchers converge on the
-    groups in flight instead of each opening one), then the group of the lowest pending seq."""
-    items: list[BatchItem] = []
-    key: str | None = current or None
-    tried: set[str] = set()  # each group is tried once: a group whose rows another claim holds is skipped
-    while len(items) < limit:
-        rest = pending.exclude(id__in=[i.id for i in items]) if items else pending
-        if key is None:
-            untried = rest.exclude(prefix_key__in=tried) if tried else rest
-            in_flight = running.exclude(prefix_key="").values("prefix_key")
-            first = list(
-                untried.filter(prefix_key__in=in_flight)
-                .order_by("seq")
-                .values_list("prefix_key", flat=True)[:1]
-            )
-            first = first or list(untried.order_by("seq").values_list("prefix_key", flat=True)[:1])
-            if not first:
-                break
-            key = first[0]
-        tried.add(key)
-        got = _lock(rest.filter(prefix_key=key), limit - len(items))
-        if not got and key != current:
-            break  # what is pending is locked by another claim
-        items += got
-        key = None
-    return items
+    then the groups another dispatcher is sending (their items running: the dispatchers converge on the
+    groups in flight instead of each opening one), then the groups of the lowest pending seqs.
+
+    At most four statements whatever the number of groups: the keys in that order (the keys in flight,
+    then two unlocked reads of at most ``limit`` rows each), then one locking read of their rows
+    ordered by key rank, then seq. (It
+    was two or three statements per group, each excluding the rows and keys taken so far: with a
+    distinct prompt per item, one group per item, this was most of PostgreSQL's time on the batch path,
+    docs/benchmarks.md.) Rows another claim holds are skipped, so a locked group is passed over."""
+    keys: dict[str, None] = {current: None} if current else {}  # in rank order
+    in_flight = list(running.exclude(prefix_key="").values_list("prefix_key", flat=True).distinct())
+    # no keyed group in flight (keyless items: a prompt of one message): no lookup, which found nothing
+    # by reading every pending row of the batch
+    sources = [pending.filter(prefix_key__in=in_flight)] if in_flight else []
+    for source in [*sources, pending]:
+        keys.update(dict.fromkeys(source.order_by("seq").values_list("prefix_key", flat=True)[:limit]))
+    if not keys:
+        return []
+    rows = pending.filter(prefix_key__in=list(keys)).select_for_update(skip_locked=True, of=("self",))
+    if len(keys) == 1:  # one group (a prompt every item shares): its index gives the seq order
+        return list(rows.order_by("seq").only(*CLAIM_FIELDS)[:limit])
+    rank = Case(*(When(prefix_key=k, then=Value(i)) for i, k in enumerate(keys)), output_field=IntegerField())
+    return list(rows.order_by(rank, "seq").only(*CLAIM_FIELDS)[:limit])
 
 
 def _check_owner(owner: str) -> None:
