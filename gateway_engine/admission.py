@@ -39,6 +39,7 @@ from .live_limits import LiveLimits
 from .options import EngineOptions
 from .protocols import QuotaStore
 from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
+from .quota.lease_window import LeaseWindow
 from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation, TeamLimits
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
@@ -143,7 +144,7 @@ class Admission:
         self.long_item_tokens = options.long_item_tokens
         slots = max(1, int(store.global_max_in_flight))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * options.long_lane_share)))
-        self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self._gates: dict[tuple[str, int], LeaseWindow] = {}
         self.fair = FairGates()  # the interactive lane's queues, fair over teams (quota/fair_gate.py)
 
     async def admit(self, request: AdmissionRequest) -> Admitted | None:
@@ -266,15 +267,15 @@ class Admission:
                 async with self.store.interactive_waiting(limits.name):
                     await gate.step_aside(seat, capped.seconds)
 
-    def _gate(self, limits: ProviderLimits) -> asyncio.Semaphore:
+    def _gate(self, limits: ProviderLimits) -> LeaseWindow:
         """At most max_concurrency items of this run between "asking the bucket" and "answer in" per
-        provider: this run can never hold more leases than that, so the others wait here, locally,
-        instead of taking a bucket token, failing to get a lease and giving the token back (three
-        store round trips for nothing). No token is held while waiting here."""
+        provider, fewer while other processes hold the provider's leases (quota/lease_window.py): the
+        others wait here, locally, instead of taking a bucket token, failing to get a lease and giving
+        the token back (three store round trips for nothing). No token is held while waiting here."""
         key = (limits.name, max(1, int(limits.max_concurrency)))
         gate = self._gates.get(key)
         if gate is None:
-            gate = self._gates[key] = asyncio.Semaphore(key[1])
+            gate = self._gates[key] = LeaseWindow(key[1])
         return gate
 
     async def _admit_provider(self, request: AdmissionRequest, limits: ProviderLimits) -> Admitted | None:
@@ -296,7 +297,10 @@ class Admission:
                 await store.release(limits, reservation)
                 raise
             if not blocked:
+                gate.lease_taken()
                 return Admitted(request, replace(reservation, current=live), held, slot)
+            if blocked == "lease":
+                gate.lease_refused()
             await held.aclose()
             await store.release(limits, reservation)  # no idle token holders
             await self._wait_until_free(blocked, limits)
@@ -304,7 +308,7 @@ class Admission:
                 return None
 
     async def _bucket_token(
-        self, gate: asyncio.Semaphore, live: Callable[[], ProviderLimits], request: AdmissionRequest
+        self, gate: LeaseWindow, live: Callable[[], ProviderLimits], request: AdmissionRequest
     ) -> Reservation:
         """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after)."""
         await gate.acquire()
@@ -322,7 +326,7 @@ class Admission:
             raise
 
     async def _take_slots(
-        self, gate: asyncio.Semaphore | None, limits: ProviderLimits, long_item: bool
+        self, gate: LeaseWindow | None, limits: ProviderLimits, long_item: bool
     ) -> tuple[_Blocked, Stack, Stack]:
         """Without waiting: the long lane (long items only), the provider lease, the in-flight slot.
         Returns what was busy ("" when everything was taken), ``held`` (gate, lane, lease) and ``slot``
