@@ -122,10 +122,15 @@ def render(rows: list[dict], meta: dict) -> str:
         cpu_s = " / ".join(f"{groups.get(k, 0.0):.1f}" for k in CPU_COLUMNS)
         cpu_s += f" / {(r.get('cpu') or {}).get('busy_s', 0.0):.1f}"
         per_item = r.get("redis_per_item")
+        bare, ratio = ("—", "—") if "bare_rps" not in r else (f"{r['bare_rps']:.0f}", f"{r['ratio']:.3f}")
         lines.append(
-            f"| {r['round']} | {r['tree']} | {r['items_per_s']:.0f} | {r.get('bare_rps', 0):.0f} | "
-            f"{r.get('ratio', 0):.3f} | {cpu_s} | {'' if per_item is None else f'{per_item:.1f}'} |"
+            f"| {r['round']} | {r['tree']} | {r['items_per_s']:.0f} | {bare} | {ratio} | {cpu_s} | "
+            f"{'' if per_item is None else f'{per_item:.1f}'} |"
         )
+    for r in rows:
+        if r.get("redis_commands"):
+            top = ", ".join(f"{k} {v / meta['items']:.2f}" for k, v in list(r["redis_commands"].items())[:6])
+            lines.append(f"\nRedis commands per item under MONITOR, {r['tree']}: {top}.")
     return "\n".join(lines) + "\n"
 
 
@@ -139,8 +144,15 @@ def main(argv=None) -> int:
     ap.add_argument("--bare-concurrency", type=int, default=32)
     ap.add_argument("--redis-monitor", action="store_true")
     ap.add_argument("--note", default="", help="what else ran on the machine")
+    ap.add_argument("--render-only", action="store_true", help="rewrite the docs section from the last run")
     add_output_args(ap)
     args = ap.parse_args(argv)
+    out = ROOT / "var" / "bench" / "batch_path.json"
+    if args.render_only:
+        saved = json.loads(out.read_text())
+        saved["meta"].setdefault("items", args.items)
+        replace_section(Path(args.out), "batch-path", render(saved["rows"], saved["meta"]))
+        return 0
     (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
     base = worktree(args.base)
     trees = {"base": base, "this": ROOT}
@@ -168,9 +180,10 @@ def main(argv=None) -> int:
         subprocess.run(
             ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], capture_output=True
         )
-    meta = run_meta(command_line("bench/batch_path.py", argv), base=args.base, note=args.note)
+    meta = run_meta(
+        command_line("bench/batch_path.py", argv), base=args.base, note=args.note, items=args.items
+    )
     meta.setdefault("commit", git_rev())
-    out = ROOT / "var" / "bench" / "batch_path.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     text = render(rows, meta)
