@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .backoff import capped_exponential
 from .errors import Unavailable
 from .protocols import Clock
 
@@ -117,8 +118,7 @@ class Counters:
 
 
 def _cooldown_ms(cfg: BreakerConfig, opens: int) -> float:
-    factor: int = 2 ** max(0, opens - 1)  # int ** int is typed Any (a negative power is a float)
-    return min(cfg.max_cooldown_seconds, cfg.cooldown_seconds * factor) * 1000.0
+    return capped_exponential(cfg.cooldown_seconds, cfg.max_cooldown_seconds, opens - 1) * 1000.0
 
 
 def _allow(s: Counters, now: float, probe_ttl_ms: float, prober: str = "") -> Permit:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
+from .backoff import capped_exponential
+
 log = logging.getLogger(__name__)
 
 # errors_by_class keys used in stats (docs/contract.md §4) and the dashboards
@@ -144,8 +146,7 @@ class RetryPolicy:
         return random.uniform(0.0, ceiling) if rng is None else rng.uniform(0.0, ceiling)
 
     def ceiling(self, retry_index: int) -> float:
-        factor: int = 2 ** max(0, retry_index)  # int ** int is typed Any (a negative power is a float)
-        return min(self.cap_seconds, self.base_seconds * factor)
+        return capped_exponential(self.base_seconds, self.cap_seconds, retry_index)
 
 
 # Retried: the transient types. Which type an error answer has (its status and body read by the

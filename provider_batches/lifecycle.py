@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from gateway_engine.backoff import capped_exponential
 from gateway_engine.batch_api import BatchApiError, RemoteBatch, adoption_matches
 from gateway_engine.routing import ProviderConfig
 
@@ -140,7 +141,7 @@ def _submitted(row: ProviderBatch, created: RemoteBatch, calls: int) -> None:
 def _poll_interval(polls: int) -> float:
     low = float(settings.GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS)
     high = max(low, float(settings.GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS))
-    return min(high, low * (1.5 ** min(polls, 40)))
+    return capped_exponential(low, high, polls, factor=1.5)
 
 
 def _poll(row: ProviderBatch, config: ProviderConfig) -> None:

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from batches.execution import due
+from gateway_engine.backoff import capped_exponential
 
 from . import delivery, selectors, signing
 from .models import AttemptOutcome, DeliveryAttempt, EventState, WebhookEvent
@@ -41,7 +42,7 @@ def backoff_seconds(attempts: int) -> float:
     """Wait after the ``attempts``-th failed attempt: base × 2^(attempts−1), capped."""
     base = float(settings.GATEWAY_WEBHOOK_RETRY_BASE_SECONDS)
     cap = float(settings.GATEWAY_WEBHOOK_RETRY_CAP_SECONDS)
-    return min(cap, base * 2 ** min(attempts - 1, 40))
+    return capped_exponential(base, cap, attempts - 1)
 
 
 def deliver_due(*, seconds: float = SLICE_SECONDS, max_events: int = SLICE_EVENTS) -> SliceReport:

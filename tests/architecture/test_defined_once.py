@@ -81,6 +81,16 @@ def is_lane_rank(node: ast.AST) -> bool:
     return keys == LANES
 
 
+def is_exponential_growth(node: ast.AST) -> bool:
+    """``x ** n`` with a variable exponent and a growth factor (not a power of ten: a chart's scale)."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)):
+        return False
+    right = node.right.operand if isinstance(node.right, ast.UnaryOp) else node.right
+    if isinstance(right, ast.Constant):
+        return False
+    return not (isinstance(node.left, ast.Constant) and node.left.value == 10)
+
+
 def test_the_priority_rank_is_defined_once():
     found = definitions(is_lane_rank)
     assert len(found) == 1 and found[0].startswith("batches/scheduling/fair.py:"), found
@@ -104,6 +114,14 @@ def test_the_redis_error_tuple_is_defined_once():
     assert len(found) == 1 and found[0].startswith("gateway_engine/redis_errors.py:"), found
 
 
+def test_capped_exponential_growth_is_written_once():
+    """The retry backoff, the breaker cooldown, webhook redelivery and the provider-batch poll interval
+    all grow through gateway_engine/backoff.py (a copy each, four times, before). The Python client
+    (client/, a package of its own that installs without the gateway) keeps its own retry backoff."""
+    found = [d for d in definitions(is_exponential_growth) if not d.startswith("client/")]
+    assert len(found) == 1 and found[0].startswith("gateway_engine/backoff.py:"), found
+
+
 @pytest.mark.parametrize(
     ("name", "home"),
     [
@@ -123,6 +141,7 @@ def test_each_rule_function_is_defined_once(name, home):
         (function("team_limits"), "class Run:\n    async def team_limits(self, team):\n        ...\n"),
         (function("preferred_provider"), "def preferred_provider(table, item):\n    return ''\n"),
         (is_lane_rank, "RANK = {'high': 2, 'normal': 1, 'low': 0}\n"),
+        (is_exponential_growth, "def wait(n):\n    return min(60, 0.5 * 2 ** n)\n"),
         (is_redis_error_tuple, "ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)\n"),
         (assigned("REDIS_ERRORS"), "REDIS_ERRORS: tuple = ()\n"),
         (
