@@ -9,10 +9,10 @@ Three limits, each the team's own value (admin) or else the deployment's default
     submissions per minute batches created in the last 60 s (GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE,
                            default 120)
 
-``check(team, new_items)`` runs inside the submission's transaction, after locking the team's row, so
-two concurrent submissions of one team cannot both slip under a limit; over a limit it raises
-``QueueLimitRefused`` (a 429 SubmissionError naming the limit, with ``retry_after``) and nothing is
-stored. Read from the batches' own counters (two indexed aggregates on the team's unfinished batches and
+``locked_refusal(team, new_items)`` runs inside the submission's transaction, after locking the team's
+row, so two concurrent submissions of one team cannot both slip under a limit; over a limit the
+submission service raises ``QueueLimitRefused`` (a 429 SubmissionError naming the limit, with
+``retry_after``) and nothing is stored. This module imports nothing of the submission package. Read from the batches' own counters (two indexed aggregates on the team's unfinished batches and
 one on its last minute), so the check costs about a millisecond however large the queue.
 ``usage(team)`` is the same numbers for the API and the dashboards.
 """
@@ -83,12 +83,8 @@ def refusal(team: Team, new_items: int) -> tuple[str, str, int] | None:
     return None
 
 
-def check(team: Team, new_items: int) -> None:
-    """Raise QueueLimitRefused if this submission would take the team over one of its limits. Call
-    inside the submission's transaction: the team's row is locked here until it commits."""
-    from .submission import QueueLimitRefused
-
+def locked_refusal(team: Team, new_items: int) -> tuple[str, str, int] | None:
+    """``refusal`` under the team's row lock: call inside the submission's transaction, the row stays
+    locked until it commits (the submission service raises ``QueueLimitRefused`` with the answer)."""
     Team.objects.select_for_update().filter(id=team.id).values_list("id", flat=True).first()
-    found = refusal(team, new_items)
-    if found is not None:
-        raise QueueLimitRefused(*found)
+    return refusal(team, new_items)

@@ -23,7 +23,7 @@ from .. import queue_limits
 from ..models import Batch, BatchStatus
 from . import enqueue
 from .caps import Limits
-from .errors import BudgetRefused, SubmissionError
+from .errors import BudgetRefused, QueueLimitRefused, SubmissionError
 from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
@@ -91,7 +91,9 @@ def submit_batch(
     check_provider_batch(options, valid, targets.reach)
     check_budget(team, valid)
     with transaction.atomic():
-        queue_limits.check(team, len(valid))  # locks the team's row until this commits
+        refused = queue_limits.locked_refusal(team, len(valid))  # the team's row locked until commit
+        if refused is not None:
+            raise QueueLimitRefused(*refused)
         now = timezone.now()
         batch = Batch.objects.create(
             team=team,
