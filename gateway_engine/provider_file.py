@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .kinds import AZURE_KIND, AZURE_MAX_BURST_SECONDS, KINDS
+
 JsonTypes = type | tuple[type, ...]
 
 
@@ -89,14 +91,14 @@ CONTRACT_ONLY_PROVIDER_FIELDS: frozenset[str] = frozenset()
 # a free-text note, allowed anywhere without a warning (as in examples/sim.json)
 NOTE_KEYS = frozenset({"comment"})
 
-# The provider kinds of docs/contract.md §3, in one place: the Provider model's choices and kind_errors
-# read it. Each is spoken by a wire format (gateway_engine.wire.KNOWN_KINDS; a test holds the two equal
-# once every wire module is in). Sorted, as KNOWN_KINDS is.
-PROVIDER_KINDS: tuple[str, ...] = ("anthropic", "azure_openai", "gemini", "openai")
-AZURE_KIND = "azure_openai"
-# the kinds whose answers carry remaining-quota headers (x-ratelimit-remaining-*, anthropic-ratelimit-*):
-# ``adaptive`` has an effect only there (Gemini sends none)
-REMAINING_HEADER_KINDS: frozenset[str] = frozenset({"anthropic", AZURE_KIND, "openai"})
+# The provider kinds of docs/contract.md §3 and what each one changes: every table below is derived from
+# the one descriptor per kind in gateway_engine/kinds.py (the Provider model's choices and kind_errors
+# read these). Each kind is spoken by a wire format (gateway_engine.wire.KNOWN_KINDS; a test holds the
+# two equal). Sorted, as KNOWN_KINDS is.
+PROVIDER_KINDS: tuple[str, ...] = tuple(sorted(KINDS))
+# the kinds whose answers carry remaining-quota headers the buckets follow: ``adaptive`` has an effect
+# only there (Gemini sends none)
+REMAINING_HEADER_KINDS: frozenset[str] = frozenset(k for k, d in KINDS.items() if d.headers.followed)
 
 
 def effective_adaptive(kind: str, adaptive: bool) -> bool:
@@ -106,25 +108,16 @@ def effective_adaptive(kind: str, adaptive: bool) -> bool:
 
 
 # fields only one kind reads: given for another kind they would be silently ignored, so they are refused
-KIND_ONLY_FIELDS: dict[str, str] = {
-    "deployment": AZURE_KIND,
-    "api_version": AZURE_KIND,
-    "batch_deployment": AZURE_KIND,
-}
+KIND_ONLY_FIELDS: dict[str, str] = {f: k for k, d in KINDS.items() for f in d.only_fields}
 # the kinds whose own batch API the gateway speaks (gateway_engine.batch_api); batch_api is refused on
 # the others (gemini) with the field named
-BATCH_API_KINDS: tuple[str, ...] = ("anthropic", "azure_openai", "openai")
+BATCH_API_KINDS: tuple[str, ...] = tuple(sorted(k for k, d in KINDS.items() if d.batch_api))
 # each kind's published batch limits: (max requests per batch, max input-file bytes)
 BATCH_KIND_LIMITS: dict[str, tuple[int, int]] = {
-    "openai": (50_000, 200 * 1024 * 1024),
-    "azure_openai": (50_000, 200 * 1024 * 1024),
-    "anthropic": (100_000, 256 * 1024 * 1024),
+    k: (d.batch_api.max_requests, d.batch_api.max_bytes) for k, d in KINDS.items() if d.batch_api
 }
-# Azure enforces its RPM/TPM over 1–10 s windows: a bucket holding more than one second of quota would
-# send a burst the provider answers with 429s
-AZURE_MAX_BURST_SECONDS = 1.0
 # the values a kind gives a field the entry omits (elsewhere the table's default)
-KIND_DEFAULTS: dict[str, dict[str, Any]] = {AZURE_KIND: {"burst_seconds": AZURE_MAX_BURST_SECONDS}}
+KIND_DEFAULTS: dict[str, dict[str, Any]] = {k: dict(d.defaults) for k, d in KINDS.items() if d.defaults}
 # the fields kind_errors reads
 KIND_CHECKED_FIELDS: tuple[str, ...] = (
     "kind",

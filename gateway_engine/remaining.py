@@ -34,8 +34,8 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from .kinds import FOLLOWED, KINDS, NONE, PER_MINUTE, SHORT_WINDOW, KindHeaders
 from .quota.adaptive import Remaining, RemainingQuota
 from .quota.types import ProviderLimits
 from .retry import header_seconds
@@ -48,31 +48,9 @@ BAD_HEADER_LOG_SECONDS = 60.0
 _COUNT = re.compile(r"^\d{1,15}$")
 _logged: dict[str, float] = {}  # provider -> monotonic time of its last bad-header log
 
-UNTIL_RESET = "until_reset"
-PER_MINUTE = "per_minute"
-SHORT_WINDOW = "short_window"
-NONE = "none"
-FOLLOWED = frozenset({UNTIL_RESET, PER_MINUTE})
-
-
-@dataclass(frozen=True)
-class KindHeaders:
-    """What a kind's remaining-quota headers mean, per dimension (one of the constants above)."""
-
-    requests: str
-    tokens: str
-    source: str  # where the meaning is documented
-
-
-# The one table of header meanings (docs/quota.md "Shared keys", docs/providers.md per kind).
-HEADER_SEMANTICS: dict[str, KindHeaders] = {
-    "openai": KindHeaders(UNTIL_RESET, UNTIL_RESET, "platform.openai.com/docs/guides/rate-limits"),
-    "anthropic": KindHeaders(UNTIL_RESET, UNTIL_RESET, "docs.anthropic.com/en/api/rate-limits"),
-    "azure_openai": KindHeaders(
-        SHORT_WINDOW, PER_MINUTE, "learn.microsoft.com/azure/ai-foundry/openai/how-to/quota"
-    ),
-    "gemini": KindHeaders(NONE, NONE, "ai.google.dev/gemini-api/docs/rate-limits"),
-}
+# The one table of header meanings (docs/quota.md "Shared keys", docs/providers.md per kind): each kind's
+# descriptor in gateway_engine/kinds.py
+HEADER_SEMANTICS: dict[str, KindHeaders] = {k: d.headers for k, d in KINDS.items()}
 
 
 def remaining_quota(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from ..kinds import batch_protocol
 from .openai_client import CHUNK_METADATA_KEY
 from .types import RemoteBatch
 
@@ -21,7 +22,7 @@ def matches(
     kind: str, batches: Iterable[RemoteBatch], chunk_id: str, created_after: float, line_count: int
 ) -> list[RemoteBatch]:
     """The listed batches that may be the chunk's (see the module docstring)."""
-    if kind == "anthropic":
+    if batch_protocol(kind) == "anthropic":  # no metadata on a message batch: its size and time
         return [b for b in batches if b.created_at >= created_after and b.total == line_count]
     floor = math.floor(created_after)  # OpenAI's created_at is whole seconds
     return [b for b in batches if b.metadata.get(CHUNK_METADATA_KEY) == chunk_id and b.created_at >= floor]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ..http_batch import BatchHttp
+from ..kinds import batch_protocol
 from .types import BatchLine, BatchTarget, LineResult, RemoteBatch
 
 DEFAULT_WINDOW = "24h"
@@ -61,6 +62,9 @@ def for_target(target: BatchTarget, *, http: BatchHttp | None = None) -> BatchAp
     from .anthropic_client import AnthropicBatchClient
     from .openai_client import OpenAIBatchClient
 
-    if target.kind == "anthropic":
+    protocol = batch_protocol(target.kind)
+    if protocol == "anthropic":
         return AnthropicBatchClient(target, http)
-    return OpenAIBatchClient(target, http)
+    if protocol == "openai":
+        return OpenAIBatchClient(target, http)
+    raise ValueError(f"kind {target.kind!r}: no batch-API client speaks protocol {protocol!r}")

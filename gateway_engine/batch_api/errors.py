@@ -10,6 +10,7 @@ from typing import Any
 
 from ..answers import AnswerRejected, parse_answer, without_secret
 from ..http_batch import RawAnswer
+from ..kinds import batch_protocol
 from ..retry import DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS, is_retryable_error, rate_limit_wait
 from ..wire import ErrorVerdict, for_kind
 from ..wire.anthropic_stream import ERROR_STATUS
@@ -67,5 +68,5 @@ def line_verdict(kind: str, result: LineResult, secret: str = "") -> ErrorVerdic
     error = result.error or {}
     if secret:
         error = json.loads(without_secret(json.dumps(error).encode(), secret))
-    body = {"type": "error", "error": error} if kind == "anthropic" else {"error": error}
+    body = {"type": "error", "error": error} if batch_protocol(kind) == "anthropic" else {"error": error}
     return for_kind(kind).classify_error(status, body)

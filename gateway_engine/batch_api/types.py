@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..kinds import batch_protocol
+
 # the normalized states, in life order; TERMINAL ones have results (or, for failed, none)
 STATES = (
     "submitted",
@@ -38,7 +40,6 @@ STATES = (
 )
 TERMINAL_STATES = frozenset({"ended", "failed", "expired", "cancelled"})
 
-KINDS = ("openai", "azure_openai", "anthropic")
 
 Outcome = Literal["succeeded", "errored", "canceled", "expired"]
 
@@ -63,8 +64,10 @@ class BatchTarget:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind: batch API kinds are {', '.join(KINDS)}, got {self.kind!r}")
+        try:
+            batch_protocol(self.kind)  # the kind's descriptor (gateway_engine/kinds.py) has a batch API
+        except ValueError as exc:
+            raise ValueError(f"kind: {exc}") from None
         if not self.base_url:
             raise ValueError("base_url: required")
         if self.kind == "azure_openai" and not self.api_version:
