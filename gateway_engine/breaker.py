@@ -15,7 +15,7 @@ States: closed → open → half_open → closed (or back to open).
 Failures are 5xx, timeouts, connection errors, unreadable answers and ``overloaded`` (an Anthropic 529, a
 Gemini 503 UNAVAILABLE: load across all customers, so items should move to the next provider). 429s
 (quota, handled by the quota pool's penalty), billing / per-day answers (the provider pause) and other
-4xx (the item's own fault) are not health signals (gateway_engine.recording.BREAKER_FAILURES).
+4xx (the item's own fault) are not health signals (the ``breaker_failure`` column of gateway_engine/error_kinds.py).
 
 Clocks: the Redis breaker (gateway_engine.breaker_redis) uses the Redis server's TIME, so all workers
 agree. This module holds the state machine, its value types and the in-process LocalBreaker.

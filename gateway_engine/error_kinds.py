@@ -1,4 +1,7 @@
-"""The ONE table of how each error type is shown on every surface (docs/contract.md §4 and §6).
+"""The ONE table of what each error type means (docs/contract.md §4 and §6): for the engine, whether it
+is retried (``retryable``, read by retry.is_retryable_error) and whether it counts against the
+provider's breaker (``breaker_failure``, read by recording.py); for every surface, how it is shown.
+The names themselves are gateway_engine/error_types.py.
 
 A row per error type (``retry.ErrorType``, the RESULT's ``error.type``): the interactive lane's HTTP
 status, OpenAI error ``type`` and ``code`` (``interactive.errors``), and the code of a ``/v1`` batch
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .retry import ErrorType
+from .error_types import ErrorType
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class ErrorKind:
     retry_after: bool = False
     no_retry: bool = False
     param: str | None = None
+    # the engine's side: the attempt is tried again (retry.is_retryable_error); it counts against the
+    # provider's breaker (recording.py; 4xx, the item's own fault, and 429s are not health signals)
+    retryable: bool = False
+    breaker_failure: bool = False
 
 
 # interactive refusals that are not an item's error type
@@ -64,8 +71,18 @@ ERROR_KINDS: dict[str, ErrorKind] = {
             "rate_limited",
             provider_answer=True,
             retry_after=True,
+            retryable=True,
         ),  # fmt: skip
-        ErrorKind(ErrorType.SERVER_ERROR, 502, _SERVER, "server_error", "server_error", provider_answer=True),
+        ErrorKind(
+            ErrorType.SERVER_ERROR,
+            502,
+            _SERVER,
+            "server_error",
+            "server_error",
+            provider_answer=True,
+            retryable=True,
+            breaker_failure=True,
+        ),  # fmt: skip
         ErrorKind(
             ErrorType.OVERLOADED,
             503,
@@ -74,6 +91,8 @@ ERROR_KINDS: dict[str, ErrorKind] = {
             "overloaded",
             provider_answer=True,
             retry_after=True,
+            retryable=True,
+            breaker_failure=True,  # load across all customers: the breaker moves items to the next provider
         ),  # fmt: skip
         ErrorKind(
             ErrorType.PROVIDER_QUOTA_EXHAUSTED,
@@ -84,9 +103,27 @@ ERROR_KINDS: dict[str, ErrorKind] = {
             provider_answer=True,
             retry_after=True,
         ),  # fmt: skip
-        ErrorKind(ErrorType.TIMEOUT, 504, _SERVER, "timeout", "timeout"),
-        ErrorKind(ErrorType.CONNECTION_ERROR, 502, _SERVER, "connection_error", "connection_error"),
-        ErrorKind(ErrorType.INVALID_RESPONSE, 502, _SERVER, "invalid_response", "invalid_response"),
+        ErrorKind(
+            ErrorType.TIMEOUT, 504, _SERVER, "timeout", "timeout", retryable=True, breaker_failure=True
+        ),
+        ErrorKind(
+            ErrorType.CONNECTION_ERROR,
+            502,
+            _SERVER,
+            "connection_error",
+            "connection_error",
+            retryable=True,
+            breaker_failure=True,
+        ),
+        ErrorKind(
+            ErrorType.INVALID_RESPONSE,
+            502,
+            _SERVER,
+            "invalid_response",
+            "invalid_response",
+            retryable=True,
+            breaker_failure=True,
+        ),
         ErrorKind(ErrorType.NO_PROVIDER, 503, _SERVER, "no_provider", "no_provider", retry_after=True),
         ErrorKind(
             ErrorType.QUOTA_IMPOSSIBLE,
@@ -111,6 +148,11 @@ ERROR_KINDS: dict[str, ErrorKind] = {
         ErrorKind(TEAM_WAITING_LIMIT, 429, _RATE, TEAM_WAITING_LIMIT, None),  # Team.max_waiting_calls
     )
 }
+
+
+# the engine's two columns as sets (retry.py, recording.py read them)
+RETRYABLE: frozenset[str] = frozenset(k for k, row in ERROR_KINDS.items() if row.retryable)
+BREAKER_FAILURES: tuple[str, ...] = tuple(k for k, row in ERROR_KINDS.items() if row.breaker_failure)
 
 
 def error_kind(name: str | None) -> ErrorKind:

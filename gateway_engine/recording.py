@@ -15,6 +15,7 @@ from __future__ import annotations
 from .admission import Admission, Admitted
 from .breaker_wakes import probe_succeeded
 from .context import RunContext
+from .error_kinds import BREAKER_FAILURES
 from .items import AttemptEntry, ItemResult, WorkItem
 from .outage import OutageRide
 from .outcomes import HttpOutcome
@@ -31,14 +32,6 @@ __all__ = [
     "pause_error_type",
     "paused_at_admission",
 ]
-
-BREAKER_FAILURES = (
-    ErrorType.SERVER_ERROR,
-    ErrorType.TIMEOUT,
-    ErrorType.CONNECTION_ERROR,
-    ErrorType.INVALID_RESPONSE,
-    ErrorType.OVERLOADED,  # load across all customers: the breaker moves items to the next provider
-)
 
 
 class OutcomeRecorder:

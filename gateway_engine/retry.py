@@ -29,6 +29,8 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 from .backoff import capped_exponential
+from .error_kinds import RETRYABLE
+from .error_types import ErrorType as ErrorType  # re-exported: where the engine has always read it
 
 log = logging.getLogger(__name__)
 
@@ -46,30 +48,6 @@ CLASS_QUOTA_EXHAUSTED = "quota_exhausted"
 DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS = 600.0
 # A plain number at least this large in an x-ratelimit-reset* header is a Unix time, not a duration.
 EPOCH_THRESHOLD = 1_000_000_000.0
-
-
-class ErrorType:
-    """The error types an item or attempt can end with (the gateway's ``batches.models.ErrorType`` has
-    the same values)."""
-
-    CLIENT_ERROR = "client_error"
-    RATE_LIMITED = "rate_limited"
-    SERVER_ERROR = "server_error"
-    TIMEOUT = "timeout"
-    CONNECTION_ERROR = "connection_error"
-    QUOTA_IMPOSSIBLE = "quota_impossible"
-    NO_PROVIDER = "no_provider"
-    INVALID_RESPONSE = "invalid_response"
-    GATEWAY_ERROR = "gateway_error"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-    BUDGET_EXCEEDED = "budget_exceeded"
-    # the provider is overloaded for every customer (Anthropic 529, Gemini 503 UNAVAILABLE): retried with
-    # backoff and counted by the breaker, never a quota signal (no bucket pause, never counted as a 429)
-    OVERLOADED = "overloaded"
-    # the provider account's billing or spend limit (OpenAI insufficient_quota, Anthropic spend limits):
-    # never retried there; the provider is paused until an operator clears it; the item falls back
-    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
 
 
 # ---- the error-class table -------------------------------------------------------------------------
@@ -149,18 +127,10 @@ class RetryPolicy:
         return capped_exponential(self.base_seconds, self.cap_seconds, retry_index)
 
 
-# Retried: the transient types. Which type an error answer has (its status and body read by the
+# Retried: the transient types — the ``retryable`` column of the error-kind table
+# (gateway_engine/error_kinds.py). Which type an error answer has (its status and body read by the
 # provider's wire format, gateway_engine.wire) is the wire format's decision; this is the engine's.
-RETRYABLE_ERROR_TYPES = frozenset(
-    {
-        ErrorType.RATE_LIMITED,
-        ErrorType.SERVER_ERROR,
-        ErrorType.TIMEOUT,
-        ErrorType.CONNECTION_ERROR,
-        ErrorType.INVALID_RESPONSE,
-        ErrorType.OVERLOADED,
-    }
-)
+RETRYABLE_ERROR_TYPES = RETRYABLE
 
 
 def is_retryable_error(error_type: str) -> bool:

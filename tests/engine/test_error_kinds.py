@@ -47,3 +47,18 @@ def test_provider_answers_are_the_http_error_types():
         ErrorType.OVERLOADED,
         ErrorType.PROVIDER_QUOTA_EXHAUSTED,
     }
+
+
+def test_the_engine_reads_retries_and_breaker_failures_from_the_same_rows():
+    """Retryable and breaker-failure were two side tables (retry.py, recording.py); now two columns."""
+    from gateway_engine import error_kinds, recording, retry
+    from gateway_engine.error_types import ErrorType as E
+
+    assert retry.RETRYABLE_ERROR_TYPES is error_kinds.RETRYABLE
+    assert recording.BREAKER_FAILURES is error_kinds.BREAKER_FAILURES
+    transient = {E.SERVER_ERROR, E.TIMEOUT, E.CONNECTION_ERROR, E.INVALID_RESPONSE, E.OVERLOADED}
+    assert error_kinds.RETRYABLE == transient | {E.RATE_LIMITED}
+    assert set(error_kinds.BREAKER_FAILURES) == transient  # a 429 and a 4xx are not health signals
+    assert not any(
+        retry.is_retryable_error(t) for t in (E.CLIENT_ERROR, E.PROVIDER_QUOTA_EXHAUSTED, E.EXPIRED)
+    )
