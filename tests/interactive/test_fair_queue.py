@@ -87,11 +87,14 @@ def _burst_then_five(sim, gateway, key_a, key_b, a_calls=A_CALLS):
     return asyncio.run(run())
 
 
-def assert_fair(before: list[int], share_per_b: int) -> None:
-    """A's calls before each of B's (``before``) keep to A's fair share: ``share_per_b`` per call of B."""
+def assert_fair(before: list[int], share_per_b: int, entry_spread: int = 0) -> None:
+    """A's calls before each of B's (``before``) keep to A's fair share: ``share_per_b`` per call of B.
+    ``entry_spread``: A's calls that may be served while B's later calls are still on their way into
+    the queue (B's five are sent at once, but a loaded machine accepts and authenticates them one by
+    one between A's turns)."""
     assert len(before) == B_CALLS
     assert before[0] <= 1 + SLACK + ENTRY, before
-    assert before[-1] - before[0] <= (B_CALLS - 1) * share_per_b + SLACK, before
+    assert before[-1] - before[0] <= (B_CALLS - 1) * share_per_b + SLACK + entry_spread, before
 
 
 def _a_before_each_b(sim, seen: int) -> list[int]:
@@ -116,7 +119,10 @@ def test_a_burst_delays_another_team_by_its_fair_share_only(
     print(f"\nA's calls at the provider when B's were sent: {seen}; A's calls before each of B's: {before}")
     assert [r.status_code for r in answers_b] == [200] * B_CALLS, [r.text for r in answers_b]
     assert all(r.status_code == 200 for r in answers_a)
-    assert_fair(before, 1)  # weight 1 each: one of A's turns per one of B's
+    # weight 1 each: one of A's turns per one of B's, give or take B's entry into the queue (seen under
+    # the full suite: [8, 11, 13, 16, 17]; quiet: 3-9 for the first, spread ≤ 7; the FIFO code before
+    # the fair queue: [9, 56, 107, 119, 167])
+    assert_fair(before, 1, entry_spread=ENTRY)
     assert sim.counters()["providers"]["fq"]["rate_limited_429"] == 0
 
 
