@@ -140,7 +140,8 @@ def test_max_provider_share_caps_a_teams_place_in_the_queue(
     print(f"\nA (weight 4, share 0.5) calls before each of B's: {before}")
     assert [r.status_code for r in answers_b] == [200] * B_CALLS, [r.text for r in answers_b]
     assert all(r.status_code == 200 for r in answers_a)
-    assert_fair(before, 1)  # by weight alone it would be 4 per one of B's
+    # by weight alone it would be 4 per one of B's (a spread of 16): B's entry may spread by 5, no more
+    assert_fair(before, 1, entry_spread=5)
 
 
 @pytest.mark.timeout(180)
