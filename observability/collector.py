@@ -67,14 +67,7 @@ def quota_families(limits: list) -> list[Metric]:
         labels=["provider", "bucket"],
     )
     for s in snapshot_all_sync(limits) if limits else []:
-        for bucket, rate, used in (
-            ("rpm", s.adjusted_rpm, s.outside_rpm),
-            ("tpm", s.adjusted_tpm, s.outside_tpm),
-        ):
-            if rate is not None:
-                adjusted.add_metric([s.provider, bucket], rate)
-            if used:
-                outside.add_metric([s.provider, bucket], used)
+        _add_shared_keys(s, adjusted, outside)
         available.add_metric([s.provider, "rpm"], s.rpm_tokens_available)
         available.add_metric([s.provider, "tpm"], s.tpm_tokens_available)
         capacity.add_metric([s.provider, "rpm"], s.rpm_capacity)
@@ -88,6 +81,18 @@ def quota_families(limits: list) -> list[Metric]:
         leases_max.add_metric([s.provider], s.max_concurrency)
         rpm.add_metric([s.provider], s.configured_rpm)
     return [available, capacity, paused, in_flight, leases_max, rpm, adjusted, outside]
+
+
+def _add_shared_keys(s, adjusted: GaugeMetricFamily, outside: GaugeMetricFamily) -> None:
+    """One provider snapshot's shared-key samples: the adjusted rate and the outside use, per bucket."""
+    for bucket, rate, used in (
+        ("rpm", s.adjusted_rpm, s.outside_rpm),
+        ("tpm", s.adjusted_tpm, s.outside_tpm),
+    ):
+        if rate is not None:
+            adjusted.add_metric([s.provider, bucket], rate)
+        if used:
+            outside.add_metric([s.provider, bucket], used)
 
 
 def breaker_family(names: list[str]) -> Metric:
