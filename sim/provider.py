@@ -39,7 +39,8 @@ from sim.kind_config import KIND_FORMS
 from sim.kinds import ANSWER_FORMS, adapter
 from sim.limits import Charge, Limits
 from sim.prompt_cache import PromptCache
-from sim.streaming import Event, StreamPlan, StreamShape, stream_shape
+from sim.stream_answer import stream_answer
+from sim.streaming import StreamShape, stream_shape
 from sim.tokens import estimate_text_tokens
 from sim.wire_common import Call, Reply, Usage, split_cache
 
@@ -144,39 +145,6 @@ class SimProvider:
         problem = self.kind.validate(body, request)
         return problem or self.kind.call(body, request)
 
-    def _scripted(self, request: web.Request, call: Call) -> web.Response | str | None:
-        """Steps 4-6: a forced / scripted / triggered answer, or an answer form to apply later."""
-        cfg, native = self.cfg, self.cfg.native
-        forced = request.headers.get("x-sim-force-status")
-        if forced is not None:
-            try:
-                status = int(forced)
-                assert 200 <= status <= 599
-            except (ValueError, AssertionError):
-                return self.reply(Reply(400, {"error": {"message": "x-sim-force-status: not a status code",
-                                                        "type": "sim"}}))  # fmt: skip
-            if status != 200:
-                return self.forced(status, request.headers.get("x-sim-retry-after"))
-        name = None
-        if self.script_pos < len(cfg.status_script):
-            status = cfg.status_script[self.script_pos]
-            self.script_pos += 1
-            if status != 200:
-                return self.forced(status, None)
-        elif self.script_pos < len(native.error_script):
-            name = native.error_script[self.script_pos]
-            self.script_pos += 1
-        trigger = call.trigger(KIND_FORMS[cfg.kind])  # another kind's trigger is plain text
-        if name in (None, "ok") and trigger is not None:
-            name = trigger
-        if name is not None and name != "ok":
-            if name in ANSWER_FORMS:
-                return name
-            return self.form_reply(name, call)
-        if cfg.fixed_status is not None and cfg.fixed_status != 200:
-            return self.forced(cfg.fixed_status, None)
-        return None
-
     def forced(self, status: int, retry_after: str | None) -> web.Response:
         self.counters.forced += 1
         return self.reply(self.kind.forced(status, retry_after))
@@ -213,7 +181,7 @@ class SimProvider:
             shape = wanted
         if self.tag_re is not None:
             box["tag"] = self.tag_of(call)
-        scripted = self._scripted(request, call)
+        scripted = scripted_answer(self, request, call)
         if isinstance(scripted, web.Response):
             return scripted
         answer_form = scripted
@@ -271,14 +239,14 @@ class SimProvider:
                 await asyncio.sleep(delay)
         except asyncio.CancelledError:
             c.disconnects += 1
-            self._finish(split, completion, call.max_tokens, loop_time())
+            self.finish_call(split, completion, call.max_tokens, loop_time())
             raise
         if call.cache_lookup is not None and not fail:  # the answer begins: its prefixes become readable
             self.prompt_cache.put(call.cache_lookup, loop_time())
             c.prompt_cache_evictions = self.prompt_cache.evictions
         if shape is not None and not fail:  # a stream is in flight (and billed) until its last byte
-            return await self._stream(request, call, split, completion, answer_form, shape, loop_time)
-        self._finish(split, completion, call.max_tokens, loop_time())
+            return await stream_answer(self, request, call, split, completion, answer_form, shape, loop_time)
+        self.finish_call(split, completion, call.max_tokens, loop_time())
         headers = self.kind.headers(self.limits.state(loop_time()))  # as the answer leaves (OTPM adjusted)
         if fail:
             c.errors_500 += 1
@@ -291,81 +259,44 @@ class SimProvider:
         usage = Usage(split.prompt, completion, split.cache_read, split.cache_write)
         return self.reply(Reply(200, self.kind.answer(call, usage, answer_form), headers))
 
-    async def _stream(
-        self, request: web.Request, call: Call, split: Usage, completion: int, answer_form, shape: StreamShape,
-        loop_time,
-    ) -> web.StreamResponse:  # fmt: skip
-        """Write the answer as the kind streams it: head, content events ``shape.delay_s`` apart, then the
-        tail — or, after ``error_after`` / ``cut_after`` content events, the kind's error event / an
-        abrupt close. A client that goes away (a write fails, the transport is gone between events, or
-        aiohttp cancels the handler on the disconnect: handler_cancellation) is counted in
-        ``streams_aborted_by_client``. Billed when it ends, however it ends; delivered when completed."""
-        c = self.counters
-        usage = Usage(split.prompt, completion, split.cache_read, split.cache_write)
-        plan: StreamPlan = self.kind.stream_plan(call, usage, answer_form, shape.chunks)
-        headers = {**self.kind.headers(self.limits.state(loop_time())),
-                   "Content-Type": plan.framing.content_type, "Cache-Control": "no-cache"}  # fmt: skip
-        response = web.StreamResponse(status=200, headers=headers)
-        started = False
-        outcome: str | None = None  # completed | errored | cut; None at the end: the client went away
-        written = 0
-
-        async def write(event: Event) -> None:
-            nonlocal written
-            transport = request.transport
-            if transport is None or transport.is_closing():
-                raise ConnectionResetError("the client closed the stream")
-            await response.write(plan.framing.encode(event, written))
-            written += 1
-
-        try:
-            await response.prepare(request)
-            started = True
-            c.record_status(200)
-            c.streams_started += 1
-            if answer_form is not None:
-                c.by_form[answer_form] += 1
-            for event in plan.head:
-                await write(event)
-            fault = shape.error_after if shape.error_after is not None else shape.cut_after
-            for sent, event in enumerate(plan.content):
-                if fault is not None and sent >= fault:
-                    break
-                if sent and shape.delay_s > 0:
-                    await asyncio.sleep(shape.delay_s)
-                await write(event)
-            if shape.cut_after is not None:
-                outcome = "cut"
-                if request.transport is not None:
-                    request.transport.close()  # what was written goes out; the body never ends
-                return response
-            if shape.error_after is not None:
-                await write(plan.error)
-                outcome = "errored"
-            else:
-                for event in plan.tail:
-                    await write(event)
-            end = plan.framing.close(written)
-            if end:
-                await response.write(end)
-            if outcome is None:
-                outcome = "completed"
-                c.deliver(split.prompt, completion)
-            await response.write_eof()
-            return response
-        except ConnectionResetError:  # the client went away (counted below); aiohttp ends the exchange
-            return response
-        finally:
-            if started:
-                c.stream_ended(outcome)
-            else:
-                c.disconnects += 1  # gone before the answer's first byte
-            self._finish(split, completion, call.max_tokens, loop_time())
-
-    def _finish(self, split: Usage, completion: int, max_tokens: int, now: float) -> None:
+    def finish_call(self, split: Usage, completion: int, max_tokens: int, now: float) -> None:
         """The work is done (answered or not): billed, OTPM's unused reservation given back, measured."""
         c = self.counters
         c.bill(split.prompt, completion)
         c.record_done(now)
         self.limits.give_back_output(max_tokens - completion, now)
         c.record_tokens(now, split.prompt - split.cache_read, completion)
+
+
+def scripted_answer(p: SimProvider, request: web.Request, call: Call) -> web.Response | str | None:
+    """Steps 4-6: a forced / scripted / triggered answer, or an answer form to apply later."""
+    cfg, native = p.cfg, p.cfg.native
+    forced = request.headers.get("x-sim-force-status")
+    if forced is not None:
+        try:
+            status = int(forced)
+            assert 200 <= status <= 599
+        except (ValueError, AssertionError):
+            return p.reply(Reply(400, {"error": {"message": "x-sim-force-status: not a status code",
+                                                    "type": "sim"}}))  # fmt: skip
+        if status != 200:
+            return p.forced(status, request.headers.get("x-sim-retry-after"))
+    name = None
+    if p.script_pos < len(cfg.status_script):
+        status = cfg.status_script[p.script_pos]
+        p.script_pos += 1
+        if status != 200:
+            return p.forced(status, None)
+    elif p.script_pos < len(native.error_script):
+        name = native.error_script[p.script_pos]
+        p.script_pos += 1
+    trigger = call.trigger(KIND_FORMS[cfg.kind])  # another kind's trigger is plain text
+    if name in (None, "ok") and trigger is not None:
+        name = trigger
+    if name is not None and name != "ok":
+        if name in ANSWER_FORMS:
+            return name
+        return p.form_reply(name, call)
+    if cfg.fixed_status is not None and cfg.fixed_status != 200:
+        return p.forced(cfg.fixed_status, None)
+    return None
