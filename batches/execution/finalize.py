@@ -18,12 +18,12 @@ from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
 from gateway_engine.redis_errors import REDIS_ERRORS
 from gateway_engine.stats import StatsBuilder
-from gateway_site.forksafe import ProcessLocal
 from providers.pricing import add_stats_costs, prices_by_provider
 
 from .claims import cancel_claimable
 from .common import OPEN_ITEM_STATUSES
 from .journal import enabled as shared_mode
+from .journal import shared_client
 
 batch_log = logging.getLogger("batches.batchlog")
 log = logging.getLogger("batches.execution")
@@ -287,15 +287,6 @@ def snapshot_progress(batch_id: str, *, force: bool = False) -> bool:
     return bool(Batch.objects.filter(id=batch_id, completed_at__isnull=True).update(stats=stats))
 
 
-def _redis():
-    from gateway_site.redis import sync_redis
-
-    return sync_redis()
-
-
-_REDIS = ProcessLocal(_redis)
-
-
 def _snapshot_turn(batch_id: str) -> bool:
     """Whether this process takes the batch's next progress snapshot: one process of the cluster per
     PROGRESS_SNAPSHOT_SECONDS (``SET NX PX`` in the shared Redis). Each dispatcher process used to take
@@ -306,7 +297,7 @@ def _snapshot_turn(batch_id: str) -> bool:
         return True
     key = f"{settings.GATEWAY_REDIS_PREFIX}snapshot:{batch_id}"
     try:
-        return bool(_REDIS.get().set(key, "1", nx=True, px=int(PROGRESS_SNAPSHOT_SECONDS * 1000)))
+        return bool(shared_client().set(key, "1", nx=True, px=int(PROGRESS_SNAPSHOT_SECONDS * 1000)))
     except REDIS_ERRORS as exc:
         log.warning("progress snapshot of batch %s: no turn from Redis (%s); taken here", batch_id, exc)
         return True

@@ -70,6 +70,12 @@ def _client():
 _CLIENT = ProcessLocal(_client)
 
 
+def shared_client():
+    """This process's synchronous client of the shared Redis (one per process, made after a fork):
+    the journal's, and the progress snapshot's turn (finalize.py)."""
+    return _CLIENT.get()
+
+
 def journal_for(owner: str) -> AttemptJournal:
     """The engine journal of one claim owner (one slice)."""
     if not enabled():
