@@ -1,0 +1,149 @@
+"""PostgreSQL statements per batch item (issue #36 "Performance": claims, result writes, progress and
+finalize must cost a fraction of a statement per item). A 1,000-item batch is submitted and run to the
+end in this process — the submission service, the production dispatcher (eager), finalize — and every
+statement any thread of the process sends is counted at Django's cursor."""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import threading
+import time
+
+import pytest
+from django.conf import settings
+from django.db.backends import utils as db_utils
+
+from batches.models import Batch, BatchStatus
+from batches.submission import submit_batch
+
+from .provider_server import ok_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ITEMS = 1_000
+
+
+class StatementCounter:
+    """Counts what every cursor of the process executes (all threads), by its first word."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.kinds: collections.Counter[str] = collections.Counter()
+
+    def note(self, sql: str) -> None:
+        word = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else "?"
+        with self.lock:
+            self.kinds[word] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.kinds.values())
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    counter = StatementCounter()
+    execute, executemany = db_utils.CursorWrapper.execute, db_utils.CursorWrapper.executemany
+
+    def counted_execute(self, sql, params=None):
+        counter.note(str(sql))
+        return execute(self, sql, params)
+
+    def counted_executemany(self, sql, param_list):
+        counter.note(str(sql))
+        return executemany(self, sql, param_list)
+
+    def counted_copy(self, statement, *args, **kwargs):  # the submission's COPY … FROM STDIN: one statement
+        counter.note(str(statement))
+        return self.cursor.copy(statement, *args, **kwargs)
+
+    monkeypatch.setattr(db_utils.CursorWrapper, "execute", counted_execute)
+    monkeypatch.setattr(db_utils.CursorWrapper, "executemany", counted_executemany)
+    monkeypatch.setattr(db_utils.CursorWrapper, "copy", counted_copy, raising=False)
+    return counter
+
+
+def test_a_1000_item_batch_costs_a_fraction_of_a_statement_per_item(
+    provider_server, make_provider, team, redis_sync, statements, django_capture_on_commit_callbacks
+):
+    provider_server.behaviours["st"] = lambda n, r, a, b: ok_reply(0.0)
+    make_provider("st", base_url=provider_server.url("st"), rpm=10**6, tpm=10**9, max_concurrency=64)
+    items = [
+        {"custom_id": f"s{i}", "query": f"question {i}", "provider": "st", "params": {"max_tokens": 4}}
+        for i in range(ITEMS)
+    ]
+    start = statements.total
+    with django_capture_on_commit_callbacks(execute=True):
+        batch = submit_batch(team=team, items=items)
+    spent = statements.total - start
+    batch = Batch.objects.get(pk=batch.pk)
+    assert batch.status == BatchStatus.COMPLETED and batch.completed_count == ITEMS
+    assert provider_server.count("st") == ITEMS  # every item sent once
+    print(f"statements for {ITEMS} items: {spent} ({spent / ITEMS:.3f}/item) {dict(statements.kinds)}")
+    assert statements.kinds["COPY"] == 1  # the items go in with one COPY (the counter sees it)
+    assert spent / ITEMS <= BOUND, dict(statements.kinds)
+
+
+# measured 2026-12-03 at e07ee89: 102 statements for 1,000 items (0.10/item: 62 SELECT, 28 WITH … (the
+# claims), 10 UPDATE, 1 COPY, 4 INSERT). A change that writes, claims or counts per item (≥ 1 statement
+# per item) fails; the bound leaves room for a few more per slice, not per item.
+BOUND = 0.2
+
+
+def test_redis_commands_per_item_of_a_1000_item_batch(
+    provider_server, make_provider, team, redis_sync, tmp_path, django_capture_on_commit_callbacks
+):
+    """Every Redis command this run's key space receives while a 1,000-item batch runs (MONITOR on the
+    shared server, filtered to this run's database and key prefix; a Lua script counts once). In this
+    process Celery is eager, so its broker traffic is not in the count (bench/batch_path.py
+    --redis-monitor counts it with real workers)."""
+    provider_server.behaviours["rc"] = lambda n, r, a, b: ok_reply(0.0)
+    make_provider("rc", base_url=provider_server.url("rc"), rpm=10**6, tpm=10**9, max_concurrency=64)
+    items = [
+        {"custom_id": f"c{i}", "query": f"question {i}", "provider": "rc", "params": {"max_tokens": 4}}
+        for i in range(ITEMS)
+    ]
+    kwargs = redis_sync.connection_pool.connection_kwargs
+    log = tmp_path / "monitor.log"
+    with log.open("wb") as sink:  # into a file: a pipe nobody reads fills and Redis drops the client
+        monitor = subprocess.Popen(
+            [
+                "redis-cli",
+                "-h",
+                str(kwargs.get("host", "127.0.0.1")),
+                "-p",
+                str(kwargs.get("port", 6379)),
+                "MONITOR",
+            ],
+            stdout=sink,
+        )
+        try:
+            time.sleep(0.3)  # the MONITOR client is attached before the batch starts
+            with django_capture_on_commit_callbacks(execute=True):
+                batch = submit_batch(team=team, items=items)
+            time.sleep(0.3)
+        finally:
+            monitor.terminate()
+            monitor.wait(10)
+    assert Batch.objects.get(pk=batch.pk).completed_count == ITEMS
+    assert provider_server.count("rc") == ITEMS
+    db, prefix = kwargs.get("db", 0), settings.GATEWAY_REDIS_PREFIX
+    ours = [
+        line
+        for line in log.read_text(errors="replace").splitlines()
+        if f"[{db} " in line and " lua]" not in line and prefix in line
+    ]
+    names = collections.Counter(line.split('"', 2)[1].upper() for line in ours)
+    print(f"redis commands for {ITEMS} items: {len(ours)} ({len(ours) / ITEMS:.2f}/item) {dict(names)}")
+    assert names["EVALSHA"] + names["EVAL"] >= ITEMS  # the counter sees the admission scripts
+    assert len(ours) / ITEMS <= REDIS_BOUND, dict(names)
+
+
+# Issue #36 asks for at most 4 (Celery's included) and at most two round trips per attempt: NOT MET yet.
+# Measured 2026-12-03 at e07ee89 in this process (one eager dispatcher, 64 lease slots): 12.4–13.2 per
+# item — per item 2.1 ACQUIRE + 2.1 LEASE_ACQUIRE + 1.1 RELEASE (admissions taken and given back when
+# the lease is busy), 2 breaker scripts, 0.9 RECONCILE/ADAPT, journal RPUSH ×2 + EXPIRE, queue ZREM ×2.
+# With real workers bench/batch_path.py --redis-monitor counts 8.4 (docs/benchmarks.md "batch-path").
+# This bound holds what has been reached, so that a step back fails; lower it with each step.
+REDIS_BOUND = 14.0
