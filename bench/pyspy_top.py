@@ -46,6 +46,11 @@ LAYERS: list[tuple[str, str]] = [
     ),
     ("uvicorn HTTP protocol (httptools)", "uvicorn/protocols/|uvicorn/middleware/|httptools"),
     ("thread pool hand-offs (concurrent.futures, threading)", "concurrent/futures/|threading.py"),
+    # the batch path (bench/batch_profile.py): a worker's Django side and what it runs on
+    ("PostgreSQL: ORM + psycopg", "django/db/|psycopg/"),
+    ("worker: dispatcher, claims, results, finalize (batches/)", "batches/|response_cache/|providers/"),
+    ("Celery / kombu / billiard", "celery/|kombu/|billiard/"),
+    ("JSON (json, orjson)", "json/|orjson"),
 ]
 
 
