@@ -1,7 +1,8 @@
 """Files uploaded through `/v1/files` and the link from an OpenAI-style batch to its native Batch.
 
-Blobs live in the `openai_files` storage (settings.STORAGES; local filesystem by default, any
-django-storages backend by setting); the database holds only their metadata. A file expires at
+Blobs live in the `openai_files` storage (settings.STORAGES): by default the database itself
+(``BlobChunk`` rows, openai_api/blob_storage.py), so every web and worker host reads what any other
+stored; the local filesystem or any django-storages backend (S3-compatible) by setting. A file expires at
 `expires_at` (GATEWAY_FILES_EXPIRE_DAYS after it was made; null = never): from then on it is a 404 and
 `purge_old_data` deletes its row and blob (openai_api.retention).
 """
@@ -88,3 +89,20 @@ class OpenAIBatch(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class BlobChunk(models.Model):
+    """One piece (at most blob_storage.CHUNK_BYTES) of a blob in the database storage
+    (openai_api/blob_storage.py): a blob is its chunks by ``seq`` from 0; an empty blob is one empty
+    chunk, so that it exists."""
+
+    name = models.CharField(max_length=255)
+    seq = models.PositiveIntegerField()
+    size = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "seq"], name="openai_blob_chunk_name_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.seq} ({self.size} bytes)"

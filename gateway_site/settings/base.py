@@ -234,6 +234,9 @@ GATEWAY_WEBHOOK_MAX_AGE_SECONDS = env_float(
 
 # --- OpenAI-compatible files (/v1/files): gateway_site/settings/files.py --------------------------
 from .files import *  # noqa: E402, F403 - size, storage (STORAGES), per-team quotas, expiry
+from .files import refuse_local_disk_across_hosts  # noqa: E402
+
+refuse_local_disk_across_hosts(_db)
 
 # --- django ---------------------------------------------------------------------------------------
 INSTALLED_APPS = [

@@ -1,4 +1,4 @@
-"""Fixtures for the OpenAI-compatible surface: the files storage in a temp dir, the real openai SDK
+"""Fixtures for the OpenAI-compatible surface: the files storage (the default: the database), the real openai SDK
 pointed at Django's live server, input-file builders."""
 
 from __future__ import annotations
@@ -8,27 +8,18 @@ import json
 
 import openai
 import pytest
-from django.conf import settings
 
 from teams.services import create_api_key
 from tests.workers import delete_queue, send_start_batch, start_worker, stop_worker, test_queue
 
 
-@pytest.fixture(autouse=True)
-def files_root(tmp_path):
-    """Every test stores its files under its own temp dir (override_settings resets the storages)."""
-    from django.test import override_settings
+@pytest.fixture
+def files_root():
+    """The /v1 files storage as these tests see it: the default, blobs in the database
+    (openai_api/blob_storage.py; each test's transaction or flush removes them)."""
+    from openai_api.files import file_storage
 
-    root = tmp_path / "files"
-    storages = {
-        **settings.STORAGES,
-        "openai_files": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(root)},
-        },
-    }
-    with override_settings(STORAGES=storages):
-        yield root
+    return file_storage()
 
 
 @pytest.fixture

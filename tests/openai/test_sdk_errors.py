@@ -74,7 +74,7 @@ def test_upload_list_filter_retrieve_content_delete(client_for, team, files_root
     assert uploaded.bytes == len(raw)
     # the blob is in the storage, not the database
     row = File.objects.get(pk=uploaded.id)
-    assert (files_root / row.storage_name).read_bytes() == raw
+    assert files_root.open(row.storage_name).read() == raw
     assert client.files.retrieve(uploaded.id).bytes == len(raw)
     assert client.files.content(uploaded.id).content == raw
 
@@ -89,7 +89,7 @@ def test_upload_list_filter_retrieve_content_delete(client_for, team, files_root
 
     deleted = client.files.delete(uploaded.id)
     assert deleted.deleted is True and deleted.id == uploaded.id
-    assert not (files_root / row.storage_name).exists()
+    assert not files_root.exists(row.storage_name)
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve(uploaded.id)
 
