@@ -6,8 +6,9 @@ WORKDIR /app
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY . .
 # Code and dependencies belong to root (read-only for the app); the app's user owns only what it writes:
-# /app/var/files (/v1/files blobs, GATEWAY_FILES_ROOT) and /var/run/gateway-metrics (Prometheus
-# multiprocess files). A named volume mounted there starts with this ownership.
+# /app/var/files (/v1/files blobs when GATEWAY_FILES_STORAGE is the local disk; by default they are in the
+# database) and /var/run/gateway-metrics (Prometheus multiprocess files). A named volume mounted there
+# starts with this ownership.
 RUN pip install --no-cache-dir -e . \
     && python manage.py collectstatic --noinput --settings=gateway_site.settings.local \
     && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home --shell /usr/sbin/nologin gateway \
