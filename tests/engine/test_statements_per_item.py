@@ -6,6 +6,7 @@ statement any thread of the process sends is counted at Django's cursor."""
 from __future__ import annotations
 
 import collections
+import re
 import subprocess
 import threading
 import time
@@ -138,6 +139,47 @@ def test_redis_commands_per_item_of_a_1000_item_batch(
     print(f"redis commands for {ITEMS} items: {len(ours)} ({len(ours) / ITEMS:.2f}/item) {dict(names)}")
     assert names["EVALSHA"] + names["EVAL"] >= ITEMS  # the counter sees the admission scripts
     assert len(ours) / ITEMS <= REDIS_BOUND, dict(names)
+    # Redis Cluster readiness (issue "Several hosts"): every script's keys lie in one hash slot (the
+    # per-provider {name} and per-owner {owner} hash tags), so each atomic step stays on one node
+    crossing = [line for line in ours if '"EVALSHA"' in line and len(set(map(slot, script_keys(line)))) > 1]
+    assert crossing == [], crossing[:3]
+
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def script_keys(monitor_line: str) -> list[str]:
+    """The KEYS of one MONITOR line of EVALSHA sha numkeys key… arg…."""
+    parts = _QUOTED.findall(monitor_line)
+    return parts[3 : 3 + int(parts[2])]
+
+
+def crc16(data: bytes) -> int:
+    """CRC16-CCITT (XMODEM), the checksum of Redis Cluster's key slots."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def slot(key: str) -> int:
+    """The cluster slot of a key: the CRC16 of its hash tag (the first non-empty {…}), else of the key."""
+    start = key.find("{")
+    if start != -1:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return crc16(key.encode()) % 16384
+
+
+def test_the_slot_function_matches_redis_cluster():
+    # values from Redis Cluster's specification: CRC16("123456789") = 0x31C3; a hash tag decides alone
+    assert crc16(b"123456789") == 0x31C3
+    assert slot("{user1000}.following") == slot("{user1000}.followers") == slot("user1000")
+    assert slot("foo{}{bar}") == crc16(b"foo{}{bar}") % 16384
 
 
 # Issue #36 asks for at most 4 (Celery's included) and at most two round trips per attempt: NOT MET yet.
