@@ -19,6 +19,7 @@ from .breaker import (
 )
 from .quota.resp import Arg, Reply, RespClient, Script
 from .redis_errors import REDIS_ERRORS
+from .redis_target import sync_client
 
 __all__ = ["RedisBreaker", "breaker_key"]
 
@@ -187,9 +188,7 @@ class RedisBreaker:
         return state
 
     def snapshot_sync(self, providers: Iterable[str]) -> dict[str, BreakerState]:
-        import redis
-
-        client = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=2)
+        client = sync_client(self.url, socket_timeout=2, socket_connect_timeout=2)
         try:
             script = client.register_script(_LUA)
             out = {}

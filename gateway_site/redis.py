@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway_engine.redis_errors import FAILOVER_ERRORS
+from gateway_engine.redis_target import sync_client
 
 if TYPE_CHECKING:
     import redis
@@ -34,12 +35,10 @@ def sync_redis(
     """A new client for ``url`` (default settings.REDIS_URL). ``timeout`` bounds each command (None:
     wait forever, for a pub/sub listener); ``connect_timeout`` bounds connecting. No REDIS_URL: an
     error, never a silent local fallback."""
-    import redis
-
     url = url or settings.REDIS_URL
     if not url:
         raise ImproperlyConfigured("REDIS_URL is not set: this needs the shared Redis")
-    return redis.Redis.from_url(
+    return sync_client(  # REDIS_URL with ?sentinels=: a client that asks the Sentinels for the primary
         url,
         socket_timeout=timeout,
         socket_connect_timeout=connect_timeout,

@@ -34,6 +34,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..redis_errors import failover_error
+from ..redis_target import RedisTarget
 
 # A command's arguments, and a reply as hiredis decodes it: bytes | int | None | list of replies (hiredis
 # types it Any; callers convert each field with int()/float()/decode() where they read it).
@@ -115,7 +116,8 @@ class RespClient:
     """One multiplexed connection, bound to the event loop that first uses it."""
 
     def __init__(self, url: str, connect_timeout: float = 2.0, command_timeout: float = 5.0) -> None:
-        opts = parse_url(url)
+        self.target = RedisTarget.parse(url)  # with sentinels: each connect asks them for the primary
+        opts = parse_url(self.target.url)
         self.host = opts.get("host", "127.0.0.1")
         self.port = int(opts.get("port", 6379))
         self.path = opts.get("path") if opts.get("connection_class") is UnixDomainSocketConnection else None
@@ -138,14 +140,17 @@ class RespClient:
 
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()
+        host, port = self.host, self.port
         try:
+            if self.target.sentinels:
+                host, port = await self.target.master_address(self.connect_timeout)
             if self.path:
                 coro = loop.create_unix_connection(lambda: _Protocol(self.connection_gone), self.path)
             else:
                 ssl_ctx = ssl_module.create_default_context() if self.use_ssl else None
                 coro = loop.create_connection(
-                    lambda: _Protocol(self.connection_gone), self.host, self.port, ssl=ssl_ctx,
-                    server_hostname=self.host if ssl_ctx else None,
+                    lambda: _Protocol(self.connection_gone), host, port, ssl=ssl_ctx,
+                    server_hostname=host if ssl_ctx else None,
                 )  # fmt: skip
             _, proto = await asyncio.wait_for(coro, self.connect_timeout)
         except TimeoutError as exc:

@@ -9,6 +9,7 @@ import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from gateway_engine.redis_target import celery_broker
 from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
@@ -107,11 +108,15 @@ if REDIS_URL is None and not GATEWAY_SINGLE_PROCESS:
         "GATEWAY_SINGLE_PROCESS=1 to run batches inside this process with its own in-process limits"
     )
 
+try:  # REDIS_URL=redis://[:pw@]MASTER/DB?sentinels=h:p,h:p follows a Sentinel failover (redis_target.py)
+    _broker_default, _broker_sentinel_options = celery_broker(REDIS_URL) if REDIS_URL else ("", {})
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
 CELERY_BROKER_URL = env_url(
     # memory://localhost/: no broker is used (eager); a bare memory:// makes kombu warn "No hostname"
     "CELERY_BROKER_URL",
-    REDIS_URL or "memory://localhost/",
-    schemes=("redis", "rediss", "unix", "memory", "amqp"),
+    _broker_default or "memory://localhost/",
+    schemes=("redis", "rediss", "unix", "memory", "amqp", "sentinel"),
 )
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", REDIS_URL is None)
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -133,6 +138,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # short (a few hundred items), and claims are re-checked, so an hour is a safe upper bound.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+    # the broker derived from a REDIS_URL with sentinels: kombu asks them for this master
+    **(_broker_sentinel_options if CELERY_BROKER_URL == _broker_default else {}),
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Queue for gateway tasks (tests give each run its own, so stray workers can't take its tasks).

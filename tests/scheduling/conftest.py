@@ -94,7 +94,7 @@ class Workers:
                 proc.wait(10)
         import redis
 
-        client = redis.Redis.from_url(self.env.get("CELERY_BROKER_URL", settings.CELERY_BROKER_URL))
+        client = redis.Redis.from_url(self.env.get("CELERY_BROKER_URL") or settings.CELERY_BROKER_URL)
         try:
             client.delete(self.queue, f"_kombu.binding.{self.queue}")
         except redis.RedisError:
