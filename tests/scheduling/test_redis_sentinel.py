@@ -15,6 +15,7 @@ import redis
 from celery import Celery
 
 from batches.models import Batch, BatchItem, ItemStatus
+from observability.health import check_redis
 from tests.engine.provider_server import ok_reply
 from tests.exactly_once import assert_exactly_once
 from tests.servers import free_port, start_redis, wait_for_port
@@ -67,7 +68,7 @@ def _in_sync(client: redis.Redis) -> bool:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("how", ["failover", "kill -9"])
 def test_a_sentinel_failover_mid_batch_loses_nothing_and_sends_nothing_twice(
-    how, provider_server, make_provider, team, workers, tmp_path
+    how, provider_server, make_provider, team, workers, tmp_path, settings
 ):
     """``failover``: SENTINEL FAILOVER (a planned switch, as a managed Redis's maintenance does);
     ``kill -9``: the primary dies, the Sentinel finds it down after 1 s and promotes the replica."""
@@ -106,7 +107,12 @@ def test_a_sentinel_failover_mid_batch_loses_nothing_and_sends_nothing_twice(
         else:
             primary.proc.kill()
             primary.proc.wait(10)
+            settings.REDIS_URL = url  # this process's readiness check, on the same URL as the worker
+            down = check_redis()
+            assert not down.ok and "Connection" in down.detail, down  # /readyz says Redis is away
         wait_for(lambda: master_port(sentinel) == standby.port, 30, "the Sentinel to promote the standby")
+        if how != "failover":
+            wait_for(lambda: check_redis().ok, 10, "readiness to see Redis again")
         scripts_at_promotion = script_calls(b)
         if how == "failover":
             wait_for(lambda: _in_sync(a), 30, "the old primary to follow the new one")
