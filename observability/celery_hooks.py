@@ -1,5 +1,6 @@
-"""Celery signal handlers: request id in task headers, the worker heartbeat for /readyz, and the
-Prometheus multiprocess bookkeeping of exiting worker processes."""
+"""Celery signal handlers: request id in task headers, the worker heartbeat for /readyz, the worker
+host's /metrics listener (GATEWAY_WORKER_METRICS_BIND), and the Prometheus multiprocess bookkeeping of
+exiting worker processes."""
 
 from __future__ import annotations
 
@@ -50,7 +51,10 @@ def _worker_ready(**kwargs) -> None:
     global _heartbeat
     from django.conf import settings
 
+    from . import worker_metrics
     from .health import Heartbeat
+
+    worker_metrics.start()  # this host's /metrics, when GATEWAY_WORKER_METRICS_BIND is set
 
     if (
         settings.CELERY_TASK_ALWAYS_EAGER
@@ -64,6 +68,9 @@ def _worker_ready(**kwargs) -> None:
 
 
 def _worker_shutdown(**kwargs) -> None:
+    from . import worker_metrics
+
+    worker_metrics.stop()
     if _heartbeat is not None:
         _heartbeat.stopped.set()
         _heartbeat.join(5)

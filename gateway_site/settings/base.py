@@ -13,7 +13,6 @@ from gateway_engine.redis_target import celery_broker
 from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
-from observability.metrics_dir import configure as configure_metrics_dir
 
 # Django's generic classes (ModelAdmin[Team], QuerySet[ApiKey]) subscriptable at run time, as the typed
 # modules (teams/, batches/submission/, mypy strict) write them
@@ -360,24 +359,9 @@ GATEWAY_LOG_FORMAT = env_str("GATEWAY_LOG_FORMAT", default_log_format())
 if GATEWAY_LOG_FORMAT not in ("json", "console"):
     raise ImproperlyConfigured(f"GATEWAY_LOG_FORMAT={GATEWAY_LOG_FORMAT!r}: must be 'json' or 'console'")
 LOGGING = logging_config(GATEWAY_LOG_FORMAT, env_str("DJANGO_LOG_LEVEL", "INFO"))
-# Prometheus multiprocess directory shared by this host's web and worker processes: PROMETHEUS_MULTIPROC_DIR,
-# else (REDIS_URL set) a per-host default derived from REDIS_URL + GATEWAY_REDIS_PREFIX, created here and
-# put in os.environ before prometheus_client is first imported; GATEWAY_METRICS_DIR=off (or an empty
-# PROMETHEUS_MULTIPROC_DIR) = no files. "" = none in use (observability/metrics_dir.py). GET /metrics
-# requires GATEWAY_METRICS_TOKEN as a bearer token when set; production refuses to start without one
-# unless GATEWAY_METRICS_PUBLIC is on (metrics reachable only on an internal listener, #29).
-try:
-    _metrics_dir = configure_metrics_dir()
-except ValueError as exc:
-    raise ImproperlyConfigured(str(exc)) from None
-GATEWAY_METRICS_DIR = _metrics_dir.path
-GATEWAY_METRICS_DIR_SOURCE = _metrics_dir.source  # explicit, default, off, single-process, unavailable
-GATEWAY_METRICS_DIR_PROBLEM = _metrics_dir.problem
-GATEWAY_METRICS_TOKEN = env_str("GATEWAY_METRICS_TOKEN", "")
-GATEWAY_METRICS_PUBLIC = env_bool("GATEWAY_METRICS_PUBLIC", False)
-# Off: the engine observer is not installed (no provider metrics, failed-item events or provider-call
-# spans); for measuring its overhead.
-GATEWAY_METRICS_ENABLED = env_bool("GATEWAY_METRICS_ENABLED", True)
+# Prometheus: the multiprocess directory, the /metrics token, the worker hosts' metrics listener
+from .metrics import *  # noqa: E402, F403 - gateway_site/settings/metrics.py
+
 # Retention (manage.py purge_old_data): prompts, responses and uploaded files of batches finished more
 # than this many days ago are deleted; batch stats and usage are kept. 0 = keep forever.
 GATEWAY_RETENTION_DAYS = env_int("GATEWAY_RETENTION_DAYS", 0, minimum=0)
