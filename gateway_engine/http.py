@@ -25,16 +25,18 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import aiohttp
 import httpx
 
 from .answers import AnswerRejected, BoundedBody, declared_too_large
+from .kinds import KINDS
 from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, timed_out
 from .retry import ErrorType
 from .routing import ProviderConfig
 from .wire import DEFAULT_KIND, WireFormat, for_kind
+from .wire.base import SigningWire
 
 # the engine's HTTP API (every call returns a gateway_engine.outcomes.HttpOutcome)
 __all__ = [
@@ -83,6 +85,8 @@ class ProviderClient:
         pool = max(1, config.max_concurrency)
         limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0)
         headers = {**REQUEST_HEADERS, **endpoint.headers}
+        self._headers = headers
+        self._signed = KINDS[config.kind].signed if config.kind in KINDS else False
         self._client = httpx.AsyncClient(
             transport=transport or httpx.AsyncHTTPTransport(retries=0, limits=limits),
             timeout=httpx.Timeout(config.timeout_seconds),
@@ -101,12 +105,17 @@ class ProviderClient:
         """One chat completion. ``on_sent`` is called once the request is handed to the connection
         (httpx has no hook there: just before the send)."""
         payload = self.wire.body(self.config, messages, params)
-        extra = {"X-Request-ID": request_id} if request_id else None
+        extra = {"X-Request-ID": request_id} if request_id else {}
+        data = json.dumps(payload).encode()
+        if self._signed:  # the signature covers these exact bytes
+            extra = cast(SigningWire, self.wire).sign(
+                self.config, "POST", self.url, {**self._headers, **extra}, data
+            )
         timeout = self.config.timeout_seconds
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
-                request = self._client.build_request("POST", self.url, json=payload, headers=extra)
+                request = self._client.build_request("POST", self.url, content=data, headers=extra)
                 if on_sent is not None:
                     on_sent()
                 response = await self._client.send(request, stream=True)
@@ -193,6 +202,7 @@ class AiohttpProviderClient:
         self.max_answer_bytes = max_answer_bytes
         pool = max(1, config.max_concurrency)
         self._headers = {**REQUEST_HEADERS, **endpoint.headers}
+        self._signed = KINDS[config.kind].signed if config.kind in KINDS else False
         self.stream_endpoint: tuple[str, dict[str, str]] | None = None  # built on the first stream
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=pool, limit_per_host=0, keepalive_timeout=30.0),
@@ -218,6 +228,7 @@ class AiohttpProviderClient:
         if request_id:
             headers = {**headers, "X-Request-ID": request_id}
         data = json.dumps(payload).encode()
+        headers = self.signed(self.url, headers, data)
         timeout = self.config.timeout_seconds
         started = time.monotonic()
         try:
@@ -257,6 +268,13 @@ class AiohttpProviderClient:
 
         hook = _SentHook(on_sent) if on_sent is not None else None
         return await open_stream(self, self._session, messages, params, request_id=request_id, trace=hook)
+
+    def signed(self, url: str, headers: dict[str, str], data: bytes) -> dict[str, str]:
+        """``headers`` with the request's signature, for a kind whose descriptor says ``signed`` (the
+        wire format's ``sign``, e.g. SigV4: over the URL, these headers and the body, per request)."""
+        if not self._signed:
+            return headers
+        return cast(SigningWire, self.wire).sign(self.config, "POST", url, headers, data)
 
     async def read_answer(self, response: aiohttp.ClientResponse) -> bytes:
         """The whole (capped, decompressed) answer body (gateway_engine.http_stream reads error answers)."""

@@ -17,7 +17,7 @@ from .answers import AnswerRejected, detail
 from .outcomes import HttpOutcome, connection_failed, from_answer, kept_headers, rejected, timed_out
 from .retry import ErrorType
 from .streaming import UpstreamStream
-from .wire.sse import SseParser
+from .wire.framing import framing_for
 from .wire.stream_base import StreamingWire
 
 if TYPE_CHECKING:
@@ -27,12 +27,14 @@ __all__ = ["open_stream"]
 
 
 def _request(client: AiohttpProviderClient, request_id: str) -> tuple[str, dict[str, str]]:
-    """The streaming URL and headers of the client's provider (built once per client)."""
+    """The streaming URL and headers of the client's provider (built once per client; a signed kind
+    signs each request on top of them)."""
     if client.stream_endpoint is None:
         from .http import REQUEST_HEADERS
 
         endpoint = cast(StreamingWire, client.wire).stream_endpoint(client.config)
-        headers = {**REQUEST_HEADERS, **endpoint.headers, "Accept": "text/event-stream"}
+        accept = framing_for(client.config.kind).content_type
+        headers = {**REQUEST_HEADERS, **endpoint.headers, "Accept": accept}
         client.stream_endpoint = (endpoint.url, headers)
     url, headers = client.stream_endpoint
     return url, ({**headers, "X-Request-ID": request_id} if request_id else headers)
@@ -54,6 +56,8 @@ async def open_stream(
     wire = cast(StreamingWire, client.wire)
     url, headers = _request(client, request_id)
     data = json.dumps(wire.stream_body(client.config, messages, params)).encode()
+    headers = client.signed(url, headers, data)
+    framing = framing_for(client.config.kind)
     decoder = wire.stream_decoder(
         client.config, completion_id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time())
     )
@@ -64,10 +68,10 @@ async def open_stream(
             response = await session.post(url, data=data, headers=headers, allow_redirects=False,
                                           trace_request_ctx=trace)  # fmt: skip
             if not (200 <= response.status < 300) or not response.headers.get("Content-Type", "").startswith(
-                "text/event-stream"
+                framing.content_type
             ):
                 return await _not_a_stream(client, response, started)
-            stream = UpstreamStream(response, SseParser(), decoder, pending=[], done=False, idle_timeout=timeout,
+            stream = UpstreamStream(response, framing.parser(), decoder, pending=[], done=False, idle_timeout=timeout,
                                     started=started, status=response.status,
                                     headers=kept_headers(client.wire, response.headers),
                                     secret=client.config.api_key)  # fmt: skip

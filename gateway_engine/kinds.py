@@ -7,14 +7,24 @@ anthropic silently got the OpenAI client). Forgetting one of them (the header ki
 turned a feature off. Now:
 
     provider_file.py   PROVIDER_KINDS, REMAINING_HEADER_KINDS, KIND_ONLY_FIELDS, BATCH_API_KINDS,
-                       BATCH_KIND_LIMITS, KIND_DEFAULTS: derived from KINDS
-    remaining.py       HEADER_SEMANTICS: each kind's ``headers``
+                       BATCH_KIND_LIMITS, KIND_DEFAULTS: derived from KINDS; ``kind_problems`` reads
+                       each kind's ``required_fields``, ``max_burst_seconds`` and
+                       ``batch_api.required_fields`` (no kind branch)
+    remaining.py       HEADER_SEMANTICS: each kind's ``headers`` (``token_rounding`` included)
     batch_api/client   ``for_target``: each kind's ``batch_api.protocol`` (a kind without one is refused)
-    providers.models   the model's choices and check constraint: PROVIDER_KINDS
+    provider_batches   a line's ``model``: ``batch_api.line_model``
+    http.py / http_stream.py
+                       ``signed``: each request is signed by the wire format (``sign``, e.g. SigV4) after
+                       its body is built; ``framing``: how a stream is cut into events (SSE, or AWS's
+                       binary eventstream) and the content type a stream must have
+    providers.models   the model's choices and check constraints: PROVIDER_KINDS, ``complete_kinds``
 
-What still names a kind on its own: its wire module (gateway_engine/wire/, ``for_kind``; a test holds
-the wire kinds equal to KINDS), the simulator's model of it (sim/), and a migration when the list of
-kinds changes (the model's choices). A value-type module: it imports nothing of the project.
+What still names a kind on its own: its wire module (gateway_engine/wire/, ``for_kind``), the simulator's
+model of it (sim/), and a migration when the list of kinds or their fields change (the model's choices
+and constraints). tests/engine/test_kinds.py fails when a kind is half-registered: a descriptor without
+a wire module or a simulator, a wire whose signing or framing disagrees with its descriptor, model
+choices or constraints the migrations do not have. A value-type module: it imports nothing of the
+project.
 """
 
 from __future__ import annotations
@@ -31,6 +41,12 @@ SHORT_WINDOW = "short_window"  # a count of the provider's current short window:
 NONE = "none"  # no such headers
 FOLLOWED = frozenset({UNTIL_RESET, PER_MINUTE})
 
+# how a kind's stream is cut into events (gateway_engine/wire/framing.py): Server-Sent Events, or AWS's
+# binary application/vnd.amazon.eventstream (Bedrock ConverseStream)
+SSE = "sse"
+AWS_EVENTSTREAM = "aws_eventstream"
+FRAMINGS = (SSE, AWS_EVENTSTREAM)
+
 AZURE_KIND = "azure_openai"
 # Azure enforces its RPM/TPM over 1–10 s windows: a bucket holding more than one second of quota would
 # send a burst the provider answers with 429s
@@ -44,6 +60,7 @@ class KindHeaders:
     requests: str
     tokens: str
     source: str  # where the meaning is documented
+    token_rounding: int = 0  # the provider rounds its token counts: remaining taken this much lower
 
     @property
     def followed(self) -> bool:
@@ -58,15 +75,27 @@ class BatchApi:
     protocol: str  # "openai" (files + /batches; Azure too) or "anthropic" (message batches)
     max_requests: int
     max_bytes: int
+    # what a line's body names as its model: "model" (the provider's model, if the body has none),
+    # "deployment" (Azure: the Global-Batch deployment), "" (the line names none: Anthropic's params)
+    line_model: str = "model"
+    # provider fields required once batch_api is on -> what the field is (said in the refusal)
+    required_fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
 class ProviderKind:
+    """Everything that differs per kind outside its wire module (gateway_engine/wire/<kind>.py)."""
+
     name: str
-    headers: KindHeaders
+    headers: KindHeaders  # what its remaining-quota headers mean (NONE when it sends none)
     only_fields: tuple[str, ...] = ()  # fields only this kind reads (refused on the others)
-    batch_api: BatchApi | None = None
+    required_fields: tuple[str, ...] = ()  # fields this kind requires (non-empty)
+    batch_api: BatchApi | None = None  # None: the gateway speaks no batch API of this kind
     defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    max_burst_seconds: float | None = None  # the provider enforces short windows: a cap on the bucket
+    framing: str = SSE  # how its streams are cut into events (FRAMINGS)
+    signed: bool = False  # each request is signed by the wire format (``sign``): no fixed auth header
+    why_no_batch_api: str = ""  # said where batch_api is refused for this kind (batch_api None)
 
 
 _OPENAI_BATCH = BatchApi("openai", 50_000, 200 * 1024 * 1024)
@@ -75,18 +104,31 @@ KINDS: Mapping[str, ProviderKind] = MappingProxyType(
     {
         "anthropic": ProviderKind(
             "anthropic",
-            KindHeaders(UNTIL_RESET, UNTIL_RESET, "docs.anthropic.com/en/api/rate-limits"),
-            batch_api=BatchApi("anthropic", 100_000, 256 * 1024 * 1024),
+            # Anthropic rounds its token counts to the nearest thousand: 500 lower is the least it can be
+            KindHeaders(
+                UNTIL_RESET, UNTIL_RESET, "docs.anthropic.com/en/api/rate-limits", token_rounding=500
+            ),
+            batch_api=BatchApi("anthropic", 100_000, 256 * 1024 * 1024, line_model=""),
         ),
         AZURE_KIND: ProviderKind(
             AZURE_KIND,
             KindHeaders(SHORT_WINDOW, PER_MINUTE, "learn.microsoft.com/azure/ai-foundry/openai/how-to/quota"),
             only_fields=("deployment", "api_version", "batch_deployment"),
-            batch_api=_OPENAI_BATCH,
+            required_fields=("api_version",),
+            batch_api=BatchApi(
+                "openai",
+                50_000,
+                200 * 1024 * 1024,
+                line_model="deployment",
+                required_fields=MappingProxyType({"batch_deployment": "the Global-Batch deployment"}),
+            ),
             defaults=MappingProxyType({"burst_seconds": AZURE_MAX_BURST_SECONDS}),
+            max_burst_seconds=AZURE_MAX_BURST_SECONDS,
         ),
         "gemini": ProviderKind(
-            "gemini", KindHeaders(NONE, NONE, "ai.google.dev/gemini-api/docs/rate-limits")
+            "gemini",
+            KindHeaders(NONE, NONE, "ai.google.dev/gemini-api/docs/rate-limits"),
+            why_no_batch_api="the gateway does not speak Gemini's batch mode",
         ),
         "openai": ProviderKind(
             "openai",
@@ -105,3 +147,9 @@ def batch_protocol(kind: str) -> str:
         known = ", ".join(sorted(k for k, d in KINDS.items() if d.batch_api))
         raise ValueError(f"kind {kind!r} has no batch API the gateway speaks (kinds: {known})")
     return descriptor.batch_api.protocol
+
+
+def complete_kinds() -> dict[str, ProviderKind]:
+    """The kinds with a rule the database holds them to (required fields or a burst cap): the Provider
+    model's ``provider_<kind>_complete`` check constraints."""
+    return {k: d for k, d in KINDS.items() if d.required_fields or d.max_burst_seconds is not None}

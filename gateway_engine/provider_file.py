@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .kinds import AZURE_KIND, AZURE_MAX_BURST_SECONDS, KINDS
+from .kinds import KINDS
 
 JsonTypes = type | tuple[type, ...]
 
@@ -118,14 +118,13 @@ BATCH_KIND_LIMITS: dict[str, tuple[int, int]] = {
 }
 # the values a kind gives a field the entry omits (elsewhere the table's default)
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {k: dict(d.defaults) for k, d in KINDS.items() if d.defaults}
-# the fields kind_errors reads
-KIND_CHECKED_FIELDS: tuple[str, ...] = (
-    "kind",
-    "deployment",
-    "api_version",
-    "burst_seconds",
-    "batch_api",
-    "batch_deployment",
+# the fields kind_errors reads: the kind, every kind-only and kind-required field, the burst and batch_api
+KIND_CHECKED_FIELDS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        ["kind", "burst_seconds", "batch_api"]
+        + [f for d in KINDS.values() for f in (*d.only_fields, *d.required_fields)]
+        + [f for d in KINDS.values() if d.batch_api for f in d.batch_api.required_fields]
+    )
 )
 
 
@@ -179,36 +178,36 @@ def kind_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         for name, owner in KIND_ONLY_FIELDS.items()
         if values.get(name) and kind != owner
     ]
-    if values.get("batch_api") and kind not in BATCH_API_KINDS:
+    descriptor = KINDS[kind]
+    if values.get("batch_api") and descriptor.batch_api is None:
+        why = f" ({descriptor.why_no_batch_api})" if descriptor.why_no_batch_api else ""
         problems.append(
             (
                 "batch_api",
-                f"kind {kind} has no batch API the gateway speaks (kinds: {', '.join(BATCH_API_KINDS)})",
+                f"kind {kind} has no batch API the gateway speaks{why} (kinds: {', '.join(BATCH_API_KINDS)})",
             )
         )
-    if (
-        values.get("batch_api")
-        and kind == AZURE_KIND
-        and not str(values.get("batch_deployment") or "").strip()
-    ):
+    if values.get("batch_api") and descriptor.batch_api is not None:
+        problems += [
+            (name, f"required with batch_api for kind {kind} ({what})")
+            for name, what in descriptor.batch_api.required_fields.items()
+            if not str(values.get(name) or "").strip()
+        ]
+    problems += [
+        (name, f"required for kind {kind}")
+        for name in descriptor.required_fields
+        if not str(values.get(name) or "").strip()
+    ]
+    cap = descriptor.max_burst_seconds
+    burst = values.get("burst_seconds", cap)
+    if cap is not None and isinstance(burst, int | float) and burst > cap:
         problems.append(
             (
-                "batch_deployment",
-                f"required with batch_api for kind {AZURE_KIND} (the Global-Batch deployment)",
+                "burst_seconds",
+                f"must be at most {cap:g} for kind {kind} (the provider enforces its limits over "
+                f"short windows: {descriptor.headers.source}), got {burst!r}",
             )
         )
-    if kind == AZURE_KIND:
-        if not str(values.get("api_version") or "").strip():
-            problems.append(("api_version", f"required for kind {AZURE_KIND}"))
-        burst = values.get("burst_seconds", AZURE_MAX_BURST_SECONDS)
-        if isinstance(burst, int | float) and burst > AZURE_MAX_BURST_SECONDS:
-            problems.append(
-                (
-                    "burst_seconds",
-                    f"must be at most {AZURE_MAX_BURST_SECONDS:g} for kind {AZURE_KIND} (Azure enforces "
-                    f"its limits over 1-10 s windows), got {burst!r}",
-                )
-            )
     return problems
 
 

@@ -43,7 +43,6 @@ from .retry import header_seconds
 log = logging.getLogger(__name__)
 
 PER_MINUTE_SECONDS = 60.0  # a per-minute remaining with no reset: left over the next minute
-ANTHROPIC_ROUNDING = 500  # tokens: "rounded to the nearest thousand"
 BAD_HEADER_LOG_SECONDS = 60.0
 _COUNT = re.compile(r"^\d{1,15}$")
 _logged: dict[str, float] = {}  # provider -> monotonic time of its last bad-header log
@@ -64,8 +63,8 @@ def remaining_quota(
     problems: list[str] = []
     requests = _dimension(headers, "requests", meaning.requests, limits.rpm, ceiling, problems)
     tokens = _dimension(headers, "tokens", meaning.tokens, limits.tpm, ceiling, problems)
-    if tokens is not None and kind == "anthropic":
-        tokens = Remaining(max(0.0, tokens.remaining - ANTHROPIC_ROUNDING), tokens.reset_seconds)
+    if tokens is not None and meaning.token_rounding:  # the provider rounds: the least it can be
+        tokens = Remaining(max(0.0, tokens.remaining - meaning.token_rounding), tokens.reset_seconds)
     if problems:
         log_bad_headers(limits.name, problems)
     return RemainingQuota(requests, tokens)

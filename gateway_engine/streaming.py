@@ -21,7 +21,7 @@ import aiohttp
 
 from .answers import clean_text, without_secret
 from .retry import ErrorType
-from .wire.sse import SseParser, SseTooLarge
+from .wire.framing import StreamFramingError, StreamParser
 from .wire.stream_base import StreamDecoder, StreamError, StreamStep
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class UpstreamStream:
     def __init__(
         self,
         response: aiohttp.ClientResponse,
-        parser: SseParser,
+        parser: StreamParser,
         decoder: StreamDecoder,
         *,
         pending: list[dict[str, Any]],
@@ -137,7 +137,7 @@ class UpstreamStream:
     def _events(self, data: bytes, *, last: bool = False) -> list[Any]:
         try:
             return self._parser.close() if last else self._parser.feed(data)
-        except SseTooLarge as exc:
+        except StreamFramingError as exc:
             self.error = StreamError(ErrorType.INVALID_RESPONSE, str(exc), "invalid_response")
             return []
 

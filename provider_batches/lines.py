@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway_engine.batch_api import BatchLine, LineResult, line_verdict
 from gateway_engine.items import ItemResult
+from gateway_engine.kinds import KINDS
 from gateway_engine.retry import ErrorType, is_retryable_error
 from gateway_engine.routing import ProviderConfig
 from gateway_engine.wire import Answer, for_kind
@@ -28,9 +29,11 @@ def line_body(config: ProviderConfig, payload: dict[str, Any]) -> dict[str, Any]
     body = dict(
         for_kind(config.kind).body(config, list(payload.get("messages") or []), payload.get("params") or {})
     )
-    if config.kind == "azure_openai":
+    batch_api = KINDS[config.kind].batch_api
+    line_model = batch_api.line_model if batch_api is not None else ""
+    if line_model == "deployment":  # Azure: the Global-Batch deployment
         body["model"] = config.batch.deployment if config.batch else config.deployment or config.model
-    elif config.kind == "openai":
+    elif line_model == "model":
         body.setdefault("model", config.model)
     return body
 

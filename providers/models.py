@@ -21,6 +21,7 @@ from gateway_engine.provider_file import (
     kind_problems,
 )
 
+from .kind_rules import KIND_CONSTRAINTS
 from .secrets import SealedKeyField
 
 # Defaults and bounds come from the provider file's one table (gateway_engine.provider_file): sane upper
@@ -38,6 +39,7 @@ def _bounds(spec: FieldSpec) -> list:
 http_url_validator = URLValidator(schemes=["http", "https"])
 
 KIND_CHOICES = [(kind, kind) for kind in PROVIDER_KINDS]
+
 # what the gateway calls under base_url, per kind (docs/contract.md §5; the admin shows it as help text)
 BASE_URL_HELP = (
     "openai: OpenAI-compatible base URL, the gateway POSTs to {base_url}/chat/completions. "
@@ -254,13 +256,8 @@ class Provider(ProviderBatchSettings):
             models.CheckConstraint(
                 condition=models.Q(otpm__isnull=True) | models.Q(otpm__gte=1), name="provider_otpm_positive"
             ),
-            # Azure's windows are 1-10 s, and its URL needs an api-version (provider_file.kind_problems)
-            models.CheckConstraint(
-                condition=~models.Q(kind="azure_openai")
-                | (models.Q(burst_seconds__lte=1) & ~models.Q(api_version="")),
-                name="provider_azure_complete",
-                violation_error_message="kind azure_openai needs api_version and burst_seconds at most 1",
-            ),
+            # what a kind requires (its descriptor in gateway_engine/kinds.py: required fields, a burst cap)
+            *KIND_CONSTRAINTS,
         ]
 
     def __str__(self) -> str:

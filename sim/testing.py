@@ -30,6 +30,8 @@ import httpx
 from sim.config import SimConfig, load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# what follows "{base}/{name}" in the gateway's base_url for a provider of each kind
+KIND_TAILS = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
 
 
 @dataclass
@@ -46,8 +48,7 @@ class SimHandle:
     def kind_url(self, name: str, kind: str) -> str:
         """The gateway's base_url for a provider of ``kind``: openai and anthropic "{base}/{name}/v1",
         gemini "{base}/{name}/v1beta", azure_openai "{base}/{name}"."""
-        tails = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
-        return f"{self.base_url}/{name}{tails[kind]}"
+        return f"{self.base_url}/{name}{KIND_TAILS[kind]}"
 
     def base_url_for(self, name: str) -> str:
         """The base_url for provider ``name`` of whatever kind the running config gives it."""

@@ -144,3 +144,14 @@ class WireFormat(Protocol):
         """An error answer (a non-2xx status, its parsed body or None) → type, team message, and the
         provider-wide pause it asks for (billing exhausted, a per-day quota), if any."""
         ...
+
+
+class SigningWire(Protocol):
+    """What a wire format adds when its kind signs each request (descriptor ``signed``, e.g. Bedrock's
+    SigV4): the HTTP layer builds the body, then asks for the headers to send with it."""
+
+    def sign(
+        self, config: ProviderConfig, method: str, url: str, headers: Mapping[str, str], body: bytes
+    ) -> dict[str, str]:
+        """``headers`` plus the signature headers (``Authorization``, ``X-Amz-Date`` …) for this request."""
+        ...

@@ -19,6 +19,7 @@ whole, 4-5 µs when the event arrives in two chunks; the JSON parsing that follo
 
 from __future__ import annotations
 
+from .framing_errors import StreamFramingError
 from .stream_base import SseEvent
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "SseParser", "SseTooLarge"]
@@ -27,7 +28,7 @@ DEFAULT_MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: far above any provider's chunk, 
 _BOM = b"\xef\xbb\xbf"
 
 
-class SseTooLarge(ValueError):
+class SseTooLarge(StreamFramingError):
     """One event (or one unfinished line) is larger than the parser's ``max_event_bytes``."""
 
 

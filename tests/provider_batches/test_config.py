@@ -37,7 +37,8 @@ def test_defaults_follow_the_kind():
 
 def test_batch_api_on_gemini_is_refused_naming_the_field():
     assert kind_errors("providers[0]", {"kind": "gemini", "batch_api": True}) == [
-        "providers[0].batch_api: kind gemini has no batch API the gateway speaks (kinds: anthropic, azure_openai, openai)"
+        "providers[0].batch_api: kind gemini has no batch API the gateway speaks (the gateway does not speak "
+        "Gemini's batch mode) (kinds: anthropic, azure_openai, openai)"
     ]
     with pytest.raises(ValueError, match=r"batch_api: kind gemini"):
         ProviderConfig.from_dict({**BASE, "kind": "gemini", "batch_api": True})
