@@ -29,6 +29,7 @@ from typing import Any, TypeAlias, cast
 
 import aiohttp
 import httpx
+import yarl
 
 from .answers import AnswerRejected, BoundedBody, declared_too_large
 from .kinds import KINDS
@@ -234,7 +235,7 @@ class AiohttpProviderClient:
         try:
             async with asyncio.timeout(timeout):
                 async with self._session.post(
-                    self.url,
+                    self.target(self.url),
                     data=data,
                     headers=headers,
                     allow_redirects=False,
@@ -275,6 +276,11 @@ class AiohttpProviderClient:
         if not self._signed:
             return headers
         return cast(SigningWire, self.wire).sign(self.config, "POST", url, headers, data)
+
+    def target(self, url: str) -> str | yarl.URL:
+        """The URL to send to: a signed kind's exactly as signed (yarl would decode ``%3A`` in a Bedrock
+        model id, and the path the provider sees would not be the one signed)."""
+        return yarl.URL(url, encoded=True) if self._signed else url
 
     async def read_answer(self, response: aiohttp.ClientResponse) -> bytes:
         """The whole (capped, decompressed) answer body (gateway_engine.http_stream reads error answers)."""

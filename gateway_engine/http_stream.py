@@ -65,7 +65,7 @@ async def open_stream(
     response: aiohttp.ClientResponse | None = None
     try:
         async with asyncio.timeout(timeout):
-            response = await session.post(url, data=data, headers=headers, allow_redirects=False,
+            response = await session.post(client.target(url), data=data, headers=headers, allow_redirects=False,
                                           trace_request_ctx=trace)  # fmt: skip
             if not (200 <= response.status < 300) or not response.headers.get("Content-Type", "").startswith(
                 framing.content_type

@@ -125,6 +125,19 @@ KINDS: Mapping[str, ProviderKind] = MappingProxyType(
             defaults=MappingProxyType({"burst_seconds": AZURE_MAX_BURST_SECONDS}),
             max_burst_seconds=AZURE_MAX_BURST_SECONDS,
         ),
+        "bedrock": ProviderKind(
+            "bedrock",
+            KindHeaders(NONE, NONE, "docs.aws.amazon.com/bedrock/latest/userguide/quotas.html"),
+            only_fields=("region", "aws_access_key_id"),
+            required_fields=("region", "aws_access_key_id"),  # the secret access key is the api_key
+            framing=AWS_EVENTSTREAM,
+            signed=True,
+            why_no_batch_api=(
+                "Bedrock batch inference, CreateModelInvocationJob, reads its input from and writes its "
+                "output to S3 under an IAM service role, and takes 100 records at least: the gateway has "
+                "no S3 store to stage lines in"
+            ),
+        ),
         "gemini": ProviderKind(
             "gemini",
             KindHeaders(NONE, NONE, "ai.google.dev/gemini-api/docs/rate-limits"),

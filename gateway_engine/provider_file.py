@@ -58,6 +58,8 @@ PROVIDER_FIELDS: dict[str, FieldSpec] = {
     "kind": FieldSpec(str, default="openai"),
     "deployment": FieldSpec(str, default=""),
     "api_version": FieldSpec(str, default=""),
+    "region": FieldSpec(str, default=""),  # bedrock: the AWS region requests are signed for
+    "aws_access_key_id": FieldSpec(str, default=""),  # bedrock (its secret access key is api_key)
     "itpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
     "otpm": FieldSpec(int, default=None, minimum=1, maximum=1_000_000_000),
     # shared keys: follow the provider's remaining-quota headers (kinds that send none: no effect)

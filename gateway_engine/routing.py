@@ -50,6 +50,8 @@ class ProviderConfig:
     kind: str = PROVIDER_FIELDS["kind"].default
     deployment: str = ""  # azure_openai: the deployment in the URL ("" = model)
     api_version: str = ""  # azure_openai: the api-version query parameter (required there)
+    region: str = ""  # bedrock: the AWS region requests are signed for (required there)
+    aws_access_key_id: str = ""  # bedrock: the access key id (the secret access key is api_key)
     # max_tokens sent where a kind requires it and the item gives none (GATEWAY_DEFAULT_MAX_TOKENS);
     # also what the output-token reservation uses
     default_max_tokens: int = 1024
@@ -91,6 +93,8 @@ class ProviderConfig:
             kind=v["kind"],
             deployment=v["deployment"],
             api_version=v["api_version"],
+            region=v["region"],
+            aws_access_key_id=v["aws_access_key_id"],
             batch=batch_or_none(v["kind"], v),
         )
 

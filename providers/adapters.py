@@ -63,6 +63,8 @@ def provider_config(provider) -> ProviderConfig:
         kind=provider.kind,
         deployment=provider.deployment,
         api_version=provider.api_version,
+        region=provider.region,
+        aws_access_key_id=provider.aws_access_key_id,
         default_max_tokens=int(settings.GATEWAY_DEFAULT_MAX_TOKENS),
         batch=provider.batch_limits if provider.batch_limits.enabled else None,
     )

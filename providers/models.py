@@ -46,6 +46,8 @@ BASE_URL_HELP = (
     "azure_openai: the resource URL (https://NAME.openai.azure.com); the gateway POSTs to "
     "{base_url}/openai/deployments/{deployment}/chat/completions?api-version={api_version}. "
     "anthropic: e.g. https://api.anthropic.com/v1; the gateway POSTs to {base_url}/messages. "
+    "bedrock: the runtime endpoint, https://bedrock-runtime.REGION.amazonaws.com; the gateway POSTs to "
+    "{base_url}/model/{model}/converse, SigV4-signed. "
     "gemini: ends with the API version, e.g. https://generativelanguage.googleapis.com/v1beta; the "
     "gateway POSTs to {base_url}/models/{model}:generateContent."
 )
@@ -160,6 +162,18 @@ class Provider(ProviderBatchSettings):
         blank=True,
         default=_P["api_version"].default,
         help_text="azure_openai only (required there): the api-version query parameter, e.g. 2024-10-21.",
+    )
+    region = models.CharField(
+        max_length=32,
+        blank=True,
+        default=_P["region"].default,
+        help_text="bedrock only (required there): the AWS region requests are signed for, e.g. us-east-1.",
+    )
+    aws_access_key_id = models.CharField(
+        max_length=128,
+        blank=True,
+        default=_P["aws_access_key_id"].default,
+        help_text="bedrock only (required there): the access key id; its secret access key is the API key.",
     )
     # Write-only: never rendered back (admin uses a password widget, the API never serializes it); stored
     # sealed (providers.secrets: Fernet with GATEWAY_SECRET_KEYS), read through providers.adapters only.

@@ -1,6 +1,6 @@
 """The kind-specific part of a simulated provider's configuration (issue #21).
 
-A provider speaks one of four wire formats (``kind``); each kind takes only the options its real API has,
+A provider speaks one of five wire formats (``kind``); each kind takes only the options its real API has,
 so a config that asks an OpenAI provider for a per-day quota, or an Anthropic one for a content filter, is
 refused naming the field instead of silently doing nothing. All durations and rates are in *simulated*
 units, like the rest of the config (``time_scale`` compresses them).
@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("openai", "azure_openai", "anthropic", "gemini")
+KINDS = ("openai", "azure_openai", "anthropic", "gemini", "bedrock")
 
 # Named fault forms each kind can answer (error_script entries, [[sim:fault:NAME]] triggers, spend forms).
 # "ok" = process the request normally.
@@ -27,6 +27,7 @@ KIND_FORMS: dict[str, tuple[str, ...]] = {
     "azure_openai": COMMON_FORMS + ("input_filter", "output_filter"),
     "anthropic": COMMON_FORMS + ("spend_429", "spend_400", "spend_402", "refusal"),
     "gemini": COMMON_FORMS + ("per_day", "per_minute", "blocked"),
+    "bedrock": COMMON_FORMS + ("model_not_ready", "model_timeout", "quota"),
 }
 # spend_form values -> the form answered once spend_exhausted_after requests have been served
 SPEND_FORMS: dict[str, dict[str, str]] = {
@@ -49,6 +50,7 @@ KIND_KEYS: dict[str, set[str]] = {
     "azure_openai": {"deployment", "api_version", "window_seconds"},
     "anthropic": {"itpm", "otpm", "cache_write_ratio", "spend_exhausted_after", "spend_form"},
     "gemini": {"rpd", "day_seconds"},
+    "bedrock": {"region", "aws_access_key_id"},
 }
 ALL_KIND_KEYS = set().union(*KIND_KEYS.values())
 COMMON_KIND_KEYS = {"kind", "cache_read_ratio", "error_script", "overload"}
@@ -79,6 +81,8 @@ class KindConfig:
     window_seconds: float | None = None  # azure: the rpm bucket holds this many seconds (1-10; tpm: a minute)
     rpd: int | None = None  # gemini: requests per (simulated) day
     day_seconds: float = 86400.0  # gemini: the simulated day's length
+    region: str | None = None  # bedrock: the region requests must be signed for (None: any)
+    aws_access_key_id: str | None = None  # bedrock: the access key id they must name (None: any)
     cache_read_ratio: float = 0.0  # fraction of prompt tokens reported as cache reads
     cache_write_ratio: float = 0.0  # anthropic: fraction reported as cache writes
     error_script: tuple[str, ...] = ()  # named forms for the first N requests, then normal behaviour
@@ -202,4 +206,13 @@ def parse_kind(raw: dict, where: str) -> KindConfig:
         overload=window(raw.get("overload"), f"{where}.overload"),
         spend_exhausted_after=after,
         spend_form=spend_form,
+        region=_text(raw, "region", where),
+        aws_access_key_id=_text(raw, "aws_access_key_id", where),
     )
+
+
+def _text(raw: dict, key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{where}.{key}: expected a non-empty string")
+    return value

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 
+from sim import sigv4
 from sim import wire_anthropic as anthropic
+from sim import wire_bedrock as bedrock
 from sim import wire_gemini as gemini
 from sim import wire_openai as openai
 from sim.config import ProviderConfig
@@ -263,11 +265,82 @@ class GeminiKind(OpenAIKind):
         return gemini.stream_plan(self.cfg.name, call, usage, chunks, blocked_prompt=form == "blocked")
 
 
+class BedrockKind(OpenAIKind):
+    """Amazon Bedrock Converse / ConverseStream, SigV4-signed (sim/wire_bedrock.py, sim/sigv4.py)."""
+
+    name = "bedrock"
+
+    def preflight(self, request) -> Reply | None:
+        if request.match_info.get("model_id") != self.cfg.model:
+            return bedrock.invalid("The provided model identifier is invalid.")
+        return None
+
+    def verify(self, request, raw: bytes) -> Reply | None:
+        """The request's SigV4 signature (after preflight, before the body is read as JSON)."""
+        native = self.cfg.native
+        found = sigv4.problem(
+            request.method,
+            request.rel_url.raw_path,
+            request.rel_url.raw_query_string,
+            request.headers,
+            raw,
+            access_key_id=native.aws_access_key_id,
+            secret=self.cfg.api_key,
+            region=native.region,
+        )
+        if found is None:
+            return None
+        status = 400 if found[0] == "IncompleteSignatureException" else 403
+        reply = bedrock.error(status, *found)
+        reply.rejected = "auth"
+        return reply
+
+    def not_json(self) -> Reply:
+        reply = bedrock.error(400, "SerializationException", "Unexpected token in the request body.")
+        reply.rejected = "shape"
+        return reply
+
+    def validate(self, body, request) -> Reply | None:
+        return bedrock.validate(body)
+
+    def call(self, body: dict, request) -> Call:
+        stream = request.match_info.get("op") == "converse-stream"
+        return bedrock.call(body, self.cfg.model, self.cfg.default_max_tokens, stream)
+
+    def headers(self, state) -> dict[str, str]:
+        return {}  # Bedrock sends no rate-limit headers
+
+    def rate_limited(self, limit: str, wait: float, state, call: Call) -> Reply:
+        return bedrock.form("rate_limit")
+
+    def too_large(self, charge: int) -> Reply:
+        return bedrock.error(
+            400, "ValidationException", f"Input is too long for requested model ({charge} tokens)."
+        )
+
+    def form(self, name: str, call: Call | None) -> Reply:
+        return bedrock.form(name)
+
+    def forced(self, status: int, retry_after: str | None) -> Reply:
+        exception = bedrock.STATUS_EXCEPTIONS.get(status, "InternalServerException")
+        return bedrock.error(status, exception, f"Simulated status {status}.")
+
+    def busy(self) -> Reply:
+        return bedrock.form("overloaded")
+
+    def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
+        return bedrock.answer(self.cfg.name, call, usage)
+
+    def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
+        return bedrock.stream_plan(self.cfg.name, call, usage, chunks)
+
+
 KIND_CLASSES = {
     "openai": OpenAIKind,
     "azure_openai": AzureKind,
     "anthropic": AnthropicKind,
     "gemini": GeminiKind,
+    "bedrock": BedrockKind,
 }
 
 

@@ -138,6 +138,11 @@ class SimProvider:
         problem = self.kind.preflight(request)
         if problem:
             return problem
+        verify = getattr(self.kind, "verify", None)  # a kind that signs each request (bedrock: SigV4)
+        if verify is not None:
+            problem = verify(request, await request.read())
+            if problem:
+                return problem
         try:
             body = await request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):

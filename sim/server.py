@@ -8,6 +8,7 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
                                                  kind gemini (base_url .../{name}/v1beta; also /v1/...)
   POST /{name}/openai/deployments/{deployment}/chat/completions?api-version=...
                                                  kind azure_openai (base_url .../{name})
+  POST /{name}/model/{modelId}/converse[-stream] kind bedrock (base_url .../{name}; SigV4-signed)
   GET  /{name}/v1/models             the provider's model
   GET  /_sim/health                  liveness + provider names (+ kinds)
   GET  /_sim/counters                per-provider counters (see sim/counters.py), shape_rejections included
@@ -211,6 +212,7 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     app.router.add_post("/{name}/v1/messages", route("anthropic"))
     app.router.add_post("/{name}/{version:v1beta|v1}/models/{model_method:[^/]+}", route("gemini"))
     app.router.add_post("/{name}/openai/deployments/{deployment}/chat/completions", route("azure_openai"))
+    app.router.add_post("/{name}/model/{model_id}/{op:converse|converse-stream}", route("bedrock"))
     batches_openai.register(app, state.batch_stores)
     batches_anthropic.register(app, state.batch_stores)
     # any other POST under a provider reached it with a wrong URL: counted, 404, a shape rejection

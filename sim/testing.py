@@ -31,7 +31,7 @@ from sim.config import SimConfig, load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # what follows "{base}/{name}" in the gateway's base_url for a provider of each kind
-KIND_TAILS = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
+KIND_TAILS = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": "", "bedrock": ""}
 
 
 @dataclass

@@ -222,6 +222,7 @@ def test_contract_example_names_every_field_with_the_tables_defaults():
     entry = data["providers"][0]
     # the provider-adapter fields (#21) are the contract's table of optional fields, not the example's
     adapter_fields = {"kind", "deployment", "api_version", "itpm", "otpm", "adaptive"}  # + shared keys (#24)
+    adapter_fields |= {"region", "aws_access_key_id"}  # kind bedrock (#37)
     # and so are the provider-batch fields (#23: the contract's three and the documented extensions)
     adapter_fields |= {name for name in PROVIDER_FIELDS if name.startswith("batch_")}
     assert set(entry) == set(PROVIDER_FIELDS) - adapter_fields
@@ -390,8 +391,10 @@ def test_errors_and_unknown_keys_are_both_reported(tmp_path):
 def test_the_shipped_and_contract_files_have_no_unknown_keys(tmp_path):
     from pathlib import Path
 
+    from gateway_engine.kinds import KINDS
+
     shipped = json.loads((Path(__file__).resolve().parent.parent / "examples" / "providers.json").read_text())
-    assert {p["kind"] for p in shipped["providers"]} == {"openai", "anthropic", "gemini", "azure_openai"}
+    assert {p["kind"] for p in shipped["providers"]} == set(KINDS)  # one of each kind
     for data in (shipped, _contract_provider_file()):
         # each file on its own; the contract example routes to a "beta" it does not list: left out
         Provider.objects.all().delete()

@@ -1,7 +1,7 @@
 """Provider wire formats by kind: ``for_kind(kind)`` is the one place a provider's API is chosen.
 
 Each kind is one module implementing ``wire.base.WireFormat`` (docs/contract.md §5): ``wire.openai``,
-``wire.azure_openai``, ``wire.anthropic`` and ``wire.gemini``. An unknown kind is refused loudly
+``wire.azure_openai``, ``wire.anthropic``, ``wire.gemini`` and ``wire.bedrock``. An unknown kind is refused loudly
 (``UnknownWireKind``), never silently spoken as OpenAI.
 
 ``check_request`` is what submission asks before storing an item for a provider: its params
@@ -19,6 +19,7 @@ from ..routing import ProviderConfig
 from .anthropic import AnthropicWire
 from .azure_openai import AzureOpenAIWire
 from .base import USAGE_KEYS, Answer, Endpoint, ErrorVerdict, ParamProblem, Pause, Usage, WireFormat
+from .bedrock import BedrockWire
 from .gemini import GeminiWire
 from .openai import OpenAIWire
 from .params import RequestProblems
@@ -26,7 +27,7 @@ from .sse import SseParser, SseTooLarge
 from .stream_base import SseEvent, StreamDecoder, StreamError, StreamingWire, StreamStep
 
 DEFAULT_KIND = "openai"
-_WIRES = (OpenAIWire(), AzureOpenAIWire(), AnthropicWire(), GeminiWire())
+_WIRES = (OpenAIWire(), AzureOpenAIWire(), AnthropicWire(), GeminiWire(), BedrockWire())
 _FORMATS: dict[str, WireFormat] = {w.kind: w for w in _WIRES}
 _STREAMING: dict[str, StreamingWire] = {w.kind: w for w in _WIRES}  # mypy: every kind streams
 KNOWN_KINDS: tuple[str, ...] = tuple(sorted(_FORMATS))
@@ -74,6 +75,7 @@ __all__ = [
     "Pause",
     "AnthropicWire",
     "AzureOpenAIWire",
+    "BedrockWire",
     "GeminiWire",
     "OpenAIWire",
     "RequestProblems",

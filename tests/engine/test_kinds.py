@@ -16,12 +16,18 @@ from gateway_engine.wire import KNOWN_KINDS, for_kind
 def test_every_kind_table_is_the_descriptors():
     assert provider_file.PROVIDER_KINDS == KNOWN_KINDS == tuple(sorted(KINDS))
     assert set(HEADER_SEMANTICS) == set(KINDS)
-    assert provider_file.REMAINING_HEADER_KINDS == {"anthropic", "azure_openai", "openai"}
+    assert provider_file.REMAINING_HEADER_KINDS == {
+        "anthropic",
+        "azure_openai",
+        "openai",
+    }  # not gemini, bedrock
     assert provider_file.BATCH_API_KINDS == ("anthropic", "azure_openai", "openai")
     assert provider_file.KIND_ONLY_FIELDS == {
         "deployment": "azure_openai",
         "api_version": "azure_openai",
         "batch_deployment": "azure_openai",
+        "region": "bedrock",
+        "aws_access_key_id": "bedrock",
     }
     assert provider_file.BATCH_KIND_LIMITS["anthropic"] == (100_000, 256 * 1024 * 1024)
     assert provider_file.kind_defaults("azure_openai") == {"burst_seconds": 1.0}

@@ -42,7 +42,7 @@ def config(**overrides: object) -> ProviderConfig:
 
 def test_for_kind_openai_is_the_openai_wire_and_the_default():
     assert DEFAULT_KIND == "openai"
-    assert KNOWN_KINDS == ("anthropic", "azure_openai", "gemini", "openai")
+    assert KNOWN_KINDS == ("anthropic", "azure_openai", "bedrock", "gemini", "openai")
     wire: WireFormat = for_kind("openai")
     assert isinstance(wire, OpenAIWire)
     assert wire.kind == "openai"
@@ -54,7 +54,7 @@ def test_an_unknown_kind_is_refused_naming_it_and_the_known_ones(kind):
     with pytest.raises(UnknownWireKind) as caught:
         for_kind(kind)
     assert repr(kind) in str(caught.value)
-    assert "known kinds are anthropic, azure_openai, gemini, openai" in str(caught.value)
+    assert "known kinds are anthropic, azure_openai, bedrock, gemini, openai" in str(caught.value)
     assert isinstance(caught.value, ValueError)
 
 

@@ -6,7 +6,7 @@ import copy
 
 
 def four_kinds() -> dict:
-    """One provider of each kind, each with its own fields, routed together."""
+    """One provider of each kind (the name predates the fifth, bedrock), each with its own fields, routed together."""
     return copy.deepcopy(
         {
             "providers": [
@@ -49,12 +49,24 @@ def four_kinds() -> dict:
                     "tpm": 1_000_000,
                     "max_concurrency": 8,
                 },
+                {
+                    "name": "rock",
+                    "kind": "bedrock",
+                    "base_url": "https://bedrock-runtime.us-east-1.amazonaws.example",
+                    "model": "anthropic.claude-3-haiku-20240307-v1:0",
+                    "region": "us-east-1",
+                    "aws_access_key_id": "AKIAEXAMPLE",
+                    "rpm": 100,
+                    "tpm": 200_000,
+                    "max_concurrency": 4,
+                },
             ],
             "routes": [
                 {"route": "mix", "provider": "oai"},
                 {"route": "mix", "provider": "azure"},
                 {"route": "mix", "provider": "claude", "priority": 1},
                 {"route": "mix", "provider": "gem", "priority": 2},
+                {"route": "mix", "provider": "rock", "priority": 2},
             ],
         }
     )

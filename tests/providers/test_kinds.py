@@ -21,8 +21,8 @@ from tests.providers.files import four_kinds
 AZURE = {"kind": "azure_openai", "api_version": "2024-10-21", "burst_seconds": 1.0}
 
 
-def test_the_kinds_are_the_contracts_four_each_spoken_by_a_wire_format():
-    assert PROVIDER_KINDS == ("anthropic", "azure_openai", "gemini", "openai")
+def test_the_kinds_are_the_contracts_each_spoken_by_a_wire_format():
+    assert PROVIDER_KINDS == ("anthropic", "azure_openai", "bedrock", "gemini", "openai")
     assert wire.KNOWN_KINDS == PROVIDER_KINDS  # a kind the model accepts has a wire module, and back
     assert [value for value, _ in Provider._meta.get_field("kind").choices] == list(PROVIDER_KINDS)
 
@@ -32,7 +32,7 @@ def test_the_kinds_are_the_contracts_four_each_spoken_by_a_wire_format():
     [
         (
             {"kind": "claude"},
-            "p.kind: unknown kind 'claude' (known: anthropic, azure_openai, gemini, openai)",
+            "p.kind: unknown kind 'claude' (known: anthropic, azure_openai, bedrock, gemini, openai)",
         ),
         ({"kind": "azure_openai", "burst_seconds": 1.0}, "p.api_version: required for kind azure_openai"),
         ({**AZURE, "api_version": "  "}, "p.api_version: required for kind azure_openai"),
@@ -122,15 +122,16 @@ def _load(tmp_path, data) -> str:
 @pytest.mark.django_db
 def test_a_file_of_the_four_kinds_loads_and_loads_again_without_changes(tmp_path):
     out = _load(tmp_path, four_kinds())
-    assert out.count("created provider") == 4
+    assert out.count("created provider") == 5
     rows = {p.name: p for p in Provider.objects.all()}
     assert {n: p.kind for n, p in rows.items()} == {
-        "oai": "openai", "azure": "azure_openai", "claude": "anthropic", "gem": "gemini",
+        "oai": "openai", "azure": "azure_openai", "claude": "anthropic", "gem": "gemini", "rock": "bedrock",
     }  # fmt: skip
+    assert (rows["rock"].region, rows["rock"].aws_access_key_id) == ("us-east-1", "AKIAEXAMPLE")
     azure, claude = rows["azure"], rows["claude"]
     assert (azure.deployment, azure.api_version, azure.burst_seconds) == ("gpt4o-prod", "2024-10-21", 1.0)
     assert (claude.itpm, claude.otpm, rows["oai"].itpm) == (30_000, 8_000, None)
-    assert RoutingRule.objects.count() == 4
+    assert RoutingRule.objects.count() == 5
     assert _load(tmp_path, four_kinds()).strip() == "no changes"
 
 
@@ -143,7 +144,7 @@ def _break_azure_api_version(data):
     [
         (
             lambda d: d["providers"][2].update(kind="claude"),
-            "providers[2] (claude).kind: unknown kind 'claude' (known: anthropic, azure_openai, gemini, openai)",
+            "providers[2] (claude).kind: unknown kind 'claude' (known: anthropic, azure_openai, bedrock, gemini, openai)",
         ),
         (_break_azure_api_version, "providers[1] (azure).api_version: required for kind azure_openai"),
         (

@@ -6,22 +6,28 @@ skipped (the kinds arrive in the package one by one)."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
 from gateway_engine import wire
+from gateway_engine.kinds import KINDS
 from gateway_engine.routing import ProviderConfig
 
 COMMON = {"median_ms": 0, "completion_tokens": 3, "cache_read_ratio": 0.5}
+BEDROCK = {"region": "us-east-1", "aws_access_key_id": "AKIASIMULATOR"}
+BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 CONFIG = {"providers": {
     "gpt": {"kind": "openai", "model": "gpt-sim", "api_key": "ok", **COMMON},
     "claude": {"kind": "anthropic", "model": "claude-sim", "api_key": "ak", "cache_write_ratio": 0.25, **COMMON},
     "gem": {"kind": "gemini", "model": "gemini-sim", "api_key": "gk", **COMMON},
     "az": {"kind": "azure_openai", "model": "gpt-4o-sim", "deployment": "dep", "api_key": "zk",
            "api_version": "2024-10-21", **COMMON},
+    "br": {"kind": "bedrock", "model": BEDROCK_MODEL, "api_key": "bedrock/secret+key", **BEDROCK, **COMMON},
 }}  # fmt: skip
 GATEWAY = {"openai": ("gpt", {}), "anthropic": ("claude", {}), "gemini": ("gem", {}),
-           "azure_openai": ("az", {"deployment": "dep", "api_version": "2024-10-21"})}  # fmt: skip
+           "azure_openai": ("az", {"deployment": "dep", "api_version": "2024-10-21"}), "bedrock": ("br", BEDROCK)}  # fmt: skip
 ITEMS = [
     ([{"role": "user", "content": "hello"}], {}),
     ([{"role": "system", "content": "be terse"}, {"role": "user", "content": "hello"}],
@@ -53,12 +59,9 @@ def test_the_gateways_requests_pass_the_simulators_validation_and_its_answers_pa
                                        "kind": kind, "api_key": CONFIG["providers"][name]["api_key"],
                                        "rpm": 1000, "tpm": 10**7, "max_concurrency": 10, "burst_seconds": 1,
                                        "timeout_seconds": 10, **extra})  # fmt: skip
-    endpoint = w.endpoint(config)
     with httpx.Client(timeout=10) as client:
         for messages, params in ITEMS:
-            r = client.post(
-                endpoint.url, json=w.body(config, messages, params), headers=dict(endpoint.headers)
-            )
+            r = post(client, w, config, w.body(config, messages, params))
             assert r.status_code == 200, (messages, params, r.text)
             answer = w.read_answer(r.json())
             assert answer.response["object"] == "chat.completion"
@@ -79,7 +82,19 @@ FORMS = {
     "gemini": {"overloaded": "overloaded", "per_minute": "rate_limited", "per_day": "per_day",
                "blocked": "client_error"},
     "azure_openai": {"rate_limit": "rate_limited", "input_filter": "client_error", "output_filter": "content_filter"},
+    "bedrock": {"rate_limit": "rate_limited", "model_not_ready": "overloaded", "unavailable": "overloaded",
+                "server_error": "server_error", "model_timeout": "timeout", "quota": "provider_quota_exhausted"},
 }  # fmt: skip
+
+
+def post(client: httpx.Client, w, config: ProviderConfig, body) -> httpx.Response:
+    """One request as the gateway sends it: the body's bytes, signed where the kind signs each request."""
+    endpoint = w.endpoint(config)
+    data = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json", **endpoint.headers}
+    if KINDS[config.kind].signed:
+        headers = w.sign(config, "POST", endpoint.url, headers, data)
+    return client.post(endpoint.url, content=data, headers=headers)
 
 
 @pytest.mark.parametrize("kind", list(GATEWAY))
@@ -95,12 +110,11 @@ def test_the_gateway_reads_each_of_the_simulators_fault_forms_as_the_issue_says(
                                        "model": CONFIG["providers"][name]["model"], "kind": kind,
                                        "api_key": CONFIG["providers"][name]["api_key"], "rpm": 1000, "tpm": 10**7,
                                        "max_concurrency": 10, "burst_seconds": 1, "timeout_seconds": 10, **extra})  # fmt: skip
-    endpoint = w.endpoint(config)
     seen = {}
     with httpx.Client(timeout=10) as client:
         for form in FORMS[kind]:
             body = w.body(config, [{"role": "user", "content": f"[[sim:fault:{form}]] hi"}], {})
-            r = client.post(endpoint.url, json=body, headers=dict(endpoint.headers))
+            r = post(client, w, config, body)
             if r.status_code == 200:
                 answer = w.read_answer(r.json())
                 seen[form] = (answer.refusal.error_type if answer.refusal is not None

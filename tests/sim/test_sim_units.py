@@ -10,6 +10,7 @@ from sim.buckets import Bucket
 from sim.config import ConfigError, load_config
 from sim.counters import SlidingMax
 from sim.server import SimProvider, fmt_duration
+from sim.testing import KIND_TAILS
 from sim.tokens import estimate_prompt_tokens
 
 
@@ -117,7 +118,7 @@ def test_examples_sim_json_is_valid_and_matches_gateway_providers():
     served = [c for c in configs if names <= set(c.providers)]
     assert served, f"no examples/sim*.json serves {sorted(names)}"
     sim_cfg = served[0]
-    tails = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta", "azure_openai": ""}
+    tails = KIND_TAILS
     for p in gateway["providers"]:
         s = sim_cfg.providers[p["name"]]
         kind = p.get("kind", "openai")

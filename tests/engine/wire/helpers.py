@@ -20,18 +20,26 @@ def fixture(name: str) -> dict[str, Any]:
 
 def config(kind: str, **overrides: object) -> ProviderConfig:
     entry: dict[str, object] = {
-        "name": {"anthropic": "claude", "gemini": "gem", "azure_openai": "azure", "openai": "alpha"}[kind],
+        "name": {
+            "anthropic": "claude",
+            "gemini": "gem",
+            "azure_openai": "azure",
+            "openai": "alpha",
+            "bedrock": "rock",
+        }[kind],
         "base_url": {
             "anthropic": "https://api.anthropic.test/v1/",
             "gemini": "https://generativelanguage.test/v1beta",
             "azure_openai": "https://res.openai.azure.test/",
             "openai": "http://alpha.test/v1/",
+            "bedrock": "https://bedrock-runtime.us-east-1.amazonaws.test",
         }[kind],
         "model": {
             "anthropic": "claude-sonnet-4",
             "gemini": "gemini-2.5-flash",
             "azure_openai": "gpt-4o",
             "openai": "gpt-4o",
+            "bedrock": "anthropic.claude-3-haiku-20240307-v1:0",
         }[kind],
         "rpm": 60,
         "tpm": 100000,
@@ -41,6 +49,8 @@ def config(kind: str, **overrides: object) -> ProviderConfig:
     }
     if kind == "azure_openai":
         entry["api_version"] = "2024-10-21"
+    if kind == "bedrock":
+        entry.update(region="us-east-1", aws_access_key_id="AKIATEST")
     entry.update(overrides)
     return ProviderConfig.from_dict(entry)
 

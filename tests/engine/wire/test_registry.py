@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 
 from gateway_engine.http import wire_for
+from gateway_engine.kinds import KINDS
 from gateway_engine.wire import KNOWN_KINDS, WireFormat, check_request, for_kind
 
 from .helpers import config
 
 
-def test_all_four_kinds_are_known():
-    assert KNOWN_KINDS == ("anthropic", "azure_openai", "gemini", "openai")
+def test_every_described_kind_is_known():
+    assert KNOWN_KINDS == tuple(sorted(KINDS)) == ("anthropic", "azure_openai", "bedrock", "gemini", "openai")
 
 
-@pytest.mark.parametrize("kind", ["anthropic", "azure_openai", "gemini", "openai"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
 def test_each_kind_is_a_wire_format_with_the_same_reserved_params(kind):
     wire: WireFormat = for_kind(kind)
     assert wire.kind == kind and isinstance(wire_for(config(kind)), type(wire))
