@@ -100,3 +100,16 @@ def test_the_model_choices_and_constraints_are_the_descriptors_and_migrated():
         call_command("makemigrations", "providers", "--check", "--dry-run", stdout=out, stderr=out)
     except SystemExit:
         pytest.fail(f"the Provider model's kind choices/constraints need a migration:\n{out.getvalue()}")
+
+
+def test_the_tests_that_run_every_kind_run_every_kind():
+    """The end-to-end tests that go through each kind (interactive lane plain and streamed, the wire
+    against the simulator) keep a kind list of their own (each kind's fields); a kind missing there fails
+    here. The Celery batch across every kind reads KINDS itself (tests/scheduling/test_provider_kinds.py)."""
+    from tests.interactive.test_sdk import KINDS as INTERACTIVE
+    from tests.scheduling.test_provider_kinds import KINDS as CELERY
+    from tests.sim.test_gateway_wire_against_sim import FORMS, GATEWAY
+
+    assert {c["kind"] for c in INTERACTIVE.values()} == set(KINDS)
+    assert set(GATEWAY) == set(FORMS) == set(KINDS)
+    assert set(CELERY.values()) == set(KINDS)

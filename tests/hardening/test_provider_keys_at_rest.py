@@ -57,6 +57,26 @@ def test_the_column_holds_no_key_and_the_engine_still_authenticates(sim_server, 
     assert sim.provider_counters("a")["requests"] == 2
 
 
+def test_a_bedrock_secret_access_key_is_sealed_and_still_signs(sim_server, make_provider):  # noqa: F811
+    """Kind bedrock keeps its secret access key in the same sealed column; the key id is not a secret."""
+    aws = {"region": "us-east-1", "aws_access_key_id": "AKIASEALED"}
+    model = "anthropic.claude-3-haiku-20240307-v1:0"
+    sim = sim_server(
+        {"providers": {"rock": {"kind": "bedrock", "model": model, "api_key": KEY, "median_ms": 0, **aws}}}
+    )
+    make_provider(
+        "rock", kind="bedrock", base_url=sim.kind_url("rock", "bedrock"), model=model, api_key=KEY, **aws
+    )
+    stored = _column("rock")
+    assert KEY not in stored and stored.startswith(secrets.PREFIX)
+    outcome = _chat(provider_config(Provider.objects.get(name="rock")))
+    assert outcome.status_code == 200 and outcome.ok  # signed with the revealed secret, verified by the sim
+    Provider.objects.filter(name="rock").update(api_key="a-different-secret-key")
+    refused = _chat(provider_config(Provider.objects.get(name="rock")))
+    assert refused.status_code == 403 and "signature" in refused.message
+    assert sim.provider_counters("rock")["requests"] == 2
+
+
 def test_an_environment_secret_still_wins(make_provider, monkeypatch):
     provider = make_provider("envy", api_key=KEY)
     monkeypatch.setenv("GATEWAY_PROVIDER_SECRET_ENVY", "env-provided-key-123")

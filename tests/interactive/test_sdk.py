@@ -24,12 +24,18 @@ KINDS = {
     "gemini": {"kind": "gemini", "model": "gemini-sim", "rpm": 6000, "tpm": 1_000_000, **FAST},
     "azure": {"kind": "azure_openai", "model": "gpt-4o-sim", "deployment": "gpt-4o-sim", "api_version": "2024-10-21",
               "rpm": 6000, "tpm": 1_000_000, **FAST},
+    # SigV4-signed with this secret access key (the simulator verifies each request's signature)
+    "bedrock": {"kind": "bedrock", "model": "anthropic.claude-3-haiku-20240307-v1:0", "region": "us-east-1",
+                "aws_access_key_id": "AKIASIMULATOR", "api_key": "bedrock/secret", "rpm": 6000, "tpm": 1_000_000,
+                **FAST},
 }  # fmt: skip
 
 
 def kind_providers(sim, make_provider, make_route):
     for name, c in KINDS.items():
-        extra = {k: c[k] for k in ("deployment", "api_version") if k in c}
+        extra = {
+            k: c[k] for k in ("deployment", "api_version", "region", "aws_access_key_id", "api_key") if k in c
+        }
         if c["kind"] == "azure_openai":
             extra["burst_seconds"] = 1.0
         if c["kind"] == "anthropic":
@@ -57,7 +63,7 @@ def test_plain_calls_through_every_kind_are_answered_once_each_and_recorded(
         answers[name] = answer
     assert sim.shape_rejections() == {name: 0 for name in KINDS}  # every kind's API spoken correctly
     counts = sim.request_counts()
-    rows = logged_calls(4)
+    rows = logged_calls(len(KINDS))
     assert {r.provider for r in rows} == set(KINDS)
     for row in rows:
         assert counts[row.provider] == {row.call_id: 1}  # exactly one request per call at its provider
