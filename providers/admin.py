@@ -2,10 +2,19 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
+from gateway_engine.kinds import KINDS
 from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin, SecretLookupsRefusedMixin
 from providers.adapters import provider_limits
 
 from .models import BATCH_FIELDS, Provider, RoutingRule
+
+# the fields only one kind reads (its descriptor in gateway_engine/kinds.py), one admin section per kind
+KIND_SECTIONS = [
+    (f"Kind {kind} only", {"fields": [f for f in d.only_fields if f not in BATCH_FIELDS]})
+    for kind, d in sorted(KINDS.items())
+    if any(f not in BATCH_FIELDS for f in d.only_fields)
+]
+KIND_FIELDS = [f for _, section in KIND_SECTIONS for f in section["fields"]]
 
 # provider-batch fields a form post may omit (a script written before #23): the stored value stays
 KEPT_WHEN_ABSENT = ("batch_price_factor", "batch_turnaround_seconds")
@@ -33,8 +42,7 @@ class ProviderForm(forms.ModelForm):
             "kind",
             "base_url",
             "model",
-            "deployment",
-            "api_version",
+            *KIND_FIELDS,
             "api_key",
             "clear_api_key",
             "rpm",
@@ -120,11 +128,14 @@ class ProviderAdmin(SecretLookupsRefusedMixin, NumberWidthsMixin, BoundedNumbers
     readonly_fields = ["key_source", "origin_status", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["name", "kind", "base_url", "origin_status", "model", "enabled"]}),
-        ("Azure OpenAI (kind azure_openai only)", {"fields": ["deployment", "api_version"]}),
+        *KIND_SECTIONS,
         ("Credentials", {"fields": ["api_key", "clear_api_key", "key_source"]}),
         ("Quota", {"fields": ["rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds", "adaptive"]}),
         ("Calls", {"fields": ["timeout_seconds", "max_retries"]}),
-        ("Provider batch API (docs/provider_batches.md; not on gemini)", {"fields": list(BATCH_FIELDS)}),
+        (
+            "Provider batch API (docs/provider_batches.md; not on gemini or bedrock)",
+            {"fields": list(BATCH_FIELDS)},
+        ),
         (
             "Prices",
             {

@@ -111,6 +111,29 @@ def test_the_database_refuses_what_clean_would():
     assert not Provider.objects.exists()
 
 
+BEDROCK = {"kind": "bedrock", "region": "us-east-1", "aws_access_key_id": "AKIAEXAMPLE"}
+
+
+@pytest.mark.django_db
+def test_a_bedrock_provider_needs_its_region_and_key_id_in_clean_and_in_the_database():
+    _provider(**BEDROCK).full_clean()
+    with pytest.raises(ValidationError) as refused:
+        _provider(kind="bedrock").full_clean()
+    assert refused.value.message_dict == {
+        "region": ["required for kind bedrock"],
+        "aws_access_key_id": ["required for kind bedrock"],
+    }
+    with pytest.raises(ValidationError) as refused:
+        _provider(region="us-east-1").full_clean()
+    assert refused.value.message_dict == {"region": ["only for kind bedrock, not for kind openai"]}
+    with pytest.raises(ValidationError, match="batch_api"):
+        _provider(**BEDROCK, batch_api=True).full_clean()
+    for fields in ({"kind": "bedrock"}, {**BEDROCK, "region": ""}):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            _provider(**fields).save()
+    assert not Provider.objects.exists()
+
+
 def _load(tmp_path, data) -> str:
     path = tmp_path / "providers.json"
     path.write_text(json.dumps(data))
