@@ -3,8 +3,9 @@ objects out (the interactive lane's ``stream: true``, issue #22). No I/O, no sta
 
 ``gateway_engine.http`` opens the request (``StreamingWire.stream_endpoint`` / ``stream_body``: the
 same request as ``endpoint`` / ``body`` with streaming switched on and the usage asked for — e.g.
-``stream_options.include_usage`` for the OpenAI kinds), feeds the raw bytes to an ``SseParser`` and each
-event to the stream's ``StreamDecoder``; every ``StreamStep`` says which OpenAI chunks to forward, and
+``stream_options.include_usage`` for the OpenAI kinds), feeds the raw bytes to the kind's framing
+parser (``wire.framing``: an ``SseParser``, or AWS's eventstream decoder for bedrock, both yielding
+``SseEvent``) and each event to the stream's ``StreamDecoder``; every ``StreamStep`` says which OpenAI chunks to forward, and
 whether the provider reported an error inside the stream or said the answer is complete.
 
 The usage never travels as a forwarded chunk: the decoder keeps it (``usage``, normalized like
