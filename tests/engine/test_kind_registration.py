@@ -77,6 +77,12 @@ def test_a_descriptor_without_its_parts_is_caught(monkeypatch):
     assert any("why_no_batch_api" in g for g in gaps["mistral"])
 
 
+def test_a_descriptor_cannot_leave_out_what_its_headers_mean():
+    """No silent default for the remaining-header meaning (forgetting it once turned ``adaptive`` off)."""
+    with pytest.raises(TypeError, match="headers"):
+        kind_registry.ProviderKind("mistral")  # type: ignore[call-arg]
+
+
 def test_a_signed_kind_without_a_signer_is_caught(monkeypatch):
     import dataclasses
 
