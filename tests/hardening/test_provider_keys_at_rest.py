@@ -129,15 +129,20 @@ def test_migration_0008_seals_plain_rows_in_place_and_back(make_provider):
 
     make_provider("old", api_key="placeholder-to-be-overwritten")
     make_provider("none")
-    MigrationExecutor(connection).migrate([("providers", "0007_provider_pause")])
-    with connection.cursor() as cursor:  # a row as stored before 0008: the key in plain text
-        cursor.execute("UPDATE providers_provider SET api_key = %s WHERE name = 'old'", [KEY])
-    MigrationExecutor(connection).migrate([("providers", "0008_encrypt_api_key")])
-    stored = _column("old")
-    assert stored.startswith(secrets.PREFIX) and KEY not in stored and _column("none") == ""
-    # the columns as of 0008 only (later migrations add some)
-    assert provider_key(Provider.objects.only("name", "api_key").get(name="old")) == KEY
-    MigrationExecutor(connection).migrate([("providers", "0007_provider_pause")])
-    assert _column("old") == KEY  # reversible: back to plain text
-    MigrationExecutor(connection).migrate([("providers", "0008_encrypt_api_key")])
-    assert _column("old").startswith(secrets.PREFIX)
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    try:
+        MigrationExecutor(connection).migrate([("providers", "0007_provider_pause")])
+        with connection.cursor() as cursor:  # a row as stored before 0008: the key in plain text
+            cursor.execute("UPDATE providers_provider SET api_key = %s WHERE name = 'old'", [KEY])
+        MigrationExecutor(connection).migrate([("providers", "0008_encrypt_api_key")])
+        stored = _column("old")
+        assert stored.startswith(secrets.PREFIX) and KEY not in stored and _column("none") == ""
+        # the columns as of 0008 only (later migrations add some)
+        assert provider_key(Provider.objects.only("name", "api_key").get(name="old")) == KEY
+        MigrationExecutor(connection).migrate([("providers", "0007_provider_pause")])
+        assert _column("old") == KEY  # reversible: back to plain text
+        MigrationExecutor(connection).migrate([("providers", "0008_encrypt_api_key")])
+        assert _column("old").startswith(secrets.PREFIX)
+    finally:  # the schema the other tests of this database expect (later migrations add columns)
+        MigrationExecutor(connection).migrate(latest)
