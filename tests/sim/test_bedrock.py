@@ -228,3 +228,31 @@ def test_the_gateways_client_signs_each_request_and_reads_answers_and_streams(si
     after = sim.counters()["providers"]["br"]
     assert after["auth_rejections"] == before["auth_rejections"]
     assert after["shape_rejections"] == before["shape_rejections"]
+
+
+def test_an_in_stream_exception_reaches_boto3_and_the_gateway_as_bedrock_sends_it(sim):
+    from botocore.exceptions import EventStreamError
+
+    text = "hi [[sim:stream_error_after=1]]"
+    answer = client(sim).converse_stream(
+        modelId=MODEL, messages=[{"role": "user", "content": [{"text": text}]}]
+    )
+    with pytest.raises(EventStreamError) as raised:
+        list(answer["stream"])
+    assert raised.value.response["Error"]["Code"] == "modelStreamErrorException"
+
+    async def run():
+        gateway = AiohttpProviderClient(gateway_config(sim))
+        try:
+            opened = await gateway.open_stream([{"role": "user", "content": text}], {"max_tokens": 20})
+            chunks = [c async for c in opened.stream.chunks()]
+            return opened, chunks
+        finally:
+            await gateway.aclose()
+
+    opened, chunks = asyncio.run(run())
+    assert chunks and opened.stream.error is not None
+    assert (opened.stream.error.error_type, opened.stream.error.code) == (
+        "server_error",
+        "modelStreamErrorException",
+    )
