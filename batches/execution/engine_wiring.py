@@ -29,7 +29,6 @@ def engine_options() -> EngineOptions:
         max_breaker_wait_seconds=float(settings.GATEWAY_MAX_BREAKER_WAIT_SECONDS),
         max_answer_bytes=int(settings.GATEWAY_MAX_ANSWER_BYTES),
         store_outage_seconds=float(settings.GATEWAY_OUTAGE_RIDE_SECONDS),
-        transport=str(settings.GATEWAY_PROVIDER_TRANSPORT),
     )
 
 
