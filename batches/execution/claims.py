@@ -134,12 +134,10 @@ def _mark_claimed(items: list[BatchItem], owner: str, now) -> None:
     BatchItem.objects.filter(id__in=ids, started_at__isnull=True).update(started_at=now)
 
 
-def renew_claims(batch_id: str | None, owner: str) -> int:
-    """Push ``owner``'s claims' lease forward (all its claims, or one batch's)."""
+def renew_claims(owner: str) -> int:
+    """Push the lease of all ``owner``'s claims forward."""
     _check_owner(owner)
     qs = BatchItem.objects.filter(claimed_by=owner, status=ItemStatus.RUNNING)
-    if batch_id is not None:
-        qs = qs.filter(batch_id=batch_id)
     return qs.update(claim_expires_at=timezone.now() + claim_lease())
 
 

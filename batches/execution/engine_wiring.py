@@ -32,11 +32,10 @@ def engine_options() -> EngineOptions:
     )
 
 
-def build_batcher(
-    batch_id: str = "", table: RoutingTable | None = None, *, owner: str = ""
-) -> CrossProviderBatcher:
-    """The engine wired to the shared quota store, breaker and live limits (chosen by settings), and,
-    for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
+def build_batcher(table: RoutingTable | None = None, *, owner: str = "") -> CrossProviderBatcher:
+    """The engine of one dispatcher slice (it serves many batches), wired to the shared quota store,
+    breaker and live limits (chosen by settings), and, for a claim ``owner``, to that owner's attempt
+    journal (batches.execution.journal)."""
     from providers.limits import LimitsSource, get_quota_store
     from providers.shared_breaker import get_breaker
 
@@ -49,8 +48,7 @@ def build_batcher(
         breaker=get_breaker(),
         limits_source=LimitsSource.shared(),
         options=engine_options(),
-        salt=str(batch_id),
-        observer=observers.observer_for(batch_id, table),
+        observer=observers.observer_for("", table),
         journal=journal_for(owner) if owner else None,
     )
 
