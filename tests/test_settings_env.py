@@ -90,13 +90,6 @@ def test_bad_redis_url_is_refused_by_name():
     assert "REDIS_URL" in result.stderr
 
 
-def test_unknown_provider_transport_is_refused_by_name():
-    result = _import_settings("gateway_site.settings.local", GATEWAY_PROVIDER_TRANSPORT="requests")
-    assert result.returncode != 0
-    assert "GATEWAY_PROVIDER_TRANSPORT='requests': must be 'aiohttp' or 'httpx'" in result.stderr
-    assert _import_settings("gateway_site.settings.local", GATEWAY_PROVIDER_TRANSPORT="httpx").returncode == 0
-
-
 # --- single-process mode only where it is safe (#28) ------------------------------------------------
 POSTGRES = "postgres://postgres@127.0.0.1:5432/gateway"  # settings load without connecting
 

@@ -205,13 +205,6 @@ GATEWAY_INTERACTIVE_LOG_RETENTION_DAYS = env_int("GATEWAY_INTERACTIVE_LOG_RETENT
 # Retry-After / x-ratelimit-reset-* longer than this is ignored as malformed; an item waits at most
 # this long in total for an open circuit breaker.
 GATEWAY_MAX_ANSWER_BYTES = env_int("GATEWAY_MAX_ANSWER_BYTES", 4 * 1024 * 1024, minimum=1024)
-# The HTTP client the engine calls providers with: aiohttp (default: about 4x less CPU per call, measured
-# in docs/engine.md) or httpx (public API only). Anything else refuses to start.
-GATEWAY_PROVIDER_TRANSPORT = env_str("GATEWAY_PROVIDER_TRANSPORT", "aiohttp")
-if GATEWAY_PROVIDER_TRANSPORT not in ("aiohttp", "httpx"):
-    raise ImproperlyConfigured(
-        f"GATEWAY_PROVIDER_TRANSPORT={GATEWAY_PROVIDER_TRANSPORT!r}: must be 'aiohttp' or 'httpx'"
-    )
 GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS = env_float(
     "GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS", 600.0, minimum=1.0, maximum=86_400.0
 )
