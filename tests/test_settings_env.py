@@ -219,3 +219,12 @@ def test_readme_configuration_table_names_every_variable_the_settings_read():
         "that the settings read; add a row for each (name, default, meaning): "
         + "; ".join(f"{module}: {', '.join(names)}" for module, names in missing.items())
     )
+
+
+def test_a_removed_variable_refuses_to_start_by_name():
+    """GATEWAY_PROVIDER_TRANSPORT chose httpx or aiohttp; httpx is gone, and the old setting must not be
+    ignored silently."""
+    result = _import_settings("gateway_site.settings.local", GATEWAY_PROVIDER_TRANSPORT="httpx")
+    assert result.returncode != 0
+    assert "GATEWAY_PROVIDER_TRANSPORT was removed" in result.stderr
+    assert _import_settings("gateway_site.settings.local").returncode == 0

@@ -10,7 +10,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway_engine.redis_target import celery_broker
-from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url, refuse_removed
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
 
@@ -19,6 +19,9 @@ from observability.logs import logging_config
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+# variables that once did something: set, they refuse to start rather than being ignored
+refuse_removed({"GATEWAY_PROVIDER_TRANSPORT": "aiohttp is the only provider transport; unset the variable"})
 
 DEV_SECRET_KEY = "dev-insecure-secret-key-do-not-use-in-production"
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
