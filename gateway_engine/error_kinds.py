@@ -17,9 +17,10 @@ docs/contract.md §4 and §6). A row per error type (``ErrorType``, the RESULT's
 
 Rows that are not an error type are the interactive lane's own refusals (``line_code`` None: never in
 a ``/v1`` batch file); a new refusal is one more row here, and ``interactive.errors.refusal(name,
-message)`` answers it. A new error type is one name in error_types.py and one row here (the model's
-choices derive from the rows: a migration follows); tests/architecture/test_error_tables.py fails on a
-missing row, an unfilled column, or a side table elsewhere.
+message)`` answers it. A new error type is one name in ``ErrorType`` and one row here, both in this
+module (the model's choices derive from the rows: a migration follows);
+tests/architecture/test_error_tables.py fails on a missing row, an unfilled column, or a side table
+elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +28,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .backoff import NEVER, PROVIDER_OVERLOAD, STANDARD
-from .error_types import ErrorType
+
+
+class ErrorType:
+    """The error types an item or attempt can end with: the RESULT's ``error.type`` (the model's choices,
+    ``batches.models.ERROR_TYPE_CHOICES``, are their rows below). Each one needs its row in
+    ``ERROR_KINDS``."""
+
+    CLIENT_ERROR = "client_error"
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    QUOTA_IMPOSSIBLE = "quota_impossible"
+    NO_PROVIDER = "no_provider"
+    INVALID_RESPONSE = "invalid_response"
+    GATEWAY_ERROR = "gateway_error"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    # the provider is overloaded for every customer (Anthropic 529, Gemini 503 UNAVAILABLE): retried with
+    # backoff and counted by the breaker, never a quota signal (no bucket pause, never counted as a 429)
+    OVERLOADED = "overloaded"
+    # the provider account's billing or spend limit (OpenAI insufficient_quota, Anthropic spend limits):
+    # never retried there; the provider is paused until an operator clears it; the item falls back
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
+
 
 # ---- error classes (the stats' errors_by_class keys, docs/contract.md §4, and the dashboards) ----------
 

@@ -32,7 +32,7 @@ from email.utils import parsedate_to_datetime
 
 from .backoff import BACKOFF_POLICIES, STANDARD, full_jitter
 from .error_kinds import CLASS_OTHER, ERROR_CLASSES, ERROR_KINDS, RETRYABLE
-from .error_types import ErrorType as ErrorType  # re-exported: where the engine has always read it
+from .error_kinds import ErrorType as ErrorType  # re-exported: where the engine has always read it
 
 log = logging.getLogger(__name__)
 

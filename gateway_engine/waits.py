@@ -1,6 +1,7 @@
 """What an item waits for between two attempts, holding nothing meanwhile (docs/engine.md, "Failure
 isolation"): a backoff or Retry-After before the same provider again (``retry_delay``), or every
-candidate's breaker open (``breaker_wait``; an open breaker's cooldown replaces the backoff). ``ItemLife`` (attempts.py) returns a ``Wait``; the provider queues park the item while it lasts."""
+candidate's breaker open (``breaker_wait``; an open breaker's cooldown replaces the backoff).
+``ItemLife`` (attempts.py) returns a ``Wait``; the provider queues park the item while it lasts."""
 
 from __future__ import annotations
 

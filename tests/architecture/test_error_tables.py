@@ -202,7 +202,7 @@ def test_no_module_keeps_a_side_table_of_error_types():
         'FAILURES = ("server_error", "connection_error")\n',
         # interactive/streams.py had this: the stream error frame's type
         'def _type(t):\n    return "rate_limit_error" if t == "rate_limited" else "server_error"\n',
-        "def status(t):\n    if t == gateway_engine.retry.ErrorType.OVERLOADED:\n        return 503\n    return 500\n",
+        "def status(t):\n    if t == retry.ErrorType.OVERLOADED:\n        return 503\n    return 500\n",
         'def code(t):\n    match t:\n        case "no_provider":\n            return 503\n',
     ],
 )
