@@ -162,6 +162,9 @@ def side_table(node: ast.AST) -> str | None:
     """Why ``node`` is a side table of error types, or None."""
     if isinstance(node, ast.Dict) and any(is_error_type(k) for k in node.keys):
         return "a dict keyed by error types"
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("dict", "frozenset", "set"):
+        if any(kw.arg in STRINGS for kw in node.keywords):
+            return "a dict keyed by error types"
     if isinstance(node, ast.Set | ast.List | ast.Tuple) and sum(map(is_error_type, node.elts)) >= 2:
         return "a literal collection of error types"
     if isinstance(node, ast.IfExp) and _mentions_error_type(node.test):
@@ -204,6 +207,7 @@ def test_no_module_keeps_a_side_table_of_error_types():
         'def _type(t):\n    return "rate_limit_error" if t == "rate_limited" else "server_error"\n',
         "def status(t):\n    if t == retry.ErrorType.OVERLOADED:\n        return 503\n    return 500\n",
         'def code(t):\n    match t:\n        case "no_provider":\n            return 503\n',
+        "STATUS = dict(rate_limited=429, overloaded=503)\n",
     ],
 )
 def test_the_scan_sees_a_side_table(source):
