@@ -19,6 +19,7 @@ from django.conf import settings
 from gateway_engine import CrossProviderBatcher, EngineOptions
 from gateway_engine.backoff import BACKOFF_POLICIES, PROVIDER_OVERLOAD
 from gateway_engine.breaker import BreakerConfig, LocalBreaker, cooldown_ladder_ms
+from gateway_engine.breaker_redis import RedisBreaker
 from gateway_engine.error_kinds import ERROR_KINDS
 from gateway_engine.items import WorkItem
 from gateway_engine.quota.redis_store import RedisQuotaStore
@@ -48,17 +49,22 @@ def probes_within(seconds: float) -> int:
     return probes
 
 
-def run(config, items):
-    store = RedisQuotaStore(settings.REDIS_URL, prefix=f"{settings.GATEWAY_REDIS_PREFIX}overload-burst:")
-    options = EngineOptions(retry=SLOW_RETRY, max_breaker_wait_seconds=60.0, seed=5)
-    batcher = CrossProviderBatcher(
-        routing_table([config]), store=store, breaker=LocalBreaker(BREAKER), options=options
+def run(config, items, backend):
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}overload-burst-{backend}:"
+    store = RedisQuotaStore(settings.REDIS_URL, prefix=prefix)
+    breaker = (
+        LocalBreaker(BREAKER)
+        if backend == "local"
+        else RedisBreaker(settings.REDIS_URL, prefix=prefix, config=BREAKER)
     )
+    options = EngineOptions(retry=SLOW_RETRY, max_breaker_wait_seconds=60.0, seed=5)
+    batcher = CrossProviderBatcher(routing_table([config]), store=store, breaker=breaker, options=options)
     return {r.custom_id: r for r in batcher.batch(items)}
 
 
 @pytest.mark.timeout(120)
-def test_a_529_burst_waits_for_the_breaker_not_for_the_backoff_too(sim_server, redis_sync):  # noqa: F811
+@pytest.mark.parametrize("backend", ["local", "redis"])
+def test_a_529_burst_waits_for_the_breaker_not_for_the_backoff_too(sim_server, redis_sync, backend):  # noqa: F811
     assert ERROR_KINDS[ErrorType.OVERLOADED].backoff == PROVIDER_OVERLOAD
     assert SLOW_RETRY.ceiling(0, PROVIDER_OVERLOAD) == 240.0 > SLOW_RETRY.ceiling(0)  # 529 longer than 5xx
     assert BACKOFF_POLICIES[PROVIDER_OVERLOAD].base_scale > 1
@@ -84,7 +90,7 @@ def test_a_529_burst_waits_for_the_breaker_not_for_the_backoff_too(sim_server, r
         WorkItem(f"o{i}", [{"role": "user", "content": f"q{i}"}], provider="first", deadline=deadline)
         for i in range(ITEMS)
     ]
-    results = run(config, items)
+    results = run(config, items, backend)
 
     assert [r.status for r in results.values()] == ["succeeded"] * ITEMS, [
         (r.custom_id, r.status, r.error_type, r.error_message) for r in results.values()
