@@ -1,8 +1,9 @@
 """Capped exponential growth, the one formula behind every "wait longer each time" of the gateway: the
 retry backoff (retry.py: full jitter under the ceiling), the breaker's doubling cooldown (breaker.py; the
 Lua breaker in breaker_redis.py is handed the ladder this module computes, it has no formula of its own),
-the outage ride-through's waits (outage.py), the webhook redelivery wait (webhooks/worker.py) and the
-provider-batch poll interval (provider_batches/lifecycle.py).
+the outage ride-through's waits (outage.py), the webhook redelivery wait (webhooks/worker.py), the
+provider-batch poll interval (provider_batches/lifecycle.py) and the config listener's reconnects
+(providers/limits/source.py).
 
 The retry backoff differs per error type as data: each row of the error-kind table
 (gateway_engine/error_kinds.py) names one of ``BACKOFF_POLICIES``, which scale the configured base and
