@@ -160,16 +160,16 @@ def _provider_fault(
     return ErrorKind(
         name,
         error_class,
-        True,
-        True,
-        backoff,
-        FAILED,
-        status,
-        _SERVER,
-        name,
-        name,
-        provider_answer,
-        retry_after,
+        retryable=True,
+        breaker_failure=True,
+        backoff=backoff,
+        item_status=FAILED,
+        status=status,
+        openai_type=_SERVER,
+        code=name,
+        line_code=name,
+        provider_answer=provider_answer,
+        retry_after=retry_after,
     )
 
 
@@ -209,7 +209,17 @@ def _final(
 def _refusal(name: str, item_status: str, *, retry_after: bool) -> ErrorKind:
     """An interactive refusal: a 429 of the gateway's own, never in a batch file (no line code)."""
     return ErrorKind(
-        name, CLASS_OTHER, False, False, NEVER, item_status, 429, _RATE, name, None, retry_after=retry_after
+        name,
+        CLASS_OTHER,
+        retryable=False,
+        breaker_failure=False,
+        backoff=NEVER,
+        item_status=item_status,
+        status=429,
+        openai_type=_RATE,
+        code=name,
+        line_code=None,
+        retry_after=retry_after,
     )
 
 
