@@ -36,7 +36,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from .live_limits import LiveLimits, TeamAsk
+from .live_limits import LiveLimits, TeamAsk, TeamTurns
 from .options import EngineOptions
 from .protocols import QuotaStore
 from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
@@ -148,6 +148,7 @@ class Admission:
         self.long_lane = asyncio.Semaphore(max(1, int(slots * options.long_lane_share)))
         self._gates: dict[tuple[str, int], LeaseWindow] = {}
         self.fair = FairGates()  # the interactive lane's queues, fair over teams (quota/fair_gate.py)
+        self.team_turns = TeamTurns()  # batch items whose team's own buckets are short (live_limits.py)
 
     async def admit(self, request: AdmissionRequest) -> Admitted | None:
         """Team budget, then bucket token, then — without waiting — long lane, provider lease and
@@ -301,13 +302,18 @@ class Admission:
                 return None
 
     async def _bucket_token(self, gate: LeaseWindow, live: _Live, request: AdmissionRequest) -> Reservation:
-        """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after)."""
-        await gate.acquire()
-        try:
-            return await self._grant(live, request)
-        except BaseException:
-            gate.release()
-            raise
+        """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after).
+        While only the team's own buckets are short, wait holding no gate slot (the team's turn)."""
+        while True:
+            await gate.acquire()
+            try:
+                return await self._grant(live, request, step_aside=True)
+            except TeamShareWait as capped:
+                gate.release()
+                await self.team_turns.wait(capped)
+            except BaseException:
+                gate.release()
+                raise
 
     async def _grant(self, live: _Live, request: AdmissionRequest, step_aside: bool = False) -> Reservation:
         """The provider's and the team's buckets' grant for ``request``, asked with their live limits."""

@@ -3,16 +3,19 @@ the routing table's limits without one)."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .protocols import LimitsProvider
+from .quota.fair_gate import TeamShareWait
 from .quota.ledger import BudgetSeed
 from .quota.team_quota import TeamLimits, TeamQuota
 from .quota.types import ProviderLimits, Reservation
 from .routing import ProviderConfig
 
-__all__ = ["LiveLimits", "TeamAsk"]
+__all__ = ["LiveLimits", "TeamAsk", "TeamTurns"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,20 @@ class TeamAsk:
     def live(self, reservation: Reservation, current: Callable[[], ProviderLimits]) -> Reservation:
         """The grant with its live limits: the settle and the give-back use them (Reservation.current)."""
         return replace(reservation, current=current, current_team=self.current)
+
+
+class TeamTurns:
+    """A run's batch items whose team's own buckets (share cap, RPM / TPM) are short: they wait holding no
+    slot of the provider's gate, so the provider's other teams go on (no head-of-line blocking), and
+    the items of one team wait one behind the other, each the time the store computed."""
+
+    def __init__(self) -> None:
+        self._turns: dict[str, asyncio.Lock] = {}
+
+    async def wait(self, capped: TeamShareWait) -> None:
+        turn = self._turns.setdefault(capped.team, asyncio.Lock())
+        async with turn:
+            await asyncio.sleep(capped.seconds + random.uniform(0.0, 0.002))
 
 
 class LiveLimits:
