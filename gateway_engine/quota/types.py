@@ -229,7 +229,7 @@ class Decision:
     impossible: bool = False  # tokens > TPM capacity: waiting will never help
     sent_mark: tuple[int, int] | None = None  # granted, adaptive: the grant counters (Reservation.sent_mark)
     team_wait: bool = (
-        False  # not granted only because the team's share bucket is short (the provider's would)
+        False  # not granted only because the team's own buckets are short (the provider's would)
     )
 
 
