@@ -53,6 +53,22 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
+def granted_team(reservation: Reservation) -> TeamQuota | None:
+    """The team's buckets a grant took from, at their live limits (Reservation.current_team): a bucket
+    the grant did not take from (no share cap, no rpm / tpm limit then) is left out of its settle and its
+    give-back, and a team gone meanwhile keeps the limits it was granted with."""
+    taken = reservation.team
+    if taken is None:
+        return None
+    live = (reservation.current_team() if reservation.current_team is not None else None) or taken
+    return replace(
+        live,
+        share=live.share if taken.share_capped else None,
+        rpm=live.rpm if taken.rpm is not None else None,
+        tpm=live.tpm if taken.tpm is not None else None,
+    )
+
+
 @dataclass(frozen=True)
 class _Live:
     """A waiter's source of the live provider limits and team quota (each None: keep what it asked with)."""
@@ -234,7 +250,7 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         live limits are used (Reservation.current). (The team budget: the store settles it after.)"""
         if reservation.current is not None:
             limits = reservation.current()
-        team = reservation.team if reservation.current_team is None else reservation.current_team()
+        team = granted_team(reservation)
         deltas = settle_deltas(limits, reservation, actual_tokens, actual_input, actual_output)
         more = team_delta(team, reservation, actual_tokens)
         if any(deltas) or more:
@@ -249,7 +265,5 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         if reservation.current is not None:
             limits = reservation.current()
         res = reservation
-        team = res.team if res.current_team is None else res.current_team()
-        if team is not None and res.team is not None and not res.team.share_capped:
-            team = replace(team, share=None)  # no share token was taken: none to give back
+        team = granted_team(res)
         await self.give_back(limits, (int(res.tokens), int(res.input_tokens), int(res.output_tokens)), team)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -157,3 +158,18 @@ def test_a_team_without_limits_touches_no_team_key(store, redis_sync):
     run(store, body)
     if store.backend == "redis":
         assert list(redis_sync.scan_iter(match=f"{store.prefix}team:*")) == []
+
+
+def test_a_grant_gives_back_only_to_the_team_buckets_it_took_from(store):
+    limits = make_limits(**BIG)
+    live = {"quota": TeamQuota("acme")}
+
+    async def body():
+        taken = await store.acquire(limits, 100, team=live["quota"])
+        taken = replace(taken, current_team=lambda: live["quota"])  # as admission hands it on
+        live["quota"] = TeamQuota("acme", tpm=600, burst_seconds=6.0)  # a limit set after that grant
+        await store.acquire(limits, 60, team=live["quota"])  # the new bucket is empty now
+        await store.release(limits, taken)  # it took nothing from that bucket: gives nothing to it
+        assert not (await store.try_acquire(limits, 60, team=live["quota"])).granted
+
+    run(store, body)

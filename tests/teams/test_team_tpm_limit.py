@@ -6,7 +6,8 @@ every request's arrival time and the tokens its TPM limiter counted.
 Time is scaled down (GATEWAY_TEAM_BURST_SECONDS=1): a team bucket of limit L per minute holds L / 60
 tokens and refills at L × 59 / 60 per minute, so in ANY window of w seconds it admits at most
 L / 60 + L × 59 / 60 × w / 60 — the per-minute share, checked over every window of the run, not only
-over one minute. Then the limit is raised by a model save (what the admin's form does) and the rate the
+over one minute. The capped team weighs 3 (the fair scheduler would give it 3/4 of the provider): the
+rest still goes to the other team. Then the limit is raised by a model save (what the admin's form does) and the rate the
 simulator sees 2 s later is more than the old limit could ever have let through.
 """
 
@@ -76,7 +77,9 @@ def test_a_team_capped_at_30_percent_of_a_providers_tpm_never_exceeds_it_and_the
     )  # fmt: skip
     capped, _ = create_team("capped")
     free, _ = create_team("free")
-    capped.tpm_limit = int(PROVIDER_TPM * SHARE)
+    # weight 3: the fair scheduler hands the capped team 3/4 of the claims, so its cap, not its share of
+    # the claims, is what holds it back (and, once raised, what it reaches)
+    capped.tpm_limit, capped.weight = int(PROVIDER_TPM * SHARE), 3
     capped.save()
     w = workers(
         GATEWAY_TEAM_BURST_SECONDS=BURST, GATEWAY_DISPATCH_SLICE_SECONDS=5, GATEWAY_SHUTDOWN_SECONDS=2
