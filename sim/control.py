@@ -13,7 +13,7 @@ from sim.config import load_config
 if TYPE_CHECKING:
     from sim.server import SimState
 
-TRACE_FIELDS = ["provider", "tag", "status", "arrival_s", "done_s"]
+TRACE_FIELDS = ["provider", "tag", "status", "arrival_s", "done_s", "tokens"]
 
 
 def register(app: web.Application, state: SimState) -> None:

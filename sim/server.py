@@ -15,7 +15,7 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
                                      a provider's route, whatever its answer (400/401/404, 429, forced,
                                      outage, 503, 529, 500, hang, disconnect), by its X-Request-ID header
                                      (missing: ""); the gateway sends the item's custom_id there
-  GET  /_sim/trace                   per-request rows [provider, tag, status, arrival_s, done_s] (seconds
+  GET  /_sim/trace                   per-request rows [provider, tag, status, arrival_s, done_s, tokens] (seconds
                                      since start/reset), when the config sets trace_tag_regex
   POST /_sim/reset                   zero counters, request counts and trace, refill buckets, restart
                                      outage clock, scripts, the simulated day and spending
@@ -87,9 +87,9 @@ class SimState:
         if _loop_running():
             self.shared.start()
 
-    def record(self, provider: str, tag, status: int, arrival: float, done: float) -> None:
+    def record(self, provider: str, tag, status: int, arrival: float, done: float, tokens: int = 0) -> None:
         self.trace.append(
-            [provider, tag, status, round(arrival - self.started, 6), round(done - self.started, 6)]
+            [provider, tag, status, round(arrival - self.started, 6), round(done - self.started, 6), tokens]
         )
 
     def reset(self) -> None:

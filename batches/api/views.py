@@ -40,10 +40,9 @@ from .serializers import (
     DetailSerializer,
     ErrorsSerializer,
     RetryConflictSerializer,
-    UsageQuerySerializer,
-    UsageSerializer,
 )
 from .throttling import ApiKeyRateThrottle
+from .usage_serializers import UsageQuerySerializer, UsageSerializer
 
 STREAM_CHUNK_LINES = 200
 

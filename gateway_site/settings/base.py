@@ -184,10 +184,9 @@ GATEWAY_PRIORITY_AGING_SECONDS = env_float(
 # Prefix grouping (issue #25, batches/scheduling/prefix.py): a team's items sharing a prompt prefix are
 # claimed and sent back to back, for the providers' prompt caches. Off: claims in submission order.
 GATEWAY_PREFIX_GROUPING = env_bool("GATEWAY_PREFIX_GROUPING", True)
-# Per-team queued-work limits (batches.queue_limits); a team's own value in the admin overrides these.
-GATEWAY_TEAM_MAX_PENDING_ITEMS = env_int("GATEWAY_TEAM_MAX_PENDING_ITEMS", 200_000, minimum=1)
-GATEWAY_TEAM_MAX_OPEN_BATCHES = env_int("GATEWAY_TEAM_MAX_OPEN_BATCHES", 500, minimum=1)
-GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE = env_int("GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE", 120, minimum=1)
+# Per-team limits' defaults (queued work, RPM / TPM burst): gateway_site/settings/teams.py
+from .teams import *  # noqa: E402, F403 - read through teams/limits.py; a team's own value overrides each
+
 # Warm shutdown (docs/operations.md): on SIGTERM a worker's slices stop claiming, wait this long at most
 # for the calls in flight, store their answers and release the rest; `make down` and compose wait longer.
 GATEWAY_SHUTDOWN_SECONDS = env_float("GATEWAY_SHUTDOWN_SECONDS", 30.0, minimum=1.0, maximum=600.0)

@@ -37,7 +37,8 @@ from django.db import connections
 
 from gateway_engine.backoff import capped_exponential
 from gateway_engine.errors import ApplicationError
-from gateway_engine.quota.types import PauseState, ProviderLimits, TeamLimits
+from gateway_engine.quota.team_quota import TeamLimits
+from gateway_engine.quota.types import PauseState, ProviderLimits
 from gateway_site.forksafe import after_fork
 from gateway_site.redis import sync_redis
 from providers.adapters import provider_limits
