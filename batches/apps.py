@@ -15,14 +15,17 @@ class BatchesConfig(AppConfig):
         post_migrate.connect(ensure_operator_group, sender=self, dispatch_uid="batches.operator_group")
         # teams sits below batches and providers: its readers of a team's usage (the Team admin, the
         # budget ledger's re-seed) get the counters from here (teams/usage.py)
-        from providers.limits.budgets import budget_usage
+        from providers.limits.budgets import budget_usage, rate_usage
         from teams.usage import TeamUsage, register_team_usage
 
-        from . import queue_limits
         from .budget import used_tokens_from_db
+        from .submission import queue_limits
 
         register_team_usage(
             TeamUsage(
-                used_tokens=used_tokens_from_db, budget_usage=budget_usage, queue_usage=queue_limits.usage
+                used_tokens=used_tokens_from_db,
+                budget_usage=budget_usage,
+                queue_usage=queue_limits.usage,
+                rate_usage=rate_usage,
             )
         )

@@ -1,5 +1,5 @@
-"""Team token budgets, the batches side: the submission check and the database count that re-seeds a
-lost ledger (registered as TeamUsage.used_tokens in apps.py).
+"""Team token budgets, the batches side: the database count that re-seeds a lost ledger (registered as
+TeamUsage.used_tokens in apps.py). The submission's check: batches/submission/budget.py.
 
 Reading and resetting the shared ledger from sync code: providers/limits/budgets.py; a Team row as
 TeamLimits: teams/limits.py. See docs/quota.md "Team budgets".
@@ -7,37 +7,12 @@ TeamLimits: teams/limits.py. See docs/quota.md "Team budgets".
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import date
 
-from django.conf import settings
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 
-from gateway_engine.items import estimate_tokens
-from gateway_engine.quota import BudgetExceeded
-from providers.limits.budgets import budget_usage
-from teams.models import Team
-
 from .models import Batch, BatchItem, TeamUsageDaily
-
-
-def estimate_payload_tokens(payloads: Iterable[dict]) -> int:
-    """The engine's estimate (prompt chars / 4 + max_tokens or GATEWAY_DEFAULT_MAX_TOKENS), summed."""
-    default = int(settings.GATEWAY_DEFAULT_MAX_TOKENS)
-    return sum(estimate_tokens(p.get("messages") or [], p.get("params") or {}, default) for p in payloads)
-
-
-def budget_refusal(team: Team, tokens: int) -> BudgetExceeded | None:
-    """None if the team's remaining day and month budgets can take `tokens` more; else why not
-    (the first period without room: the day before the month). Reads the shared ledger (seeding it
-    from the database if it is missing). Raises QuotaStoreUnavailable if Redis is down."""
-    if team.daily_token_budget is None and team.monthly_token_budget is None:
-        return None
-    for period, limit, used in budget_usage(team):
-        if limit is not None and used + tokens > limit:
-            return BudgetExceeded(team.name, period, int(limit), int(used), int(tokens))
-    return None
 
 
 def used_tokens_from_db(team: str, period: str, suffix: str) -> int:

@@ -6,7 +6,7 @@ import uuid
 
 from django.db import models
 
-from gateway_engine.retry import ErrorType
+from gateway_engine.error_kinds import ERROR_KINDS, ERROR_TYPES
 from teams.models import ApiKey, Team
 
 
@@ -141,11 +141,10 @@ class ItemStatus(models.TextChoices):
 TERMINAL_ITEM_STATUSES = (ItemStatus.SUCCEEDED, ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.EXPIRED)
 
 
-# The error types are defined once, by the engine (gateway_engine.retry.ErrorType); the field's choices
-# are derived from it, labelled the way TextChoices labels a member ("CLIENT_ERROR" → "Client Error").
-ERROR_TYPE_CHOICES: list[tuple[str, str]] = [
-    (value, name.replace("_", " ").title()) for name, value in vars(ErrorType).items() if name.isupper()
-]
+# The error types are defined once, by the engine: the field's choices are the rows of its error-kind
+# table (gateway_engine/error_kinds.py) an item can end with, in its order, labelled the way TextChoices
+# labels a member ("client_error" → "Client Error"). A new row changes them: a migration follows.
+ERROR_TYPE_CHOICES: list[tuple[str, str]] = [(name, ERROR_KINDS[name].label) for name in ERROR_TYPES]
 ERROR_TYPE_VALUES: tuple[str, ...] = tuple(value for value, _label in ERROR_TYPE_CHOICES)
 
 

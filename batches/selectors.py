@@ -11,6 +11,7 @@ from django.db.models import Count, QuerySet, Sum
 from gateway_engine.result import result_dict
 from providers.pricing import ProviderTokens, add_usage_costs
 from teams.models import Team
+from teams.usage import rate_limits, team_usage
 
 from .models import Batch, BatchItem, ItemStatus, TeamUsageDaily
 
@@ -132,13 +133,6 @@ def iter_results(
         yield result_from_row(row, native=native)
 
 
-def queue_usage(team: Team):
-    """The team's queued work against its limits (batches.queue_limits)."""
-    from .queue_limits import usage
-
-    return usage(team)
-
-
 def usage_for_team(
     team: Team, *, group_by: str = "day", date_from: dt.date | None = None, date_to: dt.date | None = None
 ) -> dict[str, Any]:
@@ -166,7 +160,8 @@ def usage_for_team(
         "to": date_to.isoformat() if date_to else None,
         "results": rows,
         "totals": totals,
-        "queue": queue_usage(team).as_dict(),
+        "queue": team_usage().queue_usage(team).as_dict(),
+        "rate_limits": rate_limits(team),
     }
 
 

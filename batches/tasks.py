@@ -3,7 +3,6 @@
     start_batch(batch_id)   → marks the batch running, makes sure dispatchers run
     dispatch(token)         → one dispatcher slice (GATEWAY_DISPATCH_SLICE_SECONDS): fair, provider-aware
                               claiming across every queued batch; then re-enqueues while work remains
-    execute_chunk(...)      → kept so tasks queued by an older version do no harm: ensures dispatchers
 
 At most GATEWAY_DISPATCHERS dispatch tasks are alive cluster-wide (a Redis set with heartbeats).
 Every worker also runs the reconciler thread (dead workers' claims, overdue batches, dispatchers
@@ -41,11 +40,6 @@ def dispatch(token: str) -> dict:
         "released": report.released,
         "finalized": len(report.finalized),
     }
-
-
-@shared_task(name="batches.execute_chunk", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
-def execute_chunk(batch_id: str, seq_from: int | None = None, seq_to: int | None = None) -> None:
-    ensure_dispatchers()
 
 
 def _send_dispatch(token: str) -> None:

@@ -1,13 +1,10 @@
 """HTTP clients against the ~1 ms simulator (a separate process).
 
     .venv/bin/python bench/http_clients.py [--requests 1000]          # raw clients: req/s per pool size
-    .venv/bin/python bench/http_clients.py --engine [--items 3000]    # the engine with each provider
-                                                                       # transport; writes docs/benchmarks.md
 
-The raw part prints req/s of httpx.AsyncClient at several pool sizes and of aiohttp. The engine part runs
-CrossProviderBatcher (in-process quota store and breaker, provider max_concurrency 32) with
-``EngineOptions(transport="aiohttp")`` and ``transport="httpx"`` in interleaved rounds and reports this
-process's CPU time per item (user + system; the simulator runs in its own process) and items/s.
+Prints req/s of httpx.AsyncClient at several pool sizes and of aiohttp. (The engine once ran with either
+as its provider transport, ``--engine``; its measurement, about 11x the CPU per item with httpx, is in
+docs/benchmarks.md "Provider transports". aiohttp is the only one since issue #37.)
 """
 
 from __future__ import annotations
@@ -58,87 +55,10 @@ async def run_aiohttp(url: str, conc: int, n: int) -> float:
         return n / (time.perf_counter() - t0)
 
 
-def engine_round(url: str, transport: str, n: int) -> tuple[float, float]:
-    """(CPU ms per item, items/s) of one engine run of n items with this transport."""
-    from gateway_engine import CrossProviderBatcher, EngineOptions
-    from gateway_engine.breaker import LocalBreaker
-    from gateway_engine.quota.local import LocalQuotaStore
-    from gateway_engine.routing import ProviderConfig, routing_table
-
-    config = ProviderConfig.from_dict(
-        {"name": "fast", "base_url": url, "model": "m", "rpm": 1_000_000, "tpm": 1_000_000,
-         "burst_seconds": 60, "max_concurrency": 32, "timeout_seconds": 30}
-    )  # fmt: skip
-    batcher = CrossProviderBatcher(
-        routing_table([config]), store=LocalQuotaStore(), breaker=LocalBreaker(),
-        options=EngineOptions(transport=transport),
-    )  # fmt: skip
-    items = [{"custom_id": f"{transport}-{i}", "provider": "fast", "query": "ping", "params": {"max_tokens": 4}}
-             for i in range(n)]  # fmt: skip
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    results = batcher.batch(items)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    failed = [r for r in results if not r.ok]
-    if failed:
-        raise SystemExit(f"{transport}: {len(failed)} items failed, e.g. {failed[0]}")
-    return 1000 * cpu / n, n / wall
-
-
-def engine_part(items: int, rounds: int, write: bool) -> None:
-    import statistics
-
-    from bench.common import ROOT, git_rev, machine, replace_section
-
-    runs: dict[str, list[tuple[float, float]]] = {"aiohttp": [], "httpx": []}
-    with run_simulator_subprocess({"providers": {"fast": {"median_ms": 1, "sigma": 0}}}) as sim:
-        url = sim.provider_url("fast")
-        engine_round(url, "aiohttp", 200)  # warm-up
-        for _ in range(rounds):
-            for transport in ("aiohttp", "httpx"):
-                runs[transport].append(engine_round(url, transport, items))
-                print(transport, f"{runs[transport][-1][0]:.3f} ms CPU/item, {runs[transport][-1][1]:.0f} items/s",
-                      flush=True)  # fmt: skip
-    med = {
-        t: (statistics.median(c for c, _ in r), statistics.median(s for _, s in r)) for t, r in runs.items()
-    }
-    lines = [
-        "## Provider transports: the engine with aiohttp and with httpx (bench/http_clients.py --engine)",
-        "",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; commit {git_rev()}",
-        f"- machine: {machine()}",
-        f"- command: `.venv/bin/python bench/http_clients.py --engine --items {items} --rounds {rounds}`",
-        "- CrossProviderBatcher with the in-process quota store and breaker, one provider (max_concurrency 32) "
-        "served by the simulator in its own process (median 1 ms); CPU is this process's user + system time, "
-        "so the simulator's own CPU is not in it",
-        "",
-        "| transport | CPU ms per item (rounds) | median | items/s (median) |",
-        "|---|---|---|---|",
-    ]
-    for transport, r in runs.items():
-        lines.append(
-            f"| {transport} | {', '.join(f'{c:.2f}' for c, _ in r)} | **{med[transport][0]:.2f}** "
-            f"| {med[transport][1]:.0f} |"
-        )
-    ratio = med["httpx"][0] / med["aiohttp"][0]
-    lines += ["", f"httpx costs **{ratio:.1f}x** the engine CPU per item of aiohttp here; aiohttp stays the "
-              "default (`GATEWAY_PROVIDER_TRANSPORT=aiohttp`), httpx is selectable.", ""]  # fmt: skip
-    text = "\n".join(lines)
-    print(text)
-    if write:
-        replace_section(ROOT / "docs" / "benchmarks.md", "transports", text)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--engine", action="store_true", help="the engine with each provider transport")
-    ap.add_argument("--items", type=int, default=3000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    if args.engine:
-        engine_part(args.items, args.rounds, not args.no_write)
-        return 0
     with run_simulator_subprocess({"providers": {"fast": {"median_ms": 1}}}) as sim:
         url = sim.provider_url("fast") + "/chat/completions"
         for conc in (1, 8, 32, 64):

@@ -315,6 +315,7 @@ def usage(request):
             by_team_day=usage_reads.usage_by_team_day(qs),
             by_team_provider=(by_team_provider := usage_reads.usage_by_team_provider(qs)),
             cost_totals=usage_reads.team_provider_costs(by_team_provider),
+            rate_limits=usage_reads.team_rate_limits(form.cleaned_data["team"]),
             totals={
                 k: sum(r[k] for r in per_day)
                 for k in (

@@ -5,7 +5,8 @@
     1. team budget:    store.reserve_budget(team, estimated tokens)  — BudgetExceeded: not sent, not retried
     2. bucket token:   store.acquire(limits, estimated tokens, input_tokens=, output_tokens=)  — waits
                        only on THIS provider's buckets (RPM, TPM, and ITPM / OTPM where it sets them;
-                       the team's per-provider bucket for a team with a share cap), holding nothing else
+                       the team's: its per-provider share bucket, its RPM / TPM across all providers;
+                       quota/team_quota.py), all in one atomic grant, holding nothing else
     3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
     4. provider lease: store.try_lease(limits)                   — cross-worker concurrency slot, no wait
     5. in-flight slot: store.try_global_slot()                   — per-process cap, no wait
@@ -35,16 +36,17 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from .live_limits import LiveLimits
+from .live_limits import LiveLimits, TeamAsk, TeamTurns
 from .options import EngineOptions
 from .protocols import QuotaStore
 from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
 from .quota.lease_window import LeaseWindow
-from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation, TeamLimits
+from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
 
 Stack: TypeAlias = "AsyncExitStack[bool | None]"
+_Live: TypeAlias = "tuple[Callable[[], ProviderLimits], TeamAsk]"  # the live provider limits, the team
 _Blocked: TypeAlias = Literal["", "lane", "lease", "slot"]  # what was busy when taking slots ("": nothing)
 DIMENSIONS = ("rpm", "tpm", "itpm", "otpm")
 
@@ -146,6 +148,7 @@ class Admission:
         self.long_lane = asyncio.Semaphore(max(1, int(slots * options.long_lane_share)))
         self._gates: dict[tuple[str, int], LeaseWindow] = {}
         self.fair = FairGates()  # the interactive lane's queues, fair over teams (quota/fair_gate.py)
+        self.team_turns = TeamTurns()  # batch items whose team's own buckets are short (live_limits.py)
 
     async def admit(self, request: AdmissionRequest) -> Admitted | None:
         """Team budget, then bucket token, then — without waiting — long lane, provider lease and
@@ -155,20 +158,19 @@ class Admission:
         The estimated tokens are first reserved against the team's day and month budgets
         (BudgetExceeded if there is no room: the item is not retried); the reservation rides on the
         returned Reservation, ``settle`` settles it to the provider's usage, and closing ``slot`` refunds
-        it if nothing was settled (not sent, or no usage reported). A team with a share cap takes a
-        token of its per-(provider, team) bucket together with the provider's."""
+        it if nothing was settled (not sent, or no usage reported). The team's buckets (share cap,
+        RPM / TPM across providers: quota/team_quota.py) grant together with the provider's."""
         store, limits, est = self.store, request.limits, request.tokens
         team_limits = await self.limits.team(request.team)
         budget: BudgetReservation | None = None
-        if team_limits is not None:
-            limits = limits.for_team(team_limits.name, team_limits.max_provider_share)
-            if team_limits.has_budget:
-                budget = await store.reserve_budget(team_limits, est, self.limits.budget_seed)
+        if team_limits is not None and team_limits.has_budget:
+            budget = await store.reserve_budget(team_limits, est, self.limits.budget_seed)
+        team = self.limits.team_ask(request.team, team_limits)
         try:
             if request.lane == "interactive":
-                admitted = await self._admit_interactive(request, limits, team_limits)
+                admitted = await self._admit_interactive(request, limits, team)
             else:
-                admitted = await self._admit_provider(request, limits)
+                admitted = await self._admit_provider(request, limits, team)
         except BaseException:
             if budget is not None:
                 await store.give_back_budget(budget)
@@ -202,17 +204,17 @@ class Admission:
         await self.store.release(admitted.request.limits, admitted.reservation)
 
     async def _admit_interactive(
-        self, request: AdmissionRequest, limits: ProviderLimits, team: TeamLimits | None
+        self, request: AdmissionRequest, limits: ProviderLimits, team: TeamAsk
     ) -> Admitted | None:
         """The interactive lane: wait for the provider's asking turn in fair order over teams
         (quota/fair_gate.py), then, as the only asker of this loop, bucket token, lane, lease and
         in-flight slot (waiting for a busy one while keeping the turn, holding nothing else)."""
-        store, live = self.store, self.limits.current(limits, request.team)
+        store, live = self.store, self.limits.current(limits)
         gate = self.fair.gate(limits.name)
-        seat = await self._seat(gate, TeamPlace.of(request.team, team), limits)
+        seat = await self._seat(gate, TeamPlace.of(request.team, team.limits), limits)
         try:
             while True:
-                reservation = await self._interactive_token(gate, seat, live, request)
+                reservation = await self._interactive_token(gate, seat, (live, team), request)
                 limits = live()
                 if request.check_cancel and self.should_cancel():
                     await store.release(limits, reservation)
@@ -228,7 +230,7 @@ class Admission:
                 if not blocked:
                     gate.sent(seat)
                     held.callback(gate.close, seat)
-                    return Admitted(request, replace(reservation, current=live), held, slot)
+                    return Admitted(request, team.live(reservation, live), held, slot)
                 await held.aclose()
                 await store.release(limits, reservation)  # no idle token holders; the turn is kept
                 async with store.interactive_waiting(limits.name):  # batch asks of every worker yield
@@ -246,25 +248,15 @@ class Admission:
             return await gate.wait(place, limits.max_concurrency)
 
     async def _interactive_token(
-        self, gate: FairGate, seat: Seat, live: Callable[[], ProviderLimits], request: AdmissionRequest
+        self, gate: FairGate, seat: Seat, live: _Live, request: AdmissionRequest
     ) -> Reservation:
-        """The bucket grant for the seat's call; while only its team's share bucket is short, the turn
+        """The bucket grant for the seat's call; while only its team's buckets are short, the turn
         goes to the other teams meanwhile."""
         while True:
-            limits = live()
             try:
-                reservation = await self.store.acquire(
-                    limits,
-                    request.tokens,
-                    current=live,
-                    input_tokens=request.input_tokens,
-                    output_tokens=request.output_tokens,
-                    lane="interactive",
-                    step_aside=True,
-                )
-                return reservation
+                return await self._grant(live, request, step_aside=True)
             except TeamShareWait as capped:
-                async with self.store.interactive_waiting(limits.name):
+                async with self.store.interactive_waiting(capped.provider):
                     await gate.step_aside(seat, capped.seconds)
 
     def _gate(self, limits: ProviderLimits) -> LeaseWindow:
@@ -278,14 +270,16 @@ class Admission:
             gate = self._gates[key] = LeaseWindow(key[1])
         return gate
 
-    async def _admit_provider(self, request: AdmissionRequest, limits: ProviderLimits) -> Admitted | None:
+    async def _admit_provider(
+        self, request: AdmissionRequest, limits: ProviderLimits, team: TeamAsk
+    ) -> Admitted | None:
         """Bucket token, lane, lease, in-flight slot; everything back and start over when one is busy."""
         store, est = self.store, request.tokens
         long_item = est > self.long_item_tokens
-        live = self.limits.current(limits, request.team)
+        live = self.limits.current(limits)
         gate = self._gate(limits)
         while True:
-            reservation = await self._bucket_token(gate, live, request)
+            reservation = await self._bucket_token(gate, (live, team), request)
             limits = live()
             if request.check_cancel and self.should_cancel():
                 gate.release()
@@ -298,7 +292,7 @@ class Admission:
                 raise
             if not blocked:
                 gate.lease_taken()
-                return Admitted(request, replace(reservation, current=live), held, slot)
+                return Admitted(request, team.live(reservation, live), held, slot)
             if blocked == "lease":
                 gate.lease_refused()
             await held.aclose()
@@ -307,23 +301,34 @@ class Admission:
             if request.check_cancel and self.should_cancel():
                 return None
 
-    async def _bucket_token(
-        self, gate: LeaseWindow, live: Callable[[], ProviderLimits], request: AdmissionRequest
-    ) -> Reservation:
-        """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after)."""
-        await gate.acquire()
-        try:
-            return await self.store.acquire(
-                live(),
-                request.tokens,
-                current=live,
-                input_tokens=request.input_tokens,
-                output_tokens=request.output_tokens,
-                lane=request.lane,
-            )
-        except BaseException:
-            gate.release()
-            raise
+    async def _bucket_token(self, gate: LeaseWindow, live: _Live, request: AdmissionRequest) -> Reservation:
+        """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after).
+        While only the team's own buckets are short, wait holding no gate slot (the team's turn)."""
+        while True:
+            await gate.acquire()
+            try:
+                return await self._grant(live, request, step_aside=True)
+            except TeamShareWait as capped:
+                gate.release()
+                await self.team_turns.wait(capped)
+            except BaseException:
+                gate.release()
+                raise
+
+    async def _grant(self, live: _Live, request: AdmissionRequest, step_aside: bool = False) -> Reservation:
+        """The provider's and the team's buckets' grant for ``request``, asked with their live limits."""
+        current, team = live
+        return await self.store.acquire(
+            current(),
+            request.tokens,
+            current=current,
+            input_tokens=request.input_tokens,
+            output_tokens=request.output_tokens,
+            lane=request.lane,
+            step_aside=step_aside,
+            team=team.current(),
+            current_team=team.current,
+        )
 
     async def _take_slots(
         self, gate: LeaseWindow | None, limits: ProviderLimits, long_item: bool

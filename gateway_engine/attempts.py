@@ -34,7 +34,7 @@ from .retry import ErrorType, is_retryable_error
 from .routing import ProviderConfig, RoutingError, candidates, stable_draw
 from .sending import send_attempt
 from .stopping import Stopping
-from .waits import Wait, breaker_wait
+from .waits import Wait, breaker_wait, retry_delay
 
 __all__ = ["Finished", "ItemLife", "ItemState", "OpenStream", "Wait"]
 
@@ -327,7 +327,7 @@ class ItemLife:
             if outcome.ok:
                 await self.outcomes.succeeded(result, choice, entry, outcome, probe=probe)
                 return Finished(result, slot)
-            retry_after = await self.outcomes.failed(
+            failure = await self.outcomes.failed(
                 result, choice, probe, admitted.request.limits, entry, outcome
             )
             if outcome.pause is not None:  # never again there: the next candidate, at once
@@ -341,12 +341,7 @@ class ItemLife:
             raise
         await slot.aclose()
         self.ctx.observer.on_retry(choice.name, outcome.error_type)
-        if outcome.pause is not None:
-            state.delay = 0.0
-        elif retry_after is not None:
-            state.delay = retry_after
-        else:
-            state.delay = self.ctx.options.retry.backoff(state.per_provider[choice.name] - 1, self.ctx.rng)
+        state.delay = retry_delay(self.ctx, state, choice, outcome, failure)
         return None
 
 

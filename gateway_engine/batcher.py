@@ -19,7 +19,7 @@ from typing import Any
 
 from .breaker import LocalBreaker
 from .context import RunContext
-from .http import HttpClients, TransportFactory
+from .http import HttpClients
 from .items import ItemResult, RawItem
 from .journal import NULL_JOURNAL
 from .observer import NULL_OBSERVER, EngineObserver
@@ -70,7 +70,6 @@ class CrossProviderBatcher:
         options: EngineOptions | None = None,
         global_max_in_flight: int = 64,
         salt: str = "",
-        transport_factory: TransportFactory | None = None,
         observer: EngineObserver | None = None,
         journal: AttemptJournal | None = None,
     ):
@@ -82,7 +81,6 @@ class CrossProviderBatcher:
         self.limits_source = limits_source
         self.options = options or EngineOptions()
         self.salt = salt
-        self.transport_factory = transport_factory
         self.observer: EngineObserver = observer or NULL_OBSERVER
         self.journal: AttemptJournal = journal or NULL_JOURNAL
         self.last_stats: dict[str, Any] | None = None
@@ -125,9 +123,7 @@ class CrossProviderBatcher:
     def _context(self) -> RunContext:
         """This run's context (its HTTP clients and random stream are new for every run)."""
         opts = self.options
-        http = HttpClients(
-            self.transport_factory, transport=opts.transport, max_answer_bytes=opts.max_answer_bytes
-        )
+        http = HttpClients(max_answer_bytes=opts.max_answer_bytes)
         return RunContext(
             self.table,
             self.store,

@@ -5,7 +5,10 @@ States: closed → open → half_open → closed (or back to open).
 * closed: every call is allowed. It opens after ``consecutive_failures`` failures in a row, or when at
   least ``min_requests`` calls in the current ``window_seconds`` window failed at ``failure_ratio`` or more.
 * open: calls are refused until ``open_until``. The cooldown starts at ``cooldown_seconds`` and doubles
-  each time the breaker re-opens without a success in between (capped at ``max_cooldown_seconds``).
+  each time the breaker re-opens without a success in between (capped at ``max_cooldown_seconds``;
+  the ladder ``cooldown_ladder_ms`` is computed once, by gateway_engine/backoff.py, for both breakers).
+  An item whose failure finds the breaker open waits for it, not for its retry backoff as well
+  (attempts.py: the cooldown replaces the backoff).
   A Retry-After from the provider can lengthen an open period, never shorten it.
 * half_open: after the cooldown ONE probe call is let through (the probe slot lasts ``probe_ttl_seconds`` so a
   crashed prober doesn't wedge it); its success closes the breaker, its failure re-opens it. The breaker
@@ -30,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .backoff import capped_exponential
+from .backoff import ladder
 from .errors import Unavailable
 from .protocols import Clock
 
@@ -117,8 +120,15 @@ class Counters:
     prober: str = ""  # who was granted the latest half-open probe
 
 
+def cooldown_ladder_ms(cfg: BreakerConfig) -> tuple[float, ...]:
+    """The open period after the 1st, 2nd, … re-open without a success between, in ms, up to the first
+    at the cap (later re-opens stay there): both breakers index it, the Lua one gets it as an argument."""
+    return tuple(seconds * 1000.0 for seconds in ladder(cfg.cooldown_seconds, cfg.max_cooldown_seconds))
+
+
 def _cooldown_ms(cfg: BreakerConfig, opens: int) -> float:
-    return capped_exponential(cfg.cooldown_seconds, cfg.max_cooldown_seconds, opens - 1) * 1000.0
+    steps = cooldown_ladder_ms(cfg)
+    return steps[min(max(opens, 1), len(steps)) - 1]
 
 
 def _allow(s: Counters, now: float, probe_ttl_ms: float, prober: str = "") -> Permit:

@@ -1,5 +1,7 @@
 """The circuit breaker shared by every worker: the state machine of gateway_engine.breaker in one Lua
-script, evaluated atomically on Redis with the server's clock."""
+script, evaluated atomically on Redis with the server's clock. Its cooldown ladder is an argument,
+computed in Python (``breaker.cooldown_ladder_ms``, gateway_engine/backoff.py), never a copy of the
+formula in Lua."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from .breaker import (
     BreakerUnavailable,
     Counters,
     Permit,
+    cooldown_ladder_ms,
     log_transition,
     state_view,
 )
@@ -49,7 +52,8 @@ local c_consec = tonumber(ARGV[2])
 local c_window = tonumber(ARGV[3])
 local c_min = tonumber(ARGV[4])
 local c_ratio = tonumber(ARGV[5])
-local c_cool = tonumber(ARGV[6])
+local ladder = {}                    -- the cooldown after the 1st, 2nd, ... re-open (ms; Python's)
+for step in string.gmatch(ARGV[6], '[^,]+') do ladder[#ladder + 1] = tonumber(step) end
 local c_maxcool = tonumber(ARGV[7])
 local arg = tonumber(ARGV[8])        -- allow: probe ttl ms; record: retry_after ms
 local ok = ARGV[9] == '1'
@@ -64,7 +68,7 @@ end
 
 local function do_open()
   opens = opens + 1
-  local cool = math.min(c_maxcool, c_cool * math.pow(2, math.max(0, opens - 1)))
+  local cool = ladder[math.min(opens, #ladder)]
   state = 'open'
   open_until = math.max(open_until, now + cool, now + arg)
   consec = 0; win_start = now; win_total = 0; win_fail = 0
@@ -136,6 +140,7 @@ class RedisBreaker:
         )
         self._lock = threading.Lock()
         self._script = Script(_LUA)
+        self._ladder: tuple[BreakerConfig, str] | None = None
 
     def _client(self) -> RespClient:
         """One multiplexed connection per event loop (the quota store's pipelining client): breaker
@@ -151,6 +156,13 @@ class RedisBreaker:
                     )
         return client
 
+    def _cooldowns(self) -> str:
+        """The cooldown ladder as the script's argument, computed by the Python breaker's helper (the
+        script has no formula of its own), once per config."""
+        if self._ladder is None or self._ladder[0] is not self.config:
+            self._ladder = (self.config, ",".join(str(ms) for ms in cooldown_ladder_ms(self.config)))
+        return self._ladder[1]
+
     def _args(self, op: str, arg_ms: float, ok: bool = False, asker: str = "") -> list[Arg]:
         c = self.config
         return [
@@ -159,7 +171,7 @@ class RedisBreaker:
             c.window_seconds * 1000.0,
             c.min_requests,
             c.failure_ratio,
-            c.cooldown_seconds * 1000.0,
+            self._cooldowns(),
             c.max_cooldown_seconds * 1000.0,
             float(arg_ms),
             "1" if ok else "0",

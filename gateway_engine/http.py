@@ -1,7 +1,7 @@
 """The one module that talks HTTP to providers: transport, size caps, and each answer as an HttpOutcome.
 
-One pooled keep-alive client per provider (pool ≥ the provider's max_concurrency), no hidden retries
-anywhere (no SDK; aiohttp never re-sends a POST, httpx runs with transport retries=0), one hard
+One pooled keep-alive aiohttp client per provider (pool ≥ the provider's max_concurrency), no hidden
+retries anywhere (no SDK; aiohttp never re-sends a POST), one hard
 per-attempt deadline of the provider's ``timeout_seconds`` covering connect + send + reading the whole
 answer. Every call returns an ``HttpOutcome``; nothing here raises for HTTP or network errors, and
 nothing here retries.
@@ -13,10 +13,9 @@ stores or counts it: a 2xx that is not a JSON object, too large, not finite or n
 ``invalid_response``; staff get the capped, cleaned error body in ``HttpOutcome.detail`` (the attempt
 log), the team a short sanitised message.
 
-The engine uses ``AiohttpProviderClient`` (aiohttp): against a ~1 ms provider it costs about a third
-of httpx's CPU per call (see docs/benchmarks.md, "Overhead"). ``ProviderClient`` (httpx, public API
-only) is kept for callers that inject an httpx transport (``HttpClients(transport_factory=...)``,
-respx in tests).
+The one provider transport is aiohttp (``AiohttpProviderClient``): against a ~1 ms provider the engine
+spent about 11x more CPU per item with httpx (docs/benchmarks.md, "Provider transports"), which was
+removed (issue #37). Its tests run against real local servers (tests/local_http.py, the simulator).
 """
 
 from __future__ import annotations
@@ -25,16 +24,14 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias, cast
+from typing import Any, cast
 
 import aiohttp
-import httpx
 import yarl
 
 from .answers import AnswerRejected, BoundedBody, declared_too_large
 from .kinds import KINDS
 from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, timed_out
-from .retry import ErrorType
 from .routing import ProviderConfig
 from .wire import DEFAULT_KIND, WireFormat, for_kind
 from .wire.base import SigningWire
@@ -44,9 +41,6 @@ __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
     "AiohttpProviderClient",
     "HttpClients",
-    "ProviderClient",
-    "TransportFactory",
-    "check_transport",
     "wire_for",
 ]
 
@@ -66,99 +60,6 @@ REQUEST_HEADERS = {
     "User-Agent": "batch-gateway/1",
     "Accept-Encoding": "gzip, deflate",  # what BoundedBody can decode
 }
-
-
-class ProviderClient:
-    """Pooled keep-alive httpx client for one provider (public httpx API only)."""
-
-    def __init__(
-        self,
-        config: ProviderConfig,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    ):
-        self.config = config
-        self.wire = wire_for(config)
-        endpoint = self.wire.endpoint(config)
-        self.url = endpoint.url
-        self.max_answer_bytes = max_answer_bytes
-        pool = max(1, config.max_concurrency)
-        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0)
-        headers = {**REQUEST_HEADERS, **endpoint.headers}
-        self._headers = headers
-        self._signed = KINDS[config.kind].signed if config.kind in KINDS else False
-        self._client = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(retries=0, limits=limits),
-            timeout=httpx.Timeout(config.timeout_seconds),
-            headers=headers,
-            follow_redirects=False,
-        )
-
-    async def chat(
-        self,
-        messages: list[Any],
-        params: Mapping[str, Any] | None = None,
-        *,
-        request_id: str = "",
-        on_sent: Callable[[], None] | None = None,
-    ) -> HttpOutcome:
-        """One chat completion. ``on_sent`` is called once the request is handed to the connection
-        (httpx has no hook there: just before the send)."""
-        payload = self.wire.body(self.config, messages, params)
-        extra = {"X-Request-ID": request_id} if request_id else {}
-        data = json.dumps(payload).encode()
-        if self._signed:  # the signature covers these exact bytes
-            extra = cast(SigningWire, self.wire).sign(
-                self.config, "POST", self.url, {**self._headers, **extra}, data
-            )
-        timeout = self.config.timeout_seconds
-        started = time.monotonic()
-        try:
-            async with asyncio.timeout(timeout):
-                request = self._client.build_request("POST", self.url, content=data, headers=extra)
-                if on_sent is not None:
-                    on_sent()
-                response = await self._client.send(request, stream=True)
-                try:
-                    status, headers = response.status_code, response.headers
-                    try:
-                        raw = await self._read(response)
-                    except AnswerRejected as exc:
-                        latency = int((time.monotonic() - started) * 1000)
-                        return rejected(self.wire, status, latency, headers, exc)
-                finally:
-                    await response.aclose()
-        except (TimeoutError, httpx.TimeoutException):
-            return timed_out(started, timeout)
-        except httpx.HTTPError as exc:
-            return connection_failed(started, exc)
-        latency = int((time.monotonic() - started) * 1000)
-        return from_answer(self.wire, status, latency, raw, headers, self.config.api_key)
-
-    async def open_stream(
-        self,
-        messages: list[Any],
-        params: Mapping[str, Any] | None = None,
-        *,
-        request_id: str = "",
-        on_sent: Callable[[], None] | None = None,
-    ) -> HttpOutcome:
-        """Streaming is served by the aiohttp transport only (the interactive lane always uses it)."""
-        return HttpOutcome(None, 0, error_type=ErrorType.GATEWAY_ERROR,
-                           message="streaming needs the aiohttp provider transport")  # fmt: skip
-
-    async def _read(self, response: httpx.Response) -> bytes:
-        encoding = response.headers.get("content-encoding")
-        if declared_too_large(response.headers.get("content-length"), self.max_answer_bytes, encoding):
-            raise AnswerRejected(f"answer larger than {self.max_answer_bytes} bytes")
-        body = BoundedBody(self.max_answer_bytes, encoding)
-        async for chunk in response.aiter_raw(READ_CHUNK):
-            body.feed(chunk)
-        return body.finish()
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 class _SentHook:
@@ -187,7 +88,8 @@ _SENT_TRACE.freeze()
 
 
 class AiohttpProviderClient:
-    """Pooled keep-alive aiohttp client for one provider (same contract as ProviderClient).
+    """Pooled keep-alive aiohttp client for one provider: ``chat`` and ``open_stream`` return an
+    ``HttpOutcome``, never raise for HTTP or network errors.
 
     Create it inside the event loop that will use it. aiohttp re-sends nothing: a request on a
     keep-alive connection the server has closed fails as a connection error (retried by the engine
@@ -301,54 +203,20 @@ class AiohttpProviderClient:
         await self._session.close()
 
 
-# a provider's config -> the httpx transport to call it through (tests inject respx or a mock transport)
-TransportFactory: TypeAlias = Callable[[ProviderConfig], httpx.AsyncBaseTransport]
-
-
-TRANSPORTS = ("aiohttp", "httpx")
-
-
-def check_transport(transport: str) -> str:
-    """The provider transport's name, refused loudly unless it is one of TRANSPORTS."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"transport: must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
-    return transport
-
-
 class HttpClients:
-    """One client per provider for the lifetime of one engine run (one event loop).
+    """One client per provider for the lifetime of one engine run (one event loop)."""
 
-    ``transport="aiohttp"`` (the default: about 4x less CPU per call, docs/engine.md) or ``"httpx"``
-    (ProviderClient, public httpx API). A ``transport_factory`` (config -> httpx transport) selects httpx
-    with that transport (tests, proxies)."""
-
-    def __init__(
-        self,
-        transport_factory: TransportFactory | None = None,
-        *,
-        transport: str = "aiohttp",
-        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    ):
-        self._clients: dict[str, AiohttpProviderClient | ProviderClient] = {}
-        self._retired: list[AiohttpProviderClient | ProviderClient] = []
-        self._transport_factory = transport_factory
-        self.transport = "httpx" if transport_factory is not None else check_transport(transport)
+    def __init__(self, *, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES):
+        self._clients: dict[str, AiohttpProviderClient] = {}
+        self._retired: list[AiohttpProviderClient] = []
         self.max_answer_bytes = max_answer_bytes
 
-    def get(self, config: ProviderConfig) -> AiohttpProviderClient | ProviderClient:
+    def get(self, config: ProviderConfig) -> AiohttpProviderClient:
         client = self._clients.get(config.name)
         if client is None or client.config != config:
             if client is not None:  # config changed mid-run: the old pool drains when closed at the end
                 self._retired.append(client)
-            if self.transport == "httpx":
-                factory = self._transport_factory
-                client = ProviderClient(
-                    config,
-                    transport=factory(config) if factory is not None else None,
-                    max_answer_bytes=self.max_answer_bytes,
-                )
-            else:
-                client = AiohttpProviderClient(config, max_answer_bytes=self.max_answer_bytes)
+            client = AiohttpProviderClient(config, max_answer_bytes=self.max_answer_bytes)
             self._clients[config.name] = client
         return client
 

@@ -1,7 +1,6 @@
 """The batch-API half of the one module that owns outbound HTTP (gateway_engine.http): plain requests
 to a provider's files / batches endpoints (a JSON POST or GET, a multipart upload, a file download),
-with the same rules as ``gateway_engine.http``: one pooled keep-alive client (aiohttp by default, httpx
-selectable: ``transport="httpx"`` or an injected httpx transport for respx), no hidden retries, one hard
+with the same rules as ``gateway_engine.http``: one pooled keep-alive aiohttp client, no hidden retries, one hard
 deadline per call covering connect + send + reading the whole answer, every answer read with a size cap
 (``BoundedBody``: gzip/deflate decoded, a bomb refused). Nothing here raises for HTTP or network errors:
 every call returns a ``RawAnswer``; what an answer means is the batch client's (gateway_engine.batch_api).
@@ -18,10 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
-import httpx
 
 from .answers import AnswerRejected, BoundedBody, declared_too_large
-from .http import DEFAULT_MAX_ANSWER_BYTES, READ_CHUNK, REQUEST_HEADERS, check_transport
+from .http import DEFAULT_MAX_ANSWER_BYTES, READ_CHUNK, REQUEST_HEADERS
 from .retry import ErrorType
 
 __all__ = ["DEFAULT_MAX_DOWNLOAD_BYTES", "BatchHttp", "RawAnswer", "multipart_body"]
@@ -67,8 +65,6 @@ class BatchHttp:
         self,
         *,
         timeout_s: float = 60.0,
-        transport: str = "aiohttp",
-        httpx_transport: httpx.AsyncBaseTransport | None = None,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         pool: int = 4,
@@ -76,19 +72,10 @@ class BatchHttp:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
         self.timeout_s = timeout_s
-        self.transport = "httpx" if httpx_transport is not None else check_transport(transport)
         self.max_answer_bytes = max_answer_bytes
         self.max_download_bytes = max_download_bytes
         self.calls = 0
         self._session: aiohttp.ClientSession | None = None
-        self._httpx: httpx.AsyncClient | None = None
-        if self.transport == "httpx":
-            limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0)
-            self._httpx = httpx.AsyncClient(
-                transport=httpx_transport or httpx.AsyncHTTPTransport(retries=0, limits=limits),
-                timeout=httpx.Timeout(timeout_s),
-                follow_redirects=False,
-            )
         self._pool = pool
 
     def _aiohttp(self) -> aiohttp.ClientSession:
@@ -122,16 +109,15 @@ class BatchHttp:
         cap = self.max_download_bytes if download else self.max_answer_bytes
         try:
             async with asyncio.timeout(self.timeout_s):
-                if self._httpx is not None:
-                    return await self._via_httpx(method, url, sent, body, cap)
-                return await self._via_aiohttp(method, url, sent, body, cap)
+                return await self._send(method, url, sent, body, cap)
         except TimeoutError:
             return RawAnswer(0, error_type=ErrorType.TIMEOUT, message=f"no answer within {self.timeout_s:g}s")
-        except (aiohttp.ClientError, httpx.HTTPError, OSError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             return RawAnswer(0, error_type=ErrorType.CONNECTION_ERROR, message=f"{type(exc).__name__}: {exc}")
 
-    async def _via_aiohttp(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
-                           cap: int) -> RawAnswer:  # fmt: skip
+    async def _send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, cap: int
+    ) -> RawAnswer:
         async with self._aiohttp().request(
             method, url, data=body, headers=headers, allow_redirects=False
         ) as resp:
@@ -151,32 +137,7 @@ class BatchHttp:
                 )
         return RawAnswer(status, raw, resp_headers)
 
-    async def _via_httpx(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
-                         cap: int) -> RawAnswer:  # fmt: skip
-        assert self._httpx is not None
-        request = self._httpx.build_request(method, url, content=body, headers=headers)
-        response = await self._httpx.send(request, stream=True)
-        try:
-            status, resp_headers = response.status_code, {k.lower(): v for k, v in response.headers.items()}
-            encoding = response.headers.get("content-encoding")
-            try:
-                if declared_too_large(response.headers.get("content-length"), cap, encoding):
-                    raise AnswerRejected(f"answer larger than {cap} bytes")
-                bounded = BoundedBody(cap, encoding)
-                async for chunk in response.aiter_raw(READ_CHUNK):
-                    bounded.feed(chunk)
-                raw = bounded.finish()
-            except AnswerRejected as exc:
-                return RawAnswer(
-                    status, headers=resp_headers, error_type=ErrorType.INVALID_RESPONSE, message=str(exc)
-                )
-        finally:
-            await response.aclose()
-        return RawAnswer(status, raw, resp_headers)
-
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        if self._httpx is not None:
-            await self._httpx.aclose()

@@ -55,7 +55,7 @@ class InteractiveLane:
         self.store, self.breaker, self.options = store, breaker, options
         self.limits_source = limits_source
         self._observer_for = observer_for
-        self.http = HttpClients(transport="aiohttp", max_answer_bytes=options.max_answer_bytes)
+        self.http = HttpClients(max_answer_bytes=options.max_answer_bytes)
         self.limits = LiveLimits(limits_source)
         self.stopping = Stopping(None, None)
         self.admission = Admission(store, self.limits, options)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .http import DEFAULT_MAX_ANSWER_BYTES, check_transport
+from .http import DEFAULT_MAX_ANSWER_BYTES
 from .retry import RetryPolicy
 
 __all__ = ["EngineOptions"]
@@ -38,8 +38,3 @@ class EngineOptions:
     store_retry_max_seconds: float = 2.0
     # a half-open probe's permit lasts the provider's timeout plus this (a crashed prober can't wedge it)
     breaker_probe_grace_seconds: float = 5.0
-    # the HTTP client providers are called with: "aiohttp" (default, less CPU per call) or "httpx"
-    transport: str = "aiohttp"
-
-    def __post_init__(self) -> None:
-        check_transport(self.transport)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
+from .backoff import capped_exponential
 from .breaker import BreakerUnavailable
 from .options import EngineOptions
 from .protocols import Clock
@@ -46,9 +47,9 @@ class OutageBackoff:
         clock: Clock = time.monotonic,
     ) -> None:
         self.limit_seconds = limit_seconds
-        self.max_delay = max_delay
+        self.min_delay, self.max_delay = min_delay, max_delay
         self.clock = clock
-        self.delay = min_delay
+        self.tries = 0  # failures waited out so far: the growth's step
         self.give_up_at: float | None = None
 
     def start_now(self) -> OutageBackoff:
@@ -61,10 +62,10 @@ class OutageBackoff:
         now = self.clock()
         if self.give_up_at is None:
             self.give_up_at = now + self.limit_seconds
-        delay = self.delay
+        delay = capped_exponential(self.min_delay, self.max_delay, self.tries)
         if now + delay > self.give_up_at:
             return None
-        self.delay = min(self.max_delay, delay * 2)
+        self.tries += 1
         return delay
 
 

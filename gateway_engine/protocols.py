@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # annotations only
     from .quota.leases import Lease
     from .quota.ledger import BudgetSeed
     from .quota.slots import GlobalSlot
-    from .quota.types import BudgetReservation, Lane, PauseState, ProviderLimits, Reservation, TeamLimits
+    from .quota.team_quota import TeamLimits, TeamQuota
+    from .quota.types import BudgetReservation, Lane, PauseState, ProviderLimits, Reservation
 
 __all__ = [
     "AsyncCloseable",
@@ -73,13 +74,16 @@ class QuotaStore(AsyncCloseable, Protocol):
         output_tokens: int | None = None,
         lane: Lane = "batch",
         step_aside: bool = False,
+        team: TeamQuota | None = None,
+        current_team: Callable[[], TeamQuota | None] | None = None,
     ) -> Reservation:
         """Wait for 1 request and ``tokens`` tokens of the provider's buckets, and (when the limits set
         itpm / otpm) ``input_tokens`` / ``output_tokens`` of its ITPM / OTPM buckets, all in one atomic
         grant (QuotaImpossible if they can never fit; ProviderPaused while the provider is paused);
         ``current()`` gives the live limits on every retry. Batch asks yield to interactive callers
         waiting for the same provider (docs/engine.md, "Interactive first"). ``step_aside``:
-        TeamShareWait instead of a wait that only the team's share bucket imposes."""
+        TeamShareWait instead of a wait that only the team's buckets impose. ``team``: the team's
+        share, RPM and TPM buckets taken in the same grant (``current_team()``: their live value)."""
         ...
 
     def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:

@@ -12,7 +12,10 @@ retry there, the item falls back at once)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .admission import Admission, Admitted
+from .breaker import OPEN
 from .breaker_wakes import probe_succeeded
 from .context import RunContext
 from .error_kinds import BREAKER_FAILURES
@@ -26,12 +29,20 @@ from .routing import ProviderConfig
 
 __all__ = [
     "BREAKER_FAILURES",
+    "Failure",
     "OutcomeRecorder",
     "attempt_entry",
     "breaker_gave_up",
     "pause_error_type",
     "paused_at_admission",
 ]
+
+
+class Failure(NamedTuple):
+    """What a failed attempt leaves for the retry decision (attempts.py)."""
+
+    retry_after: float | None  # the believable wait a ``rate_limited`` answer asked for
+    breaker_open: bool  # this failure left (or found) the provider's breaker open
 
 
 class OutcomeRecorder:
@@ -104,11 +115,12 @@ class OutcomeRecorder:
         limits: ProviderLimits,
         entry: AttemptEntry,
         outcome: HttpOutcome,
-    ) -> float | None:
+    ) -> Failure:
         """Record a failed attempt on the result, tell the breaker, (a 429) the bucket and (an answer
         with a pause) the store's provider pause. Returns the wait the answer asked for (Retry-After /
         x-ratelimit-reset-*), if believable: only a ``rate_limited`` answer's wait counts — an
-        overloaded provider gets full-jitter backoff, a paused one is not retried at all."""
+        overloaded provider gets full-jitter backoff, a paused one is not retried at all — and whether
+        the provider's breaker is open after it (then its cooldown is the wait, not the backoff)."""
         ctx = self.ctx
         result.retry_extra_tokens += entry["tokens"]
         result.error_type = outcome.error_type
@@ -120,8 +132,9 @@ class OutcomeRecorder:
             if outcome.status_code and rate_limited
             else None
         )
+        breaker_state = ""
         if outcome.error_type in BREAKER_FAILURES:
-            await self.ride(
+            breaker_state = await self.ride(
                 "breaker", ctx.breaker.record, choice.name, ok=False, retry_after_seconds=retry_after
             )
         elif probe:  # the provider answered (429 or a 4xx): it is alive
@@ -131,7 +144,7 @@ class OutcomeRecorder:
             await self.pause(choice, outcome)
         elif outcome.status_code == 429 and rate_limited and retry_after:
             await self.ride("penalize", ctx.store.penalize, limits, retry_after)
-        return retry_after
+        return Failure(retry_after, breaker_state == OPEN)
 
     async def pause(self, choice: ProviderConfig, outcome: HttpOutcome) -> None:
         """The answer says the provider refuses everyone for a while: pause it for every worker (through

@@ -129,8 +129,9 @@ def sync_client(url: str, **kwargs: Any):  # type: ignore[no-untyped-def]  # red
         return redis.Redis.from_url(target.url, **kwargs)
     parts = urlsplit(target.url)
     timeout = kwargs.get("socket_timeout")
-    sentinel = Sentinel(list(target.sentinels), socket_timeout=timeout or 2.0)  # type: ignore[no-untyped-call]
-    return sentinel.master_for(  # type: ignore[no-untyped-call]
+    # Any: redis-py's annotations differ between releases (untyped before 6, typed since)
+    sentinel: Any = Sentinel(list(target.sentinels), socket_timeout=timeout or 2.0)
+    return sentinel.master_for(
         target.master, db=target.db, username=parts.username or None, password=parts.password or None,
         ssl=parts.scheme == "rediss", **kwargs,
     )  # fmt: skip

@@ -1,14 +1,16 @@
-"""Retry policy: what is retried, how long to wait, how to read rate-limit header values, and the ONE
-table of error classes.
+"""Retry policy: how long to wait before a retry, how to read rate-limit header values, and the error
+classifier. What each error type means — retried or not, its class, its backoff policy — is its row of
+gateway_engine/error_kinds.py; this module reads the rows.
 
-Retried: the error types ``rate_limited`` (429), ``server_error`` (5xx), ``timeout``,
-``connection_error`` and ``invalid_response``. Never retried: ``client_error`` (any other 4xx:
-400/401/403/404/422 …) — the provider's status and message are recorded instead. Which type an error
-answer gets is the provider's wire format's decision (gateway_engine.wire, e.g. ``wire.openai``).
-Waits: a 429's Retry-After / ``x-ratelimit-reset-*`` when given and believable, otherwise exponential
-backoff with full jitter: uniform(0, min(cap, base × 2^n)) for the n-th retry (n = 0 for the first).
-The wire format hands over a response's rate-limit headers under the names read here
-(``rate_limit_wait``: ``retry-after`` and ``x-ratelimit-reset*``).
+Retried: the rows with ``retryable`` (``rate_limited``, ``server_error``, ``timeout``,
+``connection_error``, ``invalid_response``, ``overloaded``). Never retried: ``client_error`` (any
+other 4xx: 400/401/403/404/422 …) and the gateway's own ends. Which type an error answer gets is the
+provider's wire format's decision (gateway_engine.wire, e.g. ``wire.openai``). Waits: a 429's
+Retry-After / ``x-ratelimit-reset-*`` when given and believable, otherwise exponential backoff with
+full jitter: uniform(0, min(cap, base × 2^n)) for the n-th retry (n = 0 for the first), base and cap
+scaled by the row's backoff policy (gateway_engine/backoff.py ``BACKOFF_POLICIES``: an ``overloaded``
+answer waits longer than a ``server_error``). The wire format hands over a response's rate-limit
+headers under the names read here (``rate_limit_wait``: ``retry-after`` and ``x-ratelimit-reset*``).
 
 Rate-limit headers are believed only up to a ceiling (``RetryPolicy.max_rate_limit_wait_seconds``,
 default ``DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS``; the gateway sets it from its settings): a longer wait
@@ -28,22 +30,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
-from .backoff import capped_exponential
-from .error_kinds import RETRYABLE
-from .error_types import ErrorType as ErrorType  # re-exported: where the engine has always read it
+from .backoff import BACKOFF_POLICIES, STANDARD, full_jitter
+from .error_kinds import CLASS_OTHER, ERROR_CLASSES, ERROR_KINDS, RETRYABLE
+from .error_kinds import ErrorType as ErrorType  # re-exported: where the engine has always read it
 
 log = logging.getLogger(__name__)
-
-# errors_by_class keys used in stats (docs/contract.md §4) and the dashboards
-CLASS_4XX = "4xx"
-CLASS_5XX = "5xx"
-CLASS_429 = "429"
-CLASS_TIMEOUT = "timeout"
-CLASS_CONNECTION = "connection"
-CLASS_INVALID = "invalid_response"
-CLASS_OTHER = "other"
-CLASS_OVERLOADED = "overloaded"
-CLASS_QUOTA_EXHAUSTED = "quota_exhausted"
 
 DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS = 600.0
 # A plain number at least this large in an x-ratelimit-reset* header is a Unix time, not a duration.
@@ -79,25 +70,19 @@ class ErrorClassRule:
         return bounds is not None and status_code is not None and bounds[0] <= status_code < bounds[1]
 
 
-# The single source of truth: the engine's stats, the dashboard's SQL (dashboard.selectors builds its
-# CASE/Q expressions from this tuple) and any Python caller classify with it.
-# The type rows come before the status rows: an OpenAI 429 ``insufficient_quota`` is billing, not rate,
-# and an Anthropic 529 is overload, not a 5xx of this account.
-ERROR_CLASS_TABLE: tuple[ErrorClassRule, ...] = (
+# The classifier the engine's stats, the dashboard's SQL (dashboard.selectors builds its CASE/Q
+# expressions from this tuple) and any Python caller use: the classes of gateway_engine/error_kinds.py
+# in their order, each with the error types whose row names it.
+ERROR_CLASS_TABLE: tuple[ErrorClassRule, ...] = tuple(
     ErrorClassRule(
-        CLASS_QUOTA_EXHAUSTED,
-        "provider quota exhausted (billing)",
-        frozenset({ErrorType.PROVIDER_QUOTA_EXHAUSTED}),
-    ),
-    ErrorClassRule(CLASS_OVERLOADED, "overloaded (provider-wide)", frozenset({ErrorType.OVERLOADED})),
-    ErrorClassRule(CLASS_429, "429 (rate limited)", frozenset({ErrorType.RATE_LIMITED}), 429, 430),
-    ErrorClassRule(CLASS_TIMEOUT, "timeout", frozenset({ErrorType.TIMEOUT})),
-    ErrorClassRule(CLASS_CONNECTION, "connection", frozenset({ErrorType.CONNECTION_ERROR})),
-    ErrorClassRule(CLASS_5XX, "5xx (server)", frozenset({ErrorType.SERVER_ERROR}), 500, 600),
-    ErrorClassRule(CLASS_4XX, "4xx (client)", frozenset({ErrorType.CLIENT_ERROR}), 400, 500),
-    ErrorClassRule(CLASS_INVALID, "invalid response", frozenset({ErrorType.INVALID_RESPONSE})),
+        klass.key,
+        klass.label,
+        frozenset(name for name, row in ERROR_KINDS.items() if row.error_class == klass.key),
+        klass.status_from,
+        klass.status_to,
+    )
+    for klass in ERROR_CLASSES
 )
-OTHER_LABEL = "other (gateway, quota, routing, budget, cancelled, expired)"
 ERROR_CLASS_KEYS: tuple[str, ...] = tuple(rule.key for rule in ERROR_CLASS_TABLE) + (CLASS_OTHER,)
 
 
@@ -118,13 +103,14 @@ class RetryPolicy:
     cap_seconds: float = 30.0
     max_rate_limit_wait_seconds: float = DEFAULT_MAX_RATE_LIMIT_WAIT_SECONDS
 
-    def backoff(self, retry_index: int, rng: random.Random | None = None) -> float:
-        """Full-jitter delay before the retry number ``retry_index`` (0-based) to the same provider."""
-        ceiling = self.ceiling(retry_index)
-        return random.uniform(0.0, ceiling) if rng is None else rng.uniform(0.0, ceiling)
+    def backoff(self, retry_index: int, rng: random.Random | None = None, *, policy: str = STANDARD) -> float:
+        """Full-jitter delay before the retry number ``retry_index`` (0-based) to the same provider,
+        under the error type's ``policy`` (its row's ``backoff``: gateway_engine/backoff.py)."""
+        return full_jitter(self.ceiling(retry_index, policy), rng)
 
-    def ceiling(self, retry_index: int) -> float:
-        return capped_exponential(self.base_seconds, self.cap_seconds, retry_index)
+    def ceiling(self, retry_index: int, policy: str = STANDARD) -> float:
+        """The largest backoff before retry ``retry_index`` under ``policy`` (scaling base and cap)."""
+        return BACKOFF_POLICIES[policy].ceiling(self.base_seconds, self.cap_seconds, retry_index)
 
 
 # Retried: the transient types — the ``retryable`` column of the error-kind table

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .retry import CLASS_429, ERROR_CLASS_TABLE, error_class
+from .error_kinds import CLASS_429
+from .retry import ERROR_CLASS_TABLE, error_class
 
 # every errors_by_class starts with the table's classes at 0 ("other" is added only if it occurs)
 ERROR_CLASSES = tuple(rule.key for rule in ERROR_CLASS_TABLE)

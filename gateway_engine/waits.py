@@ -1,6 +1,7 @@
 """What an item waits for between two attempts, holding nothing meanwhile (docs/engine.md, "Failure
-isolation"): a backoff or Retry-After before the same provider again, or every candidate's breaker
-open. ``ItemLife`` (attempts.py) returns a ``Wait``; the provider queues park the item while it lasts."""
+isolation"): a backoff or Retry-After before the same provider again (``retry_delay``), or every
+candidate's breaker open (``breaker_wait``; an open breaker's cooldown replaces the backoff).
+``ItemLife`` (attempts.py) returns a ``Wait``; the provider queues park the item while it lasts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import TYPE_CHECKING
 
 from .breaker import HALF_OPEN, Permit
 from .context import RunContext
-from .recording import breaker_gave_up
+from .error_kinds import error_kind
+from .outcomes import HttpOutcome
+from .recording import Failure, breaker_gave_up
 from .routing import ProviderConfig
 
 if TYPE_CHECKING:  # attempts.py imports this module
@@ -58,3 +61,19 @@ def breaker_wait(
     wait = max(0.05, wait) + ctx.rng.uniform(0, 0.05)
     close_of = remaining[0].name if len(remaining) == 1 and not failed_there else ""
     return Wait(min(wait, limit - state.breaker_waited), breaker=True, close_of=close_of)
+
+
+def retry_delay(
+    ctx: RunContext, state: ItemState, choice: ProviderConfig, outcome: HttpOutcome, failure: Failure
+) -> float:
+    """The wait before the same provider again after a retried failure: none after a pause (the next
+    candidate, at once) or when the provider's breaker is open (its cooldown is the wait: the next pass
+    falls back, or waits for the breaker's probe — never a backoff on top; docs/engine.md "Retries and
+    backoff"), the believable Retry-After, else full jitter under the error type's backoff policy (its
+    row's ``backoff``, gateway_engine/error_kinds.py)."""
+    if outcome.pause is not None or failure.breaker_open:
+        return 0.0
+    if failure.retry_after is not None:
+        return failure.retry_after
+    retries = state.per_provider[choice.name] - 1
+    return ctx.options.retry.backoff(retries, ctx.rng, policy=error_kind(outcome.error_type).backoff)

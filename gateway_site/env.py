@@ -102,3 +102,13 @@ def derived_fernet_key(secret: str) -> str:
 
     digest = hashlib.sha256(b"batch-gateway provider keys:" + secret.encode("utf-8")).digest()
     return base64.urlsafe_b64encode(digest).decode("ascii")
+
+
+def refuse_removed(removed: dict[str, str]) -> None:
+    """Refuse to start while a variable that no longer does anything is set ({name: what to do}), so an
+    operator's old setting is never silently ignored."""
+    import os
+
+    for name, advice in removed.items():
+        if name in os.environ:
+            raise ImproperlyConfigured(f"{name} was removed: {advice}")

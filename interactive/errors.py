@@ -48,6 +48,13 @@ def refusal(name: str, message: str, *, retry_after: float = 1.0, param: str | N
     return CallError(kind.status, message, kind.openai_type, param or kind.param, kind.code, headers)
 
 
+def stream_error_frame(error_type: str, message: str) -> dict[str, dict[str, str | None]]:
+    """The last event of a stream that failed after its 200: ``{"error": {"message", "type", "code"}}``
+    with the type and code the same error type gets as a plain answer (its row of the one table)."""
+    kind = error_kind(error_type)
+    return {"error": {"message": message, "type": kind.openai_type, "code": kind.code}}
+
+
 def queue_timeout(max_wait: float, retry_after: float, last_error: str = "") -> CallError:
     """The wait for quota would exceed the caller's limit: the gateway's own 429, never a provider's."""
     message = f"no quota for this call within the {max_wait:g} s it may wait (X-Gateway-Max-Wait / "

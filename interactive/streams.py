@@ -4,7 +4,8 @@ The engine retries and falls back until the first chunk is in (``InteractiveLane
 that fails before that is answered like a plain one (an HTTP error in OpenAI's shape). Once the 200 and
 its first bytes are out, the call is committed: the chunks are passed on as they come; an upstream
 failure after that (an in-stream provider error, a cut connection, an idle timeout) ends the stream
-with ``data: {"error": {"message", "type", "code"}}`` and no ``[DONE]``. The usage chunk is held back
+with ``data: {"error": {"message", "type", "code"}}`` (the type and code a plain answer of that error
+type has: ``errors.stream_error_frame``) and no ``[DONE]``. The usage chunk is held back
 unless the client asked for it (``stream_options.include_usage``); the upstream is always asked for
 it, and it settles the buckets and the budget. The provider lease and the in-flight slot are held until
 the stream ends; a client that disconnects closes the upstream connection (the provider sees it) and
@@ -29,7 +30,7 @@ from gateway_engine.quota.types import QuotaStoreUnavailable
 from gateway_engine.streaming import UpstreamStream, final_outcome
 
 from .calls import Call
-from .errors import CallError, call_failure
+from .errors import CallError, call_failure, stream_error_frame
 from .outcome import finish_record, retry_after_for
 
 log = logging.getLogger(__name__)
@@ -83,10 +84,7 @@ async def _events(
                 yield event(usage_chunk)
             yield DONE
         else:
-            error = stream.error
-            yield event(
-                {"error": {"message": error.message, "type": _type(error.error_type), "code": error.code}}
-            )
+            yield event(stream_error_frame(stream.error.error_type, stream.error.message))
     finally:
         # the client may be gone (this generator is then closed or cancelled): finish in a task of its
         # own, so the lease, the slot and the settle never depend on this one surviving
@@ -96,10 +94,6 @@ async def _events(
             await asyncio.shield(done)
         except (asyncio.CancelledError, GeneratorExit):
             pass
-
-
-def _type(error_type: str) -> str:
-    return "rate_limit_error" if error_type == "rate_limited" else "server_error"
 
 
 async def _end(

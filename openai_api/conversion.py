@@ -7,7 +7,7 @@ RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"
 "body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
 `{"error": {"message", "type", "param", "code"}}` body; everything else has `response: null, error: {code,
 message}`). Codes and OpenAI types come from gateway_engine.error_kinds, the table the interactive lane
-reads too.
+reads too (an item without an error type of its own: its status's, ``error_type_of_status``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from gateway_engine.error_kinds import error_kind
+from gateway_engine.error_kinds import error_kind, error_type_of_status
 from gateway_engine.errors import ApplicationError
-from gateway_engine.retry import ErrorType
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 ENDPOINTS = (CHAT_COMPLETIONS,)
@@ -31,11 +30,6 @@ LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
 MAX_LINE_ERRORS = 100
 UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows write one)
 HINT_SEPARATOR = " — "  # batches.submission's: what follows it in a native error is a hint
-
-# An item that ended without an error type (its status instead): the error type its line shows; codes
-# and OpenAI types come from the one table, gateway_engine.error_kinds. Pending: not sent before the
-# batch ended.
-STATUS_ERROR_TYPES = {"pending": ErrorType.CANCELLED, "running": ErrorType.GATEWAY_ERROR}
 
 
 @dataclass(frozen=True)
@@ -303,7 +297,7 @@ def result_line(result: dict[str, Any], batch_key: str) -> tuple[bool, dict[str,
         return True, {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
     error = result["error"] or {}
     status = result.get("status") or ""
-    kind = error_kind(error.get("type") or STATUS_ERROR_TYPES.get(status, status))
+    kind = error_kind(error.get("type") or error_type_of_status(status))
     message = error.get("message") or kind.name
     status_code = error.get("status_code")
     if kind.provider_answer and status_code:

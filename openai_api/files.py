@@ -15,6 +15,7 @@ from django.db.models import Count, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from teams.limits import limits_of
 from teams.models import Team
 
 from . import selectors
@@ -83,15 +84,17 @@ class FileUsage:
 
 
 def file_usage(team: Team) -> FileUsage:
-    """The team's live (not expired) files, uploads and batch output alike, against its quotas."""
+    """The team's live (not expired) files, uploads and batch output alike, against its quotas
+    (teams/limits.py)."""
+    limits = limits_of(team)
     held = selectors.live_files(File.objects.filter(team=team)).aggregate(
         files=Count("pk"), bytes=Coalesce(Sum("bytes"), 0)
     )
     return FileUsage(
         files=int(held["files"]),
-        max_files=team.max_stored_files or int(settings.GATEWAY_FILES_MAX_PER_TEAM),
+        max_files=limits.max_stored_files,
         bytes=int(held["bytes"]),
-        max_bytes=team.max_stored_file_bytes or int(settings.GATEWAY_FILES_MAX_BYTES_PER_TEAM),
+        max_bytes=limits.max_stored_file_bytes,
     )
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from batches.budget import estimate_payload_tokens
 from batches.models import Batch, BatchItem
+from batches.submission.budget import estimate_payload_tokens
 from gateway_engine.quota.types import BudgetExceeded, QuotaStoreUnavailable
 from gateway_engine.redis_errors import REDIS_ERRORS
 from gateway_engine.routing import ProviderConfig

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway_engine.batch_api import BatchLine, LineResult, line_verdict
+from gateway_engine.error_kinds import error_kind
 from gateway_engine.items import ItemResult
 from gateway_engine.kinds import KINDS
 from gateway_engine.retry import ErrorType, is_retryable_error
@@ -91,10 +92,9 @@ def verdict(
     retryable = line.outcome in ("expired", "canceled") or is_retryable_error(error_type)
     if retryable and realtime_allowed:
         return LineVerdict(None, entry)
-    final_status = {ErrorType.EXPIRED: "expired", ErrorType.CANCELLED: "cancelled"}.get(error_type, "failed")
     result = ItemResult(
         custom_id=custom_id,
-        status=final_status,
+        status=error_kind(error_type).item_status,
         provider=config.name,
         attempts=1,
         error_type=error_type,

@@ -108,6 +108,35 @@ _PROVIDER_KEYS = {
 } | COMMON_KIND_KEYS | ALL_KIND_KEYS | PROMPT_CACHE_KEYS | BATCH_KEYS  # fmt: skip
 
 
+def parse_completion(value: Any, where: str) -> CompletionConfig | None:
+    """``completion_tokens``: a fixed count, or ``{median, sigma, min}`` of a lognormal; None: absent."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ConfigError(f"{where}: must be >= 1")
+        return CompletionConfig(median=float(value), sigma=0.0)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected an integer or {{median, sigma}}")
+    median = _num(value, "median", where, minimum=1)
+    if median is None:
+        raise ConfigError(f"{where}.median: required")
+    return CompletionConfig(
+        median=median,
+        sigma=_num(value, "sigma", where, 0.0, minimum=0, maximum=5),
+        minimum=_num(value, "min", where, 1, minimum=1, integer=True),
+    )
+
+
+def parse_stream_faults(raw: dict, where: str) -> tuple[int | None, int | None]:
+    """(``stream_error_after``, ``stream_cut_after``): at most one of the two mid-stream faults."""
+    error_after = _num(raw, "stream_error_after", where, None, minimum=0, integer=True)
+    cut_after = _num(raw, "stream_cut_after", where, None, minimum=0, integer=True)
+    if error_after is not None and cut_after is not None:
+        raise ConfigError(f"{where}.stream_cut_after: give stream_error_after or stream_cut_after, not both")
+    return error_after, cut_after
+
+
 def parse_provider(name: str, raw: dict) -> ProviderConfig:
     where = f"providers.{name}"
     if not isinstance(raw, dict):
@@ -122,24 +151,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
     if native.kind == "azure_openai" and native.deployment is None:
         native = replace(native, deployment=raw.get("model", f"{name}-chat"))
     outage = window(raw.get("outage"), f"{where}.outage")
-    completion = None
-    ct = raw.get("completion_tokens")
-    if ct is not None:
-        if isinstance(ct, int) and not isinstance(ct, bool):
-            if ct < 1:
-                raise ConfigError(f"{where}.completion_tokens: must be >= 1")
-            completion = CompletionConfig(median=float(ct), sigma=0.0)
-        elif isinstance(ct, dict):
-            median = _num(ct, "median", f"{where}.completion_tokens", minimum=1)
-            if median is None:
-                raise ConfigError(f"{where}.completion_tokens.median: required")
-            completion = CompletionConfig(
-                median=median,
-                sigma=_num(ct, "sigma", f"{where}.completion_tokens", 0.0, minimum=0, maximum=5),
-                minimum=_num(ct, "min", f"{where}.completion_tokens", 1, minimum=1, integer=True),
-            )
-        else:
-            raise ConfigError(f"{where}.completion_tokens: expected an integer or {{median, sigma}}")
+    completion = parse_completion(raw.get("completion_tokens"), f"{where}.completion_tokens")
     script = raw.get("status_script") or []
     if not isinstance(script, list):
         raise ConfigError(f"{where}.status_script: expected a list of status codes")
@@ -153,10 +165,7 @@ def parse_provider(name: str, raw: dict) -> ProviderConfig:
     rpm = _num(raw, "rpm", where, None, minimum=0)
     tpm = _num(raw, "tpm", where, None, minimum=0)
     conc = _num(raw, "max_concurrency", where, None, minimum=0, integer=True)
-    error_after = _num(raw, "stream_error_after", where, None, minimum=0, integer=True)
-    cut_after = _num(raw, "stream_cut_after", where, None, minimum=0, integer=True)
-    if error_after is not None and cut_after is not None:
-        raise ConfigError(f"{where}.stream_cut_after: give stream_error_after or stream_cut_after, not both")
+    error_after, cut_after = parse_stream_faults(raw, where)
     return ProviderConfig(
         name=name,
         model=model,

@@ -53,7 +53,7 @@ class SimProvider:
     ):
         self.cfg = cfg
         self.time_scale = time_scale
-        self.tracer = tracer  # callable(provider, tag, status, t_arrival, t_done) or None
+        self.tracer = tracer  # callable(provider, tag, status, t_arrival, t_done, tokens) or None
         self.tag_re = re.compile(tag_re) if tag_re else None
         self.seed = cfg.seed if cfg.seed is not None else seed
         self.kind = adapter(cfg, 60.0 / time_scale)
@@ -124,7 +124,7 @@ class SimProvider:
             status = response.status
             return response
         finally:
-            self.tracer(self.cfg.name, box.get("tag"), status, arrival, loop_time())
+            self.tracer(self.cfg.name, box.get("tag"), status, arrival, loop_time(), box.get("tokens", 0))
 
     def tag_of(self, call: Call) -> str | None:
         m = self.tag_re.search(call.last_text)
@@ -212,6 +212,7 @@ class SimProvider:
         self.limits.take(charge, now)
         headers = self.kind.headers(self.limits.state(now))
         c.record_admit(now, charge.tokens)
+        box["tokens"] = charge.tokens  # what its TPM limiter counted (the trace's tokens)
         # The rate limiter (the provider's edge) has counted this request; the backend may still be full.
         if cfg.max_concurrency and c.in_flight >= cfg.max_concurrency:
             c.overload_503 += 1

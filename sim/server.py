@@ -16,7 +16,7 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
                                      a provider's route, whatever its answer (400/401/404, 429, forced,
                                      outage, 503, 529, 500, hang, disconnect), by its X-Request-ID header
                                      (missing: ""); the gateway sends the item's custom_id there
-  GET  /_sim/trace                   per-request rows [provider, tag, status, arrival_s, done_s] (seconds
+  GET  /_sim/trace                   per-request rows [provider, tag, status, arrival_s, done_s, tokens] (seconds
                                      since start/reset), when the config sets trace_tag_regex
   POST /_sim/reset                   zero counters, request counts and trace, refill buckets, restart
                                      outage clock, scripts, the simulated day and spending
@@ -29,7 +29,8 @@ Routes (one port, many providers; a provider answers only on its kind's route, a
   under /{name}/openai/files and /{name}/openai/batches (sim/batches_openai.py), Anthropic message batches
   under /{name}/v1/messages/batches (sim/batches_anthropic.py); their state: sim/batch_store.py
 
-The request pipeline (the same for every kind) is described in sim/provider.py; each kind's validation,
+The /_sim/ control API is sim/control.py. The request pipeline (the same for every kind) is described
+in sim/provider.py; each kind's validation,
 answers, headers and fault forms in sim/kinds.py and sim/wire_*.py; streamed answers ("stream": true,
 streamGenerateContent) in sim/streaming.py.
 """
@@ -41,7 +42,7 @@ import time
 
 from aiohttp import web
 
-from sim import batches_anthropic, batches_openai
+from sim import batches_anthropic, batches_openai, control
 from sim.batch_store import COUNTER_KEYS as BATCH_COUNTER_KEYS
 from sim.batch_store import BatchStore
 from sim.config import SimConfig, load_config
@@ -87,9 +88,9 @@ class SimState:
         if _loop_running():
             self.shared.start()
 
-    def record(self, provider: str, tag, status: int, arrival: float, done: float) -> None:
+    def record(self, provider: str, tag, status: int, arrival: float, done: float, tokens: int = 0) -> None:
         self.trace.append(
-            [provider, tag, status, round(arrival - self.started, 6), round(done - self.started, 6)]
+            [provider, tag, status, round(arrival - self.started, 6), round(done - self.started, 6), tokens]
         )
 
     def reset(self) -> None:
@@ -157,42 +158,6 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
         data = [{"id": provider.cfg.model, "object": "model", "owned_by": "sim", "created": 0}]
         return web.json_response({"object": "list", "data": data})
 
-    async def health(request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "ok": True,
-                "providers": sorted(state.providers),
-                "time_scale": state.config.time_scale,
-                "kinds": {name: p.cfg.kind for name, p in sorted(state.providers.items())},
-            }
-        )
-
-    async def counters(request: web.Request) -> web.Response:
-        return web.json_response(state.counters())
-
-    async def requests(request: web.Request) -> web.Response:
-        return web.json_response(state.request_counts())
-
-    async def batch_lines(request: web.Request) -> web.Response:
-        return web.json_response(state.batch_lines())
-
-    async def trace(request: web.Request) -> web.Response:
-        fields = ["provider", "tag", "status", "arrival_s", "done_s"]
-        return web.json_response({"fields": fields, "enabled": state.config.trace_tag_regex is not None,
-                                  "rows": state.trace})  # fmt: skip
-
-    async def reset(request: web.Request) -> web.Response:
-        state.reset()
-        return web.json_response({"ok": True})
-
-    async def set_config(request: web.Request) -> web.Response:
-        try:
-            config = load_config(await request.json())
-        except ValueError as exc:
-            return web.json_response({"ok": False, "error": str(exc)}, status=400)
-        state.install(config)
-        return web.json_response({"ok": True, "providers": sorted(state.providers)})
-
     async def start_outside(app: web.Application) -> None:
         state.shared.start()  # no-op when already started
 
@@ -201,13 +166,7 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
 
     app.on_startup.append(start_outside)
     app.on_cleanup.append(stop_outside)
-    app.router.add_get("/_sim/health", health)
-    app.router.add_get("/_sim/counters", counters)
-    app.router.add_get("/_sim/requests", requests)
-    app.router.add_get("/_sim/trace", trace)
-    app.router.add_get("/_sim/batch_lines", batch_lines)
-    app.router.add_post("/_sim/reset", reset)
-    app.router.add_post("/_sim/config", set_config)
+    control.register(app, state)  # /_sim/*, before the provider routes' catch-all
     app.router.add_post("/{name}/v1/chat/completions", route("openai"))
     app.router.add_post("/{name}/v1/messages", route("anthropic"))
     app.router.add_post("/{name}/{version:v1beta|v1}/models/{model_method:[^/]+}", route("gemini"))

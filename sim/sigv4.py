@@ -43,28 +43,12 @@ def _query(raw: str) -> str:
     return "&".join(f"{n}={v}" for n, v in pairs)
 
 
-def problem(
-    method: str,
-    raw_path: str,
-    query: str,
-    headers,
-    body: bytes,
-    *,
-    access_key_id: str | None,
-    secret: str | None,
-    region: str | None,
-    now: datetime | None = None,
-) -> tuple[str, str] | None:
-    auth = headers.get("Authorization")
-    if not auth:
-        return "MissingAuthenticationTokenException", "Missing Authentication Token"
-    m = AUTH_RE.match(auth)
-    if m is None:
-        return (
-            "IncompleteSignatureException",
-            f"Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' parameters. Authorization={auth[:40]}",
-        )
-    key_id, day, scope_region, service, signed, signature = m.groups()
+Problem = tuple[str, str] | None
+
+
+def _scope(groups: tuple[str, ...], access_key_id: str | None, region: str | None) -> Problem:
+    """The credential scope and the signed header list of a well-formed Authorization header."""
+    key_id, _day, scope_region, service, signed, _signature = groups
     if access_key_id is not None and key_id != access_key_id:
         return "UnrecognizedClientException", "The security token included in the request is invalid."
     if region is not None and scope_region != region:
@@ -77,7 +61,11 @@ def problem(
     names = signed.split(";")
     if "host" not in names or "x-amz-date" not in names or names != sorted(names):
         return "InvalidSignatureException", "'Host' and 'X-Amz-Date' must be signed, in sorted order."
-    stamp = headers.get("X-Amz-Date", "")
+    return None
+
+
+def _date(stamp: str, day: str, now: datetime | None) -> Problem:
+    """X-Amz-Date: readable, the scope's day, within the allowed skew."""
     try:
         when = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
     except ValueError:
@@ -92,8 +80,15 @@ def problem(
             "InvalidSignatureException",
             f"Signature expired: {stamp} is now earlier than the allowed skew.",
         )
-    if secret is None:
-        return None  # no secret configured: the form is checked, not the signature
+    return None
+
+
+def _signature(
+    method: str, raw_path: str, query: str, headers, body: bytes, groups: tuple[str, ...], secret: str
+) -> Problem:
+    """The signature recomputed from the request as received, with the configured secret."""
+    _key_id, day, scope_region, service, signed, signature = groups
+    names = signed.split(";")
     missing = [n for n in names if n not in headers]
     if missing:
         return "InvalidSignatureException", f"Signed header {missing[0]!r} is not in the request."
@@ -109,10 +104,37 @@ def problem(
         ]
     )
     scope = f"{day}/{scope_region}/{service}/aws4_request"
+    stamp = headers.get("X-Amz-Date", "")
     to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    expected = hmac.new(
-        _key(secret, day, scope_region, service), to_sign.encode(), hashlib.sha256
-    ).hexdigest()
-    if not hmac.compare_digest(expected, signature):
-        return "InvalidSignatureException", MISMATCH
-    return None
+    key = _key(secret, day, scope_region, service)
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return None if hmac.compare_digest(expected, signature) else ("InvalidSignatureException", MISMATCH)
+
+
+def problem(
+    method: str,
+    raw_path: str,
+    query: str,
+    headers,
+    body: bytes,
+    *,
+    access_key_id: str | None,
+    secret: str | None,
+    region: str | None,
+    now: datetime | None = None,
+) -> Problem:
+    auth = headers.get("Authorization")
+    if not auth:
+        return "MissingAuthenticationTokenException", "Missing Authentication Token"
+    m = AUTH_RE.match(auth)
+    if m is None:
+        return (
+            "IncompleteSignatureException",
+            "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' parameters. "
+            f"Authorization={auth[:40]}",
+        )
+    groups = m.groups()
+    found = _scope(groups, access_key_id, region) or _date(headers.get("X-Amz-Date", ""), groups[1], now)
+    if found is not None or secret is None:  # no secret configured: the form is checked, not the signature
+        return found
+    return _signature(method, raw_path, query, headers, body, groups, secret)

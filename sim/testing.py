@@ -79,7 +79,9 @@ class SimHandle:
         return httpx.get(f"{self.base_url}/_sim/batch_lines", timeout=30).json()["providers"]
 
     def trace(self) -> list[dict]:
-        """GET /_sim/trace as dicts {provider, tag, status, arrival_s, done_s} (needs trace_tag_regex)."""
+        """GET /_sim/trace as dicts {provider, tag, status, arrival_s, done_s, tokens} (needs
+        trace_tag_regex; tokens: what the provider's TPM limiter counted, prompt + max_tokens; 0 when
+        the request was turned away before it)."""
         data = httpx.get(f"{self.base_url}/_sim/trace", timeout=30).json()
         return [dict(zip(data["fields"], row, strict=True)) for row in data["rows"]]
 

@@ -16,7 +16,7 @@ from gateway_site.admin_tools import BoundedNumbersMixin, NumberWidthsMixin, sho
 from .keys import generate_raw_key, hash_key, visible_prefix
 from .models import ApiKey, Team
 from .services import revoke_api_key
-from .usage import team_usage
+from .usage import rate_limits, team_usage
 
 # a new raw key, kept for the one request that created it (rendered once by response_add; never put in
 # the messages cookie or the session)
@@ -40,11 +40,19 @@ class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin[Team]):
     """Team limits are live: a save (here or in the list) reaches every worker on commit (docs/quota.md)."""
 
     list_display = [
-        "name", "weight", "daily_token_budget", "monthly_token_budget", "max_provider_share", "created_at",
+        "name", "weight", "daily_token_budget", "monthly_token_budget", "max_provider_share", "rpm_limit", "tpm_limit",
+        "created_at",
     ]  # fmt: skip
-    list_editable = ["weight", "daily_token_budget", "monthly_token_budget", "max_provider_share"]
+    list_editable = [
+        "weight",
+        "daily_token_budget",
+        "monthly_token_budget",
+        "max_provider_share",
+        "rpm_limit",
+        "tpm_limit",
+    ]
     search_fields = ["name"]
-    readonly_fields = ["budget_usage", "queue_usage", "created_at"]
+    readonly_fields = ["budget_usage", "rate_usage", "queue_usage", "created_at"]
     fieldsets = [
         (None, {"fields": ["name", "created_at"]}),
         (
@@ -55,7 +63,10 @@ class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin[Team]):
                     "daily_token_budget",
                     "monthly_token_budget",
                     "max_provider_share",
+                    "rpm_limit",
+                    "tpm_limit",
                     "budget_usage",
+                    "rate_usage",
                 ]  # fmt: skip
             },
         ),
@@ -88,6 +99,22 @@ class TeamAdmin(NumberWidthsMixin, BoundedNumbersMixin, admin.ModelAdmin[Team]):
             f"{u.pending_items:,} of {u.max_pending_items:,} pending items; {u.open_batches:,} of "
             f"{u.max_open_batches:,} open batches; {u.submissions_last_minute} of "
             f"{u.max_submissions_per_minute} submissions in the last minute"
+        )
+
+    @admin.display(description="RPM / TPM used (last minute)")
+    def rate_usage(self, obj: Team | None) -> str:
+        if obj is None or obj.pk is None:
+            return "–"
+        try:
+            limits = rate_limits(obj)
+        except QuotaError as exc:
+            return f"unavailable ({exc})"
+        return "; ".join(
+            f"{name.upper()}: unlimited"
+            if d["limit"] is None
+            else f"{name.upper()}: {d['used_last_minute']:,} of {d['limit']:,}"
+            for name, d in ((n, limits[n]) for n in ("rpm", "tpm"))
+            if isinstance(d, dict)
         )
 
     @admin.display(description="budget used (UTC day / month)")

@@ -1,5 +1,5 @@
 """Teams and their API keys: the rows everything else hangs off (fair-share weight, token budgets,
-share cap, queued-work and file limits). The tables keep their old names (``batches_team``,
+share cap, RPM / TPM, queued-work and file limits; resolved with their defaults by teams/limits.py). The tables keep their old names (``batches_team``,
 ``batches_apikey``): the models moved here from ``batches`` without touching the data (migrations
 batches 0009 / teams 0001-0002)."""
 
@@ -32,7 +32,22 @@ class Team(models.Model):
         validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
         help_text="Hard cap on this team's share of any provider's RPM (0.01–1); empty = no cap.",
     )
-    # Queued-work limits (batches.queue_limits): empty = the deployment's default setting.
+    # RPM / TPM across all providers (gateway_engine/quota/team_quota.py), granted in the same atomic step
+    # as the provider's buckets: empty = unlimited. Live, like the budgets.
+    rpm_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Requests per minute across all providers; empty = unlimited.",
+    )
+    tpm_limit = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Tokens per minute across all providers (estimated at the grant, settled to the "
+        "provider's usage); empty = unlimited.",
+    )
+    # Queued-work limits (batches/submission/queue_limits.py): empty = the deployment's default setting.
     max_pending_items = models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from gateway_engine.quota.team_quota import TeamQuotaState
+
+from .limits import limits_of
 from .models import Team
 
 
 @dataclass(frozen=True)
 class QueueUsage:
-    """A team's queued work against its limits (batches.queue_limits counts it)."""
+    """A team's queued work against its limits (batches/submission/queue_limits.py counts it)."""
 
     pending_items: int
     max_pending_items: int
@@ -49,6 +52,29 @@ class TeamUsage:
     budget_usage: Callable[[Team], list[tuple[str, int | None, int]]]
     # team -> its queued work against its limits
     queue_usage: Callable[[Team], QueueUsage]
+    # team -> its RPM / TPM buckets across providers and its use in the last 60 s (the quota store)
+    rate_usage: Callable[[Team], TeamQuotaState]
+
+
+def rate_limits(team: Team) -> dict[str, object]:
+    """The team's RPM / TPM limits and current use, as /api/v1/usage (``rate_limits``) and the usage page
+    show them (docs/api.md): per dimension the limit (None: unlimited), what was granted in the last
+    60 s and what the bucket holds now (both None while there is no limit: not counted)."""
+    resolved = limits_of(team)
+    state = team_usage().rate_usage(team) if resolved.rpm_limit or resolved.tpm_limit else None
+
+    def dimension(limit: int | None, used: int, available: float) -> dict[str, int | None]:
+        if limit is None:
+            return {"limit": None, "used_last_minute": None, "available_now": None}
+        return {"limit": limit, "used_last_minute": used, "available_now": int(available)}
+
+    if state is None:
+        state = TeamQuotaState(team.name, None, None)
+    return {
+        "rpm": dimension(resolved.rpm_limit, state.requests_last_minute, state.rpm_available),
+        "tpm": dimension(resolved.tpm_limit, state.tokens_last_minute, state.tpm_available),
+        "burst_seconds": resolved.burst_seconds,
+    }
 
 
 _registered: TeamUsage | None = None

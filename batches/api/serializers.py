@@ -283,80 +283,6 @@ class BatchPageSerializer(serializers.Serializer):
     results = BatchSerializer(many=True)
 
 
-# --- usage ----------------------------------------------------------------------------------------
-
-
-class UsageNumbersSerializer(serializers.Serializer):
-    requests = serializers.IntegerField(help_text="HTTP attempts sent.")
-    items_succeeded = serializers.IntegerField()
-    items_failed = serializers.IntegerField()
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    wasted_tokens = serializers.IntegerField(
-        help_text="Tokens billed for attempts whose answer was not used."
-    )
-    total_tokens = serializers.IntegerField(help_text="prompt_tokens + completion_tokens.")
-    cached_tokens = serializers.IntegerField(
-        help_text="Of prompt_tokens: read from the provider's prompt cache."
-    )
-    cache_write_tokens = serializers.IntegerField(
-        help_text="Of prompt_tokens: written to the provider's prompt cache."
-    )
-    cost = serializers.FloatField(
-        allow_null=True,
-        help_text="Cost of the billed tokens, wasted ones included (null: a price is unknown).",
-    )
-    wasted_cost = serializers.FloatField(
-        allow_null=True, help_text="Cost of the wasted tokens (null: a price is unknown)."
-    )
-    realtime_prompt_tokens = serializers.IntegerField(help_text="Of prompt_tokens: sent in real time.")
-    realtime_completion_tokens = serializers.IntegerField(help_text="Of completion_tokens: real time.")
-    provider_batch_prompt_tokens = serializers.IntegerField(
-        help_text="Of prompt_tokens: served through the provider's batch API."
-    )
-    provider_batch_completion_tokens = serializers.IntegerField(
-        help_text="Of completion_tokens: served through the provider's batch API."
-    )
-    realtime_cost = serializers.FloatField(
-        allow_null=True, help_text="Cost of the real-time tokens, wasted ones excluded (null: unknown)."
-    )
-    provider_batch_cost = serializers.FloatField(
-        allow_null=True, help_text="Cost of the provider-batch tokens, at batch_price_factor (null: unknown)."
-    )
-
-
-class UsageRowSerializer(UsageNumbersSerializer):
-    day = serializers.DateField(required=False, help_text="Present when group_by=day.")
-    provider = serializers.CharField(required=False, help_text="Present when group_by=provider.")
-
-
-class QueueUsageSerializer(serializers.Serializer):
-    pending_items = serializers.IntegerField(
-        help_text="Items not finished yet in the team's unfinished batches."
-    )
-    max_pending_items = serializers.IntegerField()
-    open_batches = serializers.IntegerField()
-    max_open_batches = serializers.IntegerField()
-    submissions_last_minute = serializers.IntegerField()
-    max_submissions_per_minute = serializers.IntegerField()
-
-
-class UsageSerializer(serializers.Serializer):
-    group_by = serializers.ChoiceField(choices=["day", "provider"])
-    queue = QueueUsageSerializer(
-        help_text="The team's queued work against its limits (a submission over one answers 429)."
-    )
-    # "from" is a Python keyword: declared through the fields dict below.
-    to = serializers.DateField(allow_null=True)
-    results = UsageRowSerializer(many=True)
-    totals = UsageNumbersSerializer()
-
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.DateField(allow_null=True)
-        return fields
-
-
 # --- query parameters -----------------------------------------------------------------------------
 
 
@@ -366,19 +292,3 @@ class BatchListQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(
         required=False, min_value=1, max_value=100, help_text="Page size (default 20)."
     )
-
-
-class UsageQuerySerializer(serializers.Serializer):
-    group_by = serializers.ChoiceField(choices=["day", "provider"], required=False, default="day")
-    to = serializers.DateField(required=False, help_text="Last day included (YYYY-MM-DD).")
-
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.DateField(required=False, help_text="First day included (YYYY-MM-DD).")
-        return fields
-
-    def validate(self, attrs):
-        start, end = attrs.get("from"), attrs.get("to")
-        if start and end and start > end:
-            raise serializers.ValidationError({"from": "must be on or before 'to'"})
-        return attrs

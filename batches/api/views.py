@@ -40,10 +40,9 @@ from .serializers import (
     DetailSerializer,
     ErrorsSerializer,
     RetryConflictSerializer,
-    UsageQuerySerializer,
-    UsageSerializer,
 )
 from .throttling import ApiKeyRateThrottle
+from .usage_serializers import UsageQuerySerializer, UsageSerializer
 
 STREAM_CHUNK_LINES = 200
 
@@ -110,6 +109,85 @@ class BatchPagination(CursorPagination):
         return cursor
 
 
+# the OpenAPI description of POST /api/batches (docs/api.md)
+SUBMIT_BATCH_SCHEMA = extend_schema(
+    operation_id="batches_create",
+    summary="Submit a batch (JSON or JSONL)",
+    description=(
+        'JSON body `{"items": [ITEM, ...], "metadata": {...}}`, or a JSONL body '
+        "(`Content-Type: application/jsonl`) with one ITEM per line. Every item is validated "
+        "before anything is stored; on any error nothing is stored. With an `Idempotency-Key` "
+        "header a retry with the same key and body returns the first batch (200) instead of a "
+        "new one; the same key with a different body is a 409."
+    ),
+    parameters=[
+        OpenApiParameter(
+            "Idempotency-Key",
+            OpenApiTypes.STR,
+            OpenApiParameter.HEADER,
+            required=False,
+            description="1-255 visible ASCII characters; unique per team.",
+        )
+    ],
+    request={
+        "application/json": BatchCreateSerializer,
+        "application/jsonl": {"type": "string", "description": "One ITEM object as JSON per line."},
+    },
+    responses={
+        201: BatchSerializer,
+        200: OpenApiResponse(BatchSerializer, description="Idempotent repeat: the first batch."),
+        400: OpenApiResponse(ErrorsSerializer, description="Invalid body or items; nothing stored."),
+        409: OpenApiResponse(
+            ErrorsSerializer, description="Idempotency-Key already used with a different body."
+        ),
+        413: OpenApiResponse(ErrorsSerializer, description="Body larger than GATEWAY_MAX_BODY_BYTES."),
+        411: OpenApiResponse(ErrorsSerializer, description="Chunked body without Content-Length."),
+        415: OpenApiResponse(ErrorsSerializer, description="Content-Type is not JSON or JSONL."),
+        **AUTH_ERRORS,
+        429: OpenApiResponse(
+            BudgetErrorsSerializer,
+            description="Over the team's daily or monthly token budget; nothing stored. (A throttled key "
+            'gets `{"detail": …}` instead.)',
+        ),
+    },
+    examples=[
+        OpenApiExample(
+            "Two items",
+            request_only=True,
+            media_type="application/json",
+            value={
+                "items": [
+                    {"custom_id": "q1", "route": "intent", "query": "Where is my order?"},
+                    {
+                        "custom_id": "q2",
+                        "provider": "alpha",
+                        "messages": [{"role": "user", "content": "Hi"}],
+                        "params": {"max_tokens": 64},
+                    },
+                ],
+                "metadata": {"source": "docs"},
+            },
+        )
+    ],
+)
+
+
+def read_body(request) -> bytes:
+    """The raw request body, refused before anything is read when chunked (no Content-Length), when
+    the Content-Length is not an integer or when it is over GATEWAY_MAX_BODY_BYTES."""
+    if not request.META.get("CONTENT_LENGTH") and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", ""):
+        # Django's WSGI layer reads no body without a Content-Length; say so instead of "empty".
+        message = "required: chunked request bodies are not supported, send a Content-Length"
+        raise ApplicationError(message, field="Content-Length", status=411, code="length_required")
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise ApplicationError("not an integer", field="Content-Length") from None
+    check_body_size(length)
+    stream = request.stream
+    return stream.read() if stream is not None else b""
+
+
 class BatchListCreateView(TeamAPIView):
     # The body is read raw and parsed by batches.submission (JSON and JSONL), never by DRF parsers.
 
@@ -131,80 +209,9 @@ class BatchListCreateView(TeamAPIView):
             raise ApplicationError(str(exc.detail), field="cursor") from None
         return paginator.get_paginated_response(BatchSerializer(page, many=True).data)
 
-    @extend_schema(
-        operation_id="batches_create",
-        summary="Submit a batch (JSON or JSONL)",
-        description=(
-            'JSON body `{"items": [ITEM, ...], "metadata": {...}}`, or a JSONL body '
-            "(`Content-Type: application/jsonl`) with one ITEM per line. Every item is validated "
-            "before anything is stored; on any error nothing is stored. With an `Idempotency-Key` "
-            "header a retry with the same key and body returns the first batch (200) instead of a "
-            "new one; the same key with a different body is a 409."
-        ),
-        parameters=[
-            OpenApiParameter(
-                "Idempotency-Key",
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                required=False,
-                description="1-255 visible ASCII characters; unique per team.",
-            )
-        ],
-        request={
-            "application/json": BatchCreateSerializer,
-            "application/jsonl": {"type": "string", "description": "One ITEM object as JSON per line."},
-        },
-        responses={
-            201: BatchSerializer,
-            200: OpenApiResponse(BatchSerializer, description="Idempotent repeat: the first batch."),
-            400: OpenApiResponse(ErrorsSerializer, description="Invalid body or items; nothing stored."),
-            409: OpenApiResponse(
-                ErrorsSerializer, description="Idempotency-Key already used with a different body."
-            ),
-            413: OpenApiResponse(ErrorsSerializer, description="Body larger than GATEWAY_MAX_BODY_BYTES."),
-            411: OpenApiResponse(ErrorsSerializer, description="Chunked body without Content-Length."),
-            415: OpenApiResponse(ErrorsSerializer, description="Content-Type is not JSON or JSONL."),
-            **AUTH_ERRORS,
-            429: OpenApiResponse(
-                BudgetErrorsSerializer,
-                description="Over the team's daily or monthly token budget; nothing stored. (A throttled key "
-                'gets `{"detail": …}` instead.)',
-            ),
-        },
-        examples=[
-            OpenApiExample(
-                "Two items",
-                request_only=True,
-                media_type="application/json",
-                value={
-                    "items": [
-                        {"custom_id": "q1", "route": "intent", "query": "Where is my order?"},
-                        {
-                            "custom_id": "q2",
-                            "provider": "alpha",
-                            "messages": [{"role": "user", "content": "Hi"}],
-                            "params": {"max_tokens": 64},
-                        },
-                    ],
-                    "metadata": {"source": "docs"},
-                },
-            )
-        ],
-    )
+    @SUBMIT_BATCH_SCHEMA
     def post(self, request):
-        if not request.META.get("CONTENT_LENGTH") and "chunked" in request.META.get(
-            "HTTP_TRANSFER_ENCODING", ""
-        ):
-            # Django's WSGI layer reads no body without a Content-Length; say so instead of "empty".
-            message = "required: chunked request bodies are not supported, send a Content-Length"
-            raise ApplicationError(message, field="Content-Length", status=411, code="length_required")
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise ApplicationError("not an integer", field="Content-Length") from None
-        check_body_size(length)  # refuse before reading anything
-        stream = request.stream
-        body = stream.read() if stream is not None else b""
+        body = read_body(request)
         content_type = request.META.get("CONTENT_TYPE")
         batch, created = submit_idempotent(
             team=self.team,

@@ -4,7 +4,7 @@
     apply       the one result writer (apply_results): owned rows, then budget, metrics and finalize
                 for items served outside the engine (served.py: ServedBy, Served)
     results     its rows: finished items in bulk (owned rows only) with the batch counters
-    runner      the thread bridge to the async engine; run a fixed list of claimed items
+    runner      the thread bridge to the async engine (EngineThread)
     dispatcher  time-bounded slices: fair, provider-aware claiming into one streaming engine run
     finalize    finalize exactly once, progress snapshots, cancel (and whether a cancel changes anything)
     reaper      the reconciler thread (dead claims, overdue batches, dispatchers alive, due work)
@@ -18,7 +18,6 @@ from . import shutdown
 from .apply import Applied, apply_result, apply_results
 from .claims import (
     cancel_claimable,
-    claim_items,
     claim_queued,
     expire_unsent,
     release_claims,
@@ -33,7 +32,7 @@ from .keepalive import DispatcherSet, ensure_local_dispatcher, run_dispatcher_ta
 from .queued import queued_work, work_remains
 from .reaper import Reaper, reconcile
 from .results import WRITE_BATCH_ROWS
-from .runner import ChunkReport, EngineThread, execute_chunk, run_claimed
+from .runner import EngineThread
 from .served import Served, ServedBy, as_served
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "OPEN_ITEM_STATUSES",
     "WRITE_BATCH_ROWS",
     "Applied",
-    "ChunkReport",
     "DispatchSlice",
     "DispatcherSet",
     "EngineThread",
@@ -56,12 +54,10 @@ __all__ = [
     "cancel_batch",
     "cancellable",
     "cancel_claimable",
-    "claim_items",
     "claim_lease",
     "claim_queued",
     "engine_options",
     "ensure_local_dispatcher",
-    "execute_chunk",
     "expire_unsent",
     "finalize_batch_if_done",
     "load_routing_table",
@@ -72,7 +68,6 @@ __all__ = [
     "renew_claims",
     "requeue_expired_claims",
     "ride_through",
-    "run_claimed",
     "run_dispatcher_task",
     "shutdown",
     "snapshot_progress",

@@ -16,8 +16,7 @@ already account (``Served.accounted_by_engine``), after the write commits:
   already final (a late one) is added to TeamUsageDaily then (``count_late_usage``).
 
 Real-time results add nothing of these here: admission settled their budget reservation, the engine
-observer counted their attempts, and the dispatcher (or ``execute_chunk``) finalizes the batches it
-touched.
+observer counted their attempts, and the dispatcher slice finalizes the batches it touched.
 """
 
 from __future__ import annotations

@@ -71,10 +71,10 @@ def answer_of(result: ItemResult) -> dict[str, Any]:
 
 
 class CacheStage:
-    """The cache and dedup of one claim owner's run (a dispatcher slice, or ``run_claimed``)."""
+    """The cache and dedup of one claim owner's run (a dispatcher slice)."""
 
-    def __init__(self, table: RoutingTable, owner: str, *, dedup: bool = True):
-        self.table, self.owner, self.dedup = table, owner, dedup
+    def __init__(self, table: RoutingTable, owner: str):
+        self.table, self.owner = table, owner
         self.cached_routes = {r.route for r in table.rules if r.enabled and r.cache}
         self.shared = bool(settings.GATEWAY_CACHE_SHARED_ACROSS_TEAMS)
         self.lease = float(settings.GATEWAY_CLAIM_LEASE_SECONDS)
@@ -82,7 +82,6 @@ class CacheStage:
         self.sent: dict[int, Cached] = {}  # row id → what a row sent to the engine is cached under
         self.leading: set[str] = set()  # dedup keys this owner leads
         self.parked: dict[str, list[tuple[BatchItem, Cached]]] = {}  # dedup key → followers
-        self.hits = 0
 
     @property
     def waiting(self) -> int:
@@ -112,9 +111,6 @@ class CacheStage:
         return [row for row in rows if row.id not in infos or row.id in send]
 
     def _lead(self, misses: list[BatchItem], infos: Mapping[int, Cached]) -> set[int]:
-        if not self.dedup:
-            self.sent.update((row.id, infos[row.id]) for row in misses)
-            return {row.id for row in misses}
         first: dict[str, BatchItem] = {}
         for row in misses:
             first.setdefault(infos[row.id].dedup, row)
@@ -238,7 +234,7 @@ class CacheStage:
         for row, result in pairs:
             by_batch[str(row.batch_id)].append(Served(row, result, ServedBy.CACHE))
         for bid, entries in by_batch.items():
-            self.hits += apply_results(bid, entries, self.owner).written
+            apply_results(bid, entries, self.owner)
 
     def _give_back(self, row_ids: list[int]) -> None:
         """Followers of a leader that ended without an answer: back to the queue, sent as usual."""

@@ -40,35 +40,6 @@ ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
 REALTIME_PATH = Q(served_via=ServedVia.REALTIME)
 
 
-def claim_items(
-    batch_id: str,
-    *,
-    seq_from: int | None = None,
-    seq_to: int | None = None,
-    limit: int | None = None,
-    owner: str,
-) -> list[BatchItem]:
-    """Atomically take pending items (and items under expired claims) of a batch for ``owner`` (one
-    slice's owner, ``common.new_owner``)."""
-    _check_owner(owner)
-    now = timezone.now()
-    claimable = Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, claim_expires_at__lt=now)
-    with transaction.atomic():
-        qs = BatchItem.objects.filter(claimable, REALTIME_PATH, batch_id=batch_id)
-        if seq_from is not None:
-            qs = qs.filter(seq__gte=seq_from)
-        if seq_to is not None:
-            qs = qs.filter(seq__lt=seq_to)
-        qs = qs.order_by("seq").select_for_update(skip_locked=True, of=("self",))
-        items = list((qs[:limit] if limit else qs).only(*CLAIM_FIELDS, "claimed_by"))
-        # an expired claim's sent attempts are counted before its item changes hands
-        journal.fold_unknown(
-            [(i.id, i.claimed_by, str(i.batch_id), i.custom_id) for i in items if i.claimed_by]
-        )
-        _mark_claimed(items, owner, now)
-    return items
-
-
 def queue_filter(provider: str, known: Sequence[str] | None = None) -> Q:
     """Items of one provider queue. The unrouted queue ("") also takes items queued for a provider
     that no longer exists (``known``: every provider name), so nothing is stranded."""
@@ -163,12 +134,10 @@ def _mark_claimed(items: list[BatchItem], owner: str, now) -> None:
     BatchItem.objects.filter(id__in=ids, started_at__isnull=True).update(started_at=now)
 
 
-def renew_claims(batch_id: str | None, owner: str) -> int:
-    """Push ``owner``'s claims' lease forward (all its claims, or one batch's)."""
+def renew_claims(owner: str) -> int:
+    """Push the lease of all ``owner``'s claims forward."""
     _check_owner(owner)
     qs = BatchItem.objects.filter(claimed_by=owner, status=ItemStatus.RUNNING)
-    if batch_id is not None:
-        qs = qs.filter(batch_id=batch_id)
     return qs.update(claim_expires_at=timezone.now() + claim_lease())
 
 

@@ -49,7 +49,7 @@ def worker_id() -> str:
 
 
 def new_owner() -> str:
-    """A claim owner for one dispatcher slice or one ``run_claimed`` call: this process's identity plus
+    """A claim owner for one dispatcher slice: this process's identity plus
     a random part (host:pid:random:random). Two slices of one process (threads of a threads pool, a
     slice that ends while another starts) never renew, release or write each other's claims; the
     reconciler still sees the process in it."""

@@ -124,7 +124,7 @@ class DispatchSlice:
         self.clock = fair_clock()
         self.feed, self.control = ItemFeed(), RunControl()
         engine = EngineThread(
-            build_batcher("", table, owner=self.owner), self.feed, name="dispatcher", control=self.control
+            build_batcher(table, owner=self.owner), self.feed, name="dispatcher", control=self.control
         )
         engine.start()
         try:
@@ -361,7 +361,7 @@ class _Chores:
     def run_due(self, now: float) -> None:
         s = self.slice
         if now >= self.renew:
-            ride_through("renew claims", lambda: renew_claims(None, s.owner))
+            ride_through("renew claims", lambda: renew_claims(s.owner))
             self.renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
         if now >= self.cancel:
             ride_through("check cancels", s.check_cancels)

@@ -29,15 +29,13 @@ def engine_options() -> EngineOptions:
         max_breaker_wait_seconds=float(settings.GATEWAY_MAX_BREAKER_WAIT_SECONDS),
         max_answer_bytes=int(settings.GATEWAY_MAX_ANSWER_BYTES),
         store_outage_seconds=float(settings.GATEWAY_OUTAGE_RIDE_SECONDS),
-        transport=str(settings.GATEWAY_PROVIDER_TRANSPORT),
     )
 
 
-def build_batcher(
-    batch_id: str = "", table: RoutingTable | None = None, *, owner: str = ""
-) -> CrossProviderBatcher:
-    """The engine wired to the shared quota store, breaker and live limits (chosen by settings), and,
-    for a claim ``owner``, to that owner's attempt journal (batches.execution.journal)."""
+def build_batcher(table: RoutingTable | None = None, *, owner: str = "") -> CrossProviderBatcher:
+    """The engine of one dispatcher slice (it serves many batches), wired to the shared quota store,
+    breaker and live limits (chosen by settings), and, for a claim ``owner``, to that owner's attempt
+    journal (batches.execution.journal)."""
     from providers.limits import LimitsSource, get_quota_store
     from providers.shared_breaker import get_breaker
 
@@ -50,8 +48,7 @@ def build_batcher(
         breaker=get_breaker(),
         limits_source=LimitsSource.shared(),
         options=engine_options(),
-        salt=str(batch_id),
-        observer=observers.observer_for(batch_id, table),
+        observer=observers.observer_for("", table),
         journal=journal_for(owner) if owner else None,
     )
 

@@ -85,7 +85,7 @@ class BudgetRefused(SubmissionError):
 
 
 class QueueLimitRefused(SubmissionError):
-    """429: the team is at one of its queued-work limits (batches.queue_limits); nothing is stored."""
+    """429: the team is at one of its queued-work limits (batches/submission/queue_limits.py); nothing is stored."""
 
     code = "queue_limit_exceeded"
 

@@ -13,15 +13,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from batches import budget
 from gateway_engine.routing import RoutingTable
 from providers.adapters import routing_table_from_models
 from providers.models import Provider, RoutingRule
 from teams.models import ApiKey, Team
 
-from .. import queue_limits
 from ..models import Batch, BatchStatus
-from . import enqueue
+from . import budget, enqueue, queue_limits
 from .caps import Limits
 from .errors import BudgetRefused, QueueLimitRefused, SubmissionError
 from .idempotency import Idempotency
@@ -119,8 +117,6 @@ def submit_batch(
 def check_budget(team: Team, valid: Sequence[ValidItem]) -> None:
     """Raise BudgetRefused (429, nothing stored) if the batch's estimated tokens exceed the team's
     remaining daily or monthly budget."""
-    if team.daily_token_budget is None and team.monthly_token_budget is None:
-        return
     refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(v.payload for v in valid))
     if refusal is not None:
         raise BudgetRefused(refusal)

@@ -1,7 +1,8 @@
 """Error classes as SQL (docs/seed.md §5.3 step one: which provider, 4xx or 5xx): the batch page's
 per-provider breakdown and the failures browser group failed items with these.
 
-Generated from the engine's ONE table (gateway_engine.retry.ERROR_CLASS_TABLE): the SQL below and the
+Generated from the engine's ONE classifier (gateway_engine.retry.ERROR_CLASS_TABLE, built from the
+error-kind table's class column): the SQL below and the
 engine's classifier cannot disagree.
 """
 
@@ -9,13 +10,8 @@ from __future__ import annotations
 
 from django.db.models import Case, Q, Value, When
 
-from gateway_engine.retry import (
-    CLASS_OTHER,
-    ERROR_CLASS_KEYS,
-    ERROR_CLASS_TABLE,
-    OTHER_LABEL,
-    ErrorClassRule,
-)
+from gateway_engine.error_kinds import CLASS_OTHER, OTHER_LABEL
+from gateway_engine.retry import ERROR_CLASS_KEYS, ERROR_CLASS_TABLE, ErrorClassRule
 
 ERROR_CLASSES = [(rule.key, rule.label) for rule in ERROR_CLASS_TABLE] + [(CLASS_OTHER, OTHER_LABEL)]
 

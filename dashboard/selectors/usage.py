@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 
 from batches.models import TeamUsageDaily
 from batches.selectors import CACHE_SUMS, PROVIDER_BATCH_SUMS, USAGE_SUMS
+from gateway_engine.quota import QuotaError
 from providers.pricing import add_usage_costs
 from teams.models import Team
+from teams.usage import rate_limits
 
 _USAGE_SUMS = {
     "requests": Sum("requests"),
@@ -94,3 +96,17 @@ def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
         .values_list("day", "team__name", "provider", *USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)
         .iterator(chunk_size=2000)
     )
+
+
+def team_rate_limits(team: Team | None = None) -> list[dict]:
+    """The RPM / TPM limits across providers of every team that has one (or of ``team``), with their use
+    in the last minute from the shared quota store (teams.usage.rate_limits, as /api/v1/usage shows it);
+    ``error`` when the store cannot be read."""
+    teams = Team.objects.filter(Q(rpm_limit__isnull=False) | Q(tpm_limit__isnull=False)).order_by("name")
+    rows = []
+    for row in [team] if team is not None else teams:
+        try:
+            rows.append({"team": row.name, **rate_limits(row), "error": ""})
+        except QuotaError as exc:
+            rows.append({"team": row.name, "error": str(exc)})
+    return rows

@@ -20,6 +20,7 @@ from .leases import Lease
 from .local import LocalQuotaStore
 from .redis_store import RedisQuotaStore
 from .store import ComposedQuotaStore
+from .team_quota import TeamLimits, TeamQuota
 from .types import (
     BudgetExceeded,
     BudgetReservation,
@@ -32,7 +33,6 @@ from .types import (
     QuotaImpossible,
     QuotaStoreUnavailable,
     Reservation,
-    TeamLimits,
 )
 
 __all__ = [
@@ -52,4 +52,5 @@ __all__ = [
     "QuotaStoreUnavailable",
     "RedisQuotaStore",
     "Reservation",
+    "TeamQuota",
 ]

@@ -13,19 +13,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from .acquire_queue import AcquireQueues
+from .bucket_backend import BucketBackend
 from .fair_gate import TeamShareWait
 from .following import RemainingFollower
 from .pauses import ProviderPauses
 from .priority import InteractiveMarks
-from .token_ask import TokenAsk, settle_deltas
+from .team_quota import TeamQuota
+from .token_ask import TokenAsk, settle_deltas, team_delta
 from .types import (
     Decision,
     Lane,
-    PauseState,
     ProviderLimits,
     ProviderQuotaState,
     QuotaImpossible,
@@ -51,7 +53,36 @@ def jitter_seconds(wait_ms: int) -> float:
     return random.uniform(0.0, 0.001 + wait_ms * 0.00002)
 
 
-class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
+def granted_team(reservation: Reservation) -> TeamQuota | None:
+    """The team's buckets a grant took from, at their live limits (Reservation.current_team): a bucket
+    the grant did not take from (no share cap, no rpm / tpm limit then) is left out of its settle and its
+    give-back, and a team gone meanwhile keeps the limits it was granted with."""
+    taken = reservation.team
+    if taken is None:
+        return None
+    live = (reservation.current_team() if reservation.current_team is not None else None) or taken
+    return replace(
+        live,
+        share=live.share if taken.share_capped else None,
+        rpm=live.rpm if taken.rpm is not None else None,
+        tpm=live.tpm if taken.tpm is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Live:
+    """A waiter's source of the live provider limits and team quota (each None: keep what it asked with)."""
+
+    current: Callable[[], ProviderLimits] | None
+    team: TeamQuota | None
+    current_team: Callable[[], TeamQuota | None] | None
+
+    def now(self, limits: ProviderLimits) -> tuple[ProviderLimits, TeamQuota | None]:
+        live = limits if self.current is None else self.current()
+        return live, self.team if self.current_team is None else self.current_team()
+
+
+class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
     """A provider's RPM, TPM (and ITPM / OTPM, where set) buckets shared by every caller of the backend
     (and the team share)."""
 
@@ -60,76 +91,6 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         self.marks = InteractiveMarks(self.mark_interactive, self.unmark_interactive)
         # the head waiter of each provider sleeps here, so a pause set or lifted in this process wakes it
         self._sleepers = Wakeups()
-
-    # ---- atomic primitives (the backends) ------------------------------------------------------------
-    @abstractmethod
-    async def try_acquire(
-        self,
-        limits: ProviderLimits,
-        tokens: int = 0,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        *,
-        lane: Lane = "batch",
-    ) -> Decision:
-        """One atomic attempt: take 1 RPM token, `tokens` TPM tokens, `input_tokens` / `output_tokens`
-        of the ITPM / OTPM buckets where the limits set them (and 1 team-share token when the limits
-        carry a share cap), or nothing. Never waits. ProviderPaused (nothing taken) while paused. A
-        ``batch`` ask is told to wait YIELD_MS while an interactive caller's mark on the provider is live
-        (priority.py)."""
-
-    @abstractmethod
-    async def mark_interactive(self, provider: str, member: str, ttl_ms: int) -> None:
-        """Set (or renew) ``member``'s interactive mark on the provider for ``ttl_ms``."""
-
-    @abstractmethod
-    async def unmark_interactive(self, provider: str, member: str) -> None:
-        """Remove ``member``'s interactive mark now."""
-
-    @abstractmethod
-    async def interactive_waiters(self, provider: str) -> int:
-        """How many live interactive marks the provider has (processes with a waiting caller)."""
-
-    @abstractmethod
-    async def reconcile_delta(
-        self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
-    ) -> None:
-        """Take the deltas more from the TPM, ITPM and OTPM buckets (negative: refund, clamped to
-        capacity), atomically."""
-
-    @abstractmethod
-    async def give_back(
-        self, limits: ProviderLimits, tokens: int, input_tokens: int = 0, output_tokens: int = 0
-    ) -> None:
-        """Atomically give back 1 RPM token, the TPM / ITPM / OTPM tokens (and the team-share token),
-        each clamped to its capacity."""
-
-    @abstractmethod
-    async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
-        """Pause every worker for this provider for retry_after_seconds (never shortens a pause).
-        Returns paused_until in the store's ms clock."""
-
-    @abstractmethod
-    async def clear_pause(self, limits: ProviderLimits) -> None:
-        """End a 429 pause (penalize) now, for every worker; tokens and leases are untouched.
-        For operators (admin action "Clear rate-limit pause")."""
-
-    @abstractmethod
-    async def snapshot(self, limits: ProviderLimits) -> ProviderQuotaState:
-        """The provider's bucket levels, pause, observed rates and leases in flight, now."""
-
-    @abstractmethod
-    async def set_pause(self, pause: PauseState) -> bool:
-        """Hold ``pause`` for every worker unless the pause already held lasts longer; True if set.
-        (The backend stamps ``since`` with its own clock.)"""
-
-    @abstractmethod
-    async def drop_pause(self, provider: str) -> bool:
-        """Lift the provider's pause; True if one held."""
-
-    @abstractmethod
-    async def provider_pause(self, provider: str) -> PauseState | None:
-        """The provider's pause, or None (an expired one is gone)."""
 
     async def snapshot_many(self, limits_list: list[ProviderLimits]) -> list[ProviderQuotaState]:
         return [await self.snapshot(limits) for limits in limits_list]
@@ -146,6 +107,8 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         output_tokens: int | None = None,
         lane: Lane = "batch",
         step_aside: bool = False,
+        team: TeamQuota | None = None,
+        current_team: Callable[[], TeamQuota | None] | None = None,
     ) -> Reservation:
         """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
@@ -160,10 +123,13 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         ``lane``: batch asks yield to interactive callers waiting for the provider; an interactive
         caller that has to wait holds its process's mark on the provider meanwhile (priority.py), and
         lines up only with other interactive callers. ``step_aside``: raise TeamShareWait instead of
-        waiting when only the team's share bucket is short (the interactive fair queue, fair_gate.py).
+        waiting when only the team's buckets are short (the interactive fair queue, fair_gate.py).
+        ``team``: the team's buckets taken with the provider's (team_quota.py); ``current_team()`` its
+        live value on every retry, like ``current``.
         """
         ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside)
-        ask.amounts(limits)  # QuotaImpossible before any wait
+        ask.amounts(limits, team)  # QuotaImpossible before any wait
+        mine = _Live(current, team, current_team)
         loop = asyncio.get_running_loop()
         deadline = None if max_wait_seconds is None else loop.time() + max_wait_seconds
         # While nobody waits, callers go straight to the store (concurrently, pipelined). Once a caller
@@ -172,17 +138,17 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         decision: Decision | None = None
         line = limits.name if lane == "batch" else f"{limits.name}\x00{lane}"
         if not self.queues.waiting(loop, line):
-            asked = await self._ask(limits, ask, lane)
+            asked = await self._ask(limits, ask, lane, team)
             if isinstance(asked, Reservation):
                 return asked
             decision = asked
         if lane == "interactive":
             async with self.marks.waiting(limits.name):
                 return await self._line_up(
-                    loop, line, limits, ask, decision, (deadline, max_wait_seconds), current, lane
+                    loop, line, limits, ask, decision, (deadline, max_wait_seconds), mine, lane
                 )
         return await self._line_up(
-            loop, line, limits, ask, decision, (deadline, max_wait_seconds), current, lane
+            loop, line, limits, ask, decision, (deadline, max_wait_seconds), mine, lane
         )
 
     async def _line_up(
@@ -193,7 +159,7 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         ask: TokenAsk,
         decision: Decision | None,
         wait: tuple[float | None, float | None],
-        current: Callable[[], ProviderLimits] | None,
+        live: _Live,
         lane: Lane,
     ) -> Reservation:
         """Join the line of this loop's waiters for the provider; as its head, ask until granted.
@@ -206,23 +172,23 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
             if queue[0] is not me:
                 await self._wait_turn(me, deadline, limits.name, max_wait_seconds)
                 decision = None  # our turn: ask at once
-            return await self._head_acquire(limits, ask, decision, deadline, current, lane)
+            return await self._head_acquire(limits, ask, decision, deadline, live, lane)
         finally:
             self.queues.leave(loop, line, queue, me)
 
     async def _ask(
-        self, limits: ProviderLimits, ask: TokenAsk, lane: Lane = "batch"
+        self, limits: ProviderLimits, ask: TokenAsk, lane: Lane, team: TeamQuota | None
     ) -> Reservation | Decision:
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
-        n, ni, no = ask.amounts(limits)
+        n, ni, no = ask.amounts(limits, team)
         self.refuse_if_held(limits.name)  # the durable record's pause, even while the store lost it
-        decision = await self.try_acquire(limits, n, ni, no, lane=lane)
+        decision = await self.try_acquire(limits, n, ni, no, lane=lane, team=team)
         if decision.granted:
-            return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark)
+            return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark, team=team)
         if decision.impossible:  # amounts() checked these limits: only if the backend disagrees
             raise QuotaImpossible(limits.name, n, limits.tpm_capacity)
-        if decision.team_wait and ask.step_aside:
-            raise TeamShareWait(limits.name, limits.team, decision.wait_ms / 1000.0)
+        if decision.team_wait and ask.step_aside and team is not None:
+            raise TeamShareWait(limits.name, team.team, decision.wait_ms / 1000.0)
         return decision
 
     @staticmethod
@@ -246,7 +212,7 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         ask: TokenAsk,
         decision: Decision | None,
         deadline: float | None,
-        current: Callable[[], ProviderLimits] | None,
+        live: _Live,
         lane: Lane = "batch",
     ) -> Reservation:
         """As the head of the queue: ask (with the live limits), sleep the wait the store computed, ask
@@ -254,9 +220,8 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         loop = asyncio.get_running_loop()
         while True:
             if decision is None:
-                if current is not None:
-                    limits = current()
-                asked = await self._ask(limits, ask, lane)
+                limits, team = live.now(limits)
+                asked = await self._ask(limits, ask, lane, team)
                 if isinstance(asked, Reservation):
                     return asked
                 decision = asked
@@ -285,9 +250,11 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         live limits are used (Reservation.current). (The team budget: the store settles it after.)"""
         if reservation.current is not None:
             limits = reservation.current()
+        team = granted_team(reservation)
         deltas = settle_deltas(limits, reservation, actual_tokens, actual_input, actual_output)
-        if any(deltas):
-            await self.reconcile_delta(limits, *deltas)
+        more = team_delta(team, reservation, actual_tokens)
+        if any(deltas) or more:
+            await self.reconcile_delta(limits, deltas, team, more)
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.
@@ -298,4 +265,5 @@ class TokenBuckets(ProviderPauses, RemainingFollower, ABC):
         if reservation.current is not None:
             limits = reservation.current()
         res = reservation
-        await self.give_back(limits, int(res.tokens), int(res.input_tokens), int(res.output_tokens))
+        team = granted_team(res)
+        await self.give_back(limits, (int(res.tokens), int(res.input_tokens), int(res.output_tokens)), team)

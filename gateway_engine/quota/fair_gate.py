@@ -28,19 +28,21 @@ from typing import Literal, TypeAlias
 
 from ..errors import LimitExceeded
 from ..fair_share import FairState, charge, pick_team
-from .types import QuotaError, TeamLimits
+from .team_quota import TeamLimits
+from .types import QuotaError
 
 __all__ = ["FairGate", "FairGates", "Seat", "TeamPlace", "TeamShareWait", "TeamWaitingLimit"]
 
 
 class TeamShareWait(Exception):
-    """An interactive ask (``acquire(step_aside=True)``) waits only on its team's share bucket: the caller
+    """An interactive ask (``acquire(step_aside=True)``) waits only on its team's buckets (its share of
+    the provider, its RPM / TPM across providers: team_quota.py): the caller
     gives its place in the provider's queue to other teams for ``seconds`` (quota/fair_gate.py)."""
 
     def __init__(self, provider: str, team: str, seconds: float):
         self.provider, self.team, self.seconds = provider, team, seconds
         super().__init__(
-            f"provider {provider}: team {team} waits {seconds:.3f} s for its share (max_provider_share)"
+            f"provider {provider}: team {team} waits {seconds:.3f} s for its own limits (share, rpm, tpm)"
         )
 
 

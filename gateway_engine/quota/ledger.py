@@ -13,7 +13,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from .types import BudgetExceeded, BudgetReservation, TeamLimits
+from .team_quota import TeamLimits
+from .types import BudgetExceeded, BudgetReservation
 
 # seed(team, period ("day" | "month"), key suffix) -> tokens already used in that period
 BudgetSeed = Callable[[str, str, str], int]

@@ -8,8 +8,10 @@ import time
 
 from .adaptive import RemainingQuota
 from .buckets import TokenBuckets, log_pause
-from .local_state import EPS, LocalState, put, refill, wait_ms_for
+from .local_state import LocalState, put, refill, wait_ms_for
+from .local_team import TeamCells
 from .lua import YIELD_MS
+from .team_quota import TeamQuota, TeamQuotaState
 from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
 
 
@@ -19,7 +21,7 @@ class LocalTokenBuckets(TokenBuckets):
     def __init__(self, state: LocalState) -> None:
         super().__init__()
         self._state = state
-        self._team_buckets: dict[tuple[str, str], tuple[float, float]] = {}  # (provider, team) -> (r, ts)
+        self._teams = TeamCells()  # the teams' share and RPM / TPM buckets (local_team.py)
         # provider -> {member: mark expiry (store ms)}: interactive callers waiting (lua.py INTERACTIVE_MARK)
         self._interactive: dict[str, dict[str, float]] = {}
 
@@ -31,6 +33,7 @@ class LocalTokenBuckets(TokenBuckets):
         output_tokens: int = 0,
         *,
         lane: Lane = "batch",
+        team: TeamQuota | None = None,
     ) -> Decision:
         need = (
             int(tokens),
@@ -54,17 +57,19 @@ class LocalTokenBuckets(TokenBuckets):
             rpm, tpm, itpm, otpm = refill(b, limits, now)
             slow = b.slowdowns(limits)
             wait = wait_ms_for(limits, (rpm, tpm, itpm, otpm), b.paused_until, now, need, slow)
-            team = self._team_level(limits, now)
-            if team is not None and team < 1 - EPS:
-                team_wait = (1 - team) / limits.team_rpm_per_ms
-                if wait <= 0:  # only the team's share is short (lua.py ACQUIRE)
+            levels = self._teams.levels(limits, team, now)
+            team_wait = 0.0 if team is None else self._teams.wait_ms(limits, team, levels, need[0])
+            if team_wait < 0:
+                return Decision(False, 0, now, impossible=True)  # above the team's TPM bucket
+            if team_wait > 0:
+                if wait <= 0:  # only the team's buckets are short (lua.py ACQUIRE)
                     return Decision(False, max(1, math.ceil(team_wait)), now, team_wait=True)
                 wait = max(wait, team_wait)
             if wait > 0:
                 return Decision(False, max(1, math.ceil(wait)), now)
             put(b, limits, (rpm - 1, tpm - need[0], itpm - need[1], otpm - need[2]), now)
             if team is not None:
-                self._team_buckets[(limits.name, limits.team)] = (team - 1, now)
+                self._teams.move(limits, team, levels, (1, need[0]), now)
             b.observe(now, 1, need[0])
             mark = b.adaptive.grant(need[0]) if limits.adaptive else None
             return Decision(True, 0, now, sent_mark=mark)
@@ -77,8 +82,9 @@ class LocalTokenBuckets(TokenBuckets):
         output_tokens: int = 0,
         *,
         lane: Lane = "batch",
+        team: TeamQuota | None = None,
     ) -> Decision:
-        return self.try_acquire_sync(limits, tokens, input_tokens, output_tokens, lane=lane)
+        return self.try_acquire_sync(limits, tokens, input_tokens, output_tokens, lane=lane, team=team)
 
     def _interactive_live(self, provider: str, now: float) -> bool:
         """Whether an interactive caller's mark on the provider is live (expired ones dropped). Caller
@@ -103,20 +109,14 @@ class LocalTokenBuckets(TokenBuckets):
             live = self._interactive_live(provider, self._state.now_ms())
             return len(self._interactive.get(provider, {})) if live else 0
 
-    def _team_level(self, limits: ProviderLimits, now: float) -> float | None:
-        """The team share bucket's tokens now (None: no share cap). Caller holds the lock."""
-        if not limits.team_capped:
-            return None
-        cap = limits.team_rpm_capacity
-        held = self._team_buckets.get((limits.name, limits.team))
-        if held is None:
-            return cap
-        level, ts = held
-        return min(cap, level + max(0.0, now - ts) * limits.team_rpm_per_ms)
-
     async def reconcile_delta(
-        self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
+        self,
+        limits: ProviderLimits,
+        deltas: tuple[int, int, int],
+        team: TeamQuota | None = None,
+        team_delta: int = 0,
     ) -> None:
+        delta_tokens, delta_input, delta_output = deltas
         with self._state.lock:
             now = self._state.now_ms()
             b = self._state.cell(limits.name)
@@ -128,27 +128,31 @@ class LocalTokenBuckets(TokenBuckets):
                 min(limits.otpm_capacity, otpm - delta_output),
             ), now)  # fmt: skip
             b.observe(now, 0, delta_tokens)
+            if team is not None and team.rate_limited:
+                levels = self._teams.levels(limits, team, now, share=False)
+                self._teams.move(limits, team, levels, (0, team_delta), now)
 
     async def give_back(
-        self, limits: ProviderLimits, tokens: int, input_tokens: int = 0, output_tokens: int = 0
+        self, limits: ProviderLimits, amounts: tuple[int, int, int], team: TeamQuota | None = None
     ) -> None:
+        tokens, input_tokens, output_tokens = (int(a) for a in amounts)
         with self._state.lock:
             now = self._state.now_ms()
             b = self._state.cell(limits.name)
             rpm, tpm, itpm, otpm = refill(b, limits, now)
             put(b, limits, (
                 min(limits.rpm_capacity, rpm + 1),
-                min(limits.tpm_capacity, tpm + int(tokens)),
-                min(limits.itpm_capacity, itpm + int(input_tokens)),
-                min(limits.otpm_capacity, otpm + int(output_tokens)),
+                min(limits.tpm_capacity, tpm + tokens),
+                min(limits.itpm_capacity, itpm + input_tokens),
+                min(limits.otpm_capacity, otpm + output_tokens),
             ), now)  # fmt: skip
-            team = self._team_level(limits, now)
             if team is not None:
-                self._team_buckets[(limits.name, limits.team)] = (
-                    min(limits.team_rpm_capacity, team + 1),
-                    now,
-                )
-            b.observe(now, -1, -int(tokens))
+                self._teams.move(limits, team, self._teams.levels(limits, team, now), (-1, -tokens), now)
+            b.observe(now, -1, -tokens)
+
+    async def team_snapshot(self, team: TeamQuota) -> TeamQuotaState:
+        with self._state.lock:
+            return self._teams.snapshot(team, self._state.now_ms())
 
     async def follow(
         self, limits: ProviderLimits, sent_mark: tuple[int, int] | None, quota: RemainingQuota

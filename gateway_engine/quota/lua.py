@@ -15,7 +15,7 @@ Keys per provider (hash-tagged so they share a cluster slot):
                           the provider pause; PEXPIREAT until when it has one. Apart from the bucket
                           hash, so no limit change, bucket expiry or 429 clear_pause touches it.
 
-  {prefix}q:{<name>}:tm:<team>   hash: r, ts — a team's share of the provider's RPM (share cap)
+  the team's buckets (share cap; RPM / TPM across providers): lua_team.py
   {prefix}budget:{<team>}:d:<YYYY-MM-DD> / :m:<YYYY-MM>   string: tokens used in that UTC day / month
 
 Bucket ARGV[1..9] on every call: rate per ms and capacity of RPM, TPM, ITPM, OTPM (an ITPM / OTPM rate
@@ -23,6 +23,8 @@ of 0: the provider does not set it, no such bucket) and whether the provider is 
 capacity clamps) on the very next call. Times come from Redis TIME. A missing bucket key or field means
 "full"; the key expires once every bucket would have refilled completely.
 """
+
+from .lua_team import TEAM_FUNCTIONS
 
 # how long a batch ask is told to wait while an interactive caller waits for the provider (ms): it asks
 # again then (docs/engine.md, "Interactive first")
@@ -122,21 +124,6 @@ local function store(key, now, r, t, i, o, p, hi, ho)
   redis.call('PEXPIRE', key, math.ceil(ttl) + 1000)
 end
 
--- the team share bucket (RPM only): tokens refilled to now, clamped to its capacity
-local function team_load(key, now, rr, rc)
-  local h = redis.call('HMGET', key, 'r', 'ts')
-  local r = tonumber(h[1])
-  if r == nil then return rc end
-  local el = now - (tonumber(h[2]) or now)
-  if el < 0 then el = 0 end
-  return math.min(rc, r + el * rr)
-end
-
-local function team_store(key, now, r, rr, rc)
-  redis.call('HSET', key, 'r', fmt(r), 'ts', fmt(now))
-  redis.call('PEXPIRE', key, math.ceil(math.max((rc - r) / rr, 0)) + 1000)
-end
-
 -- the provider pause, as ACQUIRE / LEASE_ACQUIRE answer it: {3, reason, until, message, since}, or nil
 local function paused(key)
   local z = redis.call('HMGET', key, 'reason', 'until', 'message', 'since')
@@ -158,16 +145,17 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs, pause, interactive waiters [, team bucket]. ARGV: bucket args (1..9), n, ni, no,
-# yield (1: a batch ask, which yields to waiting interactive callers; 0: an interactive ask)
-# [, team rr, team rc].
+# KEYS: bucket, obs, pause, interactive waiters [, share bucket] [, team bucket, team observed rates].
+# ARGV: bucket args (1..9), n, ni, no, yield (1: a batch ask, which yields to waiting interactive
+# callers; 0: an interactive ask), the team ARGV (14..19, lua_team.py).
 # -> {status, wait_ms, now [, requests granted, tokens granted]}: status 0 granted (adaptive: with the
 #    grant counters n / k just after this grant, the reservation's sent mark), 1 wait (the longest over the buckets; a batch ask while an
-#    interactive caller waits for this provider: YIELD_MS; {1, wait, now, 1}: only the team share is short),
+#    interactive caller waits for this provider: YIELD_MS; {1, wait, now, 1}: only the team's buckets are short),
 #    2 impossible (an amount above its bucket's capacity); or {3, reason, until, message, since}: paused.
-# Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's share 1) grants, or none does.
+# Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's: share 1, RPM 1, TPM n) grants, or none does.
 ACQUIRE = (
     PRELUDE
+    + TEAM_FUNCTIONS
     + """
 local pz = paused(KEYS[3])
 if pz then return pz end
@@ -179,17 +167,16 @@ if ARGV[13] == '1' and redis.call('ZCOUNT', KEYS[4], '(' .. fmt(now), '+inf') > 
 end
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 local w = wait_for(now, r, t, i, o, p, n, ni, no)
-local team, mr, mrr, mrc = #KEYS >= 5, nil, nil, nil
-if team then
-  mrr, mrc = tonumber(ARGV[14]), tonumber(ARGV[15])
-  mr = team_load(KEYS[5], now, mrr, mrc)
-  if mr < 1 - EPS then
-    if w <= 0 then return {1, math.max(1, math.ceil((1 - mr) / mrr)), fmt(now), 1} end  -- only the team waits
-    w = math.max(w, (1 - mr) / mrr) end
+local sk, tk = team_keys(5, 14)
+local mr, qv, kv, tw = team_ask(sk, tk, now, n, 14)
+if tw < 0 then return {2, 0, fmt(now)} end  -- above the team's TPM bucket
+if tw > 0 then
+  if w <= 0 then return {1, math.max(1, math.ceil(tw)), fmt(now), 1} end  -- only the team waits
+  w = math.max(w, tw)
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
 store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)
-if team then team_store(KEYS[5], now, mr - 1, mrr, mrc) end
+team_move(sk, tk, now, mr, qv, kv, 1, n, 14)
 observe(KEYS[2], now, 1, n)
 if adaptive then
   return {0, 0, fmt(now), redis.call('HINCRBY', KEYS[1], 'n', 1), redis.call('HINCRBY', KEYS[1], 'k', ARGV[10])}
@@ -217,10 +204,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 """
 
-# KEYS: bucket, obs. ARGV: bucket args (1..9), d, di, do (actual - reserved per TPM, ITPM, OTPM;
-# negative = refund, clamped to capacity)
+# KEYS: bucket, obs [, team bucket, team observed rates]. ARGV: bucket args (1..9), d, di, do (actual -
+# reserved per TPM, ITPM, OTPM; negative = refund, clamped to capacity), the team ARGV (13..18, share
+# "0"), the team TPM's d (19)
 RECONCILE = (
     PRELUDE
+    + TEAM_FUNCTIONS
     + """
 local d = tonumber(ARGV[10])
 local now = now_ms()
@@ -228,25 +217,30 @@ local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 store(KEYS[1], now, r, math.min(tc, t - d), math.min(ic, i - tonumber(ARGV[11])),
   math.min(oc, o - tonumber(ARGV[12])), p, hi, ho)
 observe(KEYS[2], now, 0, d)
+local _, tk = team_keys(3, 13)
+if tk > 0 then
+  local _, qv, kv = team_ask(0, tk, now, 0, 13)
+  team_move(0, tk, now, nil, qv, kv, 0, tonumber(ARGV[19]), 13)
+end
 return 1
 """
 )
 
-# KEYS: bucket, obs, pause (unread) [, team bucket]. ARGV: bucket args (1..9), n, ni, no [, team rr,
-# team rc]. Gives back an unused grant (1 request, the tokens; 1 team token), each clamped to its
-# capacity; the observed counters are decremented too.
+# KEYS: bucket, obs, pause (unread) [, share bucket] [, team bucket, team observed rates]. ARGV: bucket
+# args (1..9), n, ni, no, the team ARGV (13..18). Gives back an unused grant (1 request, the tokens; the
+# team's share, RPM and TPM tokens), each clamped to its capacity; the observed counters are decremented too.
 RELEASE = (
     PRELUDE
+    + TEAM_FUNCTIONS
     + """
 local n = tonumber(ARGV[10])
 local now = now_ms()
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 store(KEYS[1], now, math.min(rc, r + 1), math.min(tc, t + n), math.min(ic, i + tonumber(ARGV[11])),
   math.min(oc, o + tonumber(ARGV[12])), p, hi, ho)
-if #KEYS >= 4 then
-  local mrr, mrc = tonumber(ARGV[13]), tonumber(ARGV[14])
-  team_store(KEYS[4], now, math.min(mrc, team_load(KEYS[4], now, mrr, mrc) + 1), mrr, mrc)
-end
+local sk, tk = team_keys(4, 13)
+local mr, qv, kv = team_ask(sk, tk, now, 0, 13)
+team_move(sk, tk, now, mr, qv, kv, -1, -n, 13)
 observe(KEYS[2], now, -1, -n)
 return 1
 """

@@ -9,6 +9,7 @@ from .adaptive import OUTSIDE_SHOWN_MS, RemainingQuota
 from .buckets import TokenBuckets, log_pause
 from .redis_conn import RedisConnection, pause_state
 from .resp import Arg
+from .team_quota import TeamQuota, TeamQuotaState
 from .types import AdaptiveView, Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
 
 PAUSED = 3  # ACQUIRE's status when the provider is paused
@@ -40,18 +41,33 @@ class RedisTokenBuckets(TokenBuckets):
         self._conn = conn
 
     def _bucket_call(
-        self, limits: ProviderLimits, tokens: int, input_tokens: int, output_tokens: int
+        self,
+        limits: ProviderLimits,
+        amounts: tuple[int, int, int],
+        team: TeamQuota | None,
     ) -> tuple[list[str], list[Arg]]:
-        """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, plus the team share bucket."""
+        """KEYS and ARGV of ACQUIRE/RELEASE: the provider's buckets, then the team's (lua_team.py)."""
+        tokens, input_tokens, output_tokens = amounts
         bucket, obs, _ = self._conn.provider_keys(limits.name)
         keys = [bucket, obs, self._conn.pause_key(limits.name)]
         # amounts for an ITPM / OTPM bucket the limits do not set are 0 (as in the in-process store)
         split = [int(input_tokens) if limits.itpm else 0, int(output_tokens) if limits.otpm else 0]
-        args = [*rates(limits), int(tokens), *split]
-        if limits.team_capped:
-            keys.append(f"{self._conn.prefix}q:{{{limits.name}}}:tm:{limits.team}")
-            args += [repr(limits.team_rpm_per_ms), repr(float(limits.team_rpm_capacity))]
-        return keys, args
+        share: list[Arg] = ["0", "0"]
+        if team is not None and team.share_capped:
+            keys.append(self._conn.share_key(limits.name, team.team))
+            share = [repr(rate) for rate in team.share_rate(limits)]
+        team_keys, team_args = self._team_part(team)
+        return keys + team_keys, [*rates(limits), int(tokens), *split, *share, *team_args]
+
+    def _team_part(self, team: TeamQuota | None) -> tuple[list[str], list[Arg]]:
+        """The team bucket's optional KEYS and its four ARGV (RPM, TPM rate per ms and capacity; "0",
+        "0" for one not set): lua_team.py. No keys for a team without an RPM / TPM limit."""
+        if team is None or not team.rate_limited:
+            return [], ["0"] * 4
+        args: list[Arg] = []
+        for per_ms, capacity in (team.rpm_rate, team.tpm_rate):
+            args += [repr(per_ms), repr(capacity)] if per_ms else ["0", "0"]
+        return list(self._conn.team_keys(team.team)), args
 
     async def try_acquire(
         self,
@@ -61,8 +77,9 @@ class RedisTokenBuckets(TokenBuckets):
         output_tokens: int = 0,
         *,
         lane: Lane = "batch",
+        team: TeamQuota | None = None,
     ) -> Decision:
-        keys, args = self._bucket_call(limits, tokens, input_tokens, output_tokens)
+        keys, args = self._bucket_call(limits, (tokens, input_tokens, output_tokens), team)
         # ACQUIRE's KEYS[4] is the interactive waiters' set, ARGV[13] whether this ask yields to them
         keys.insert(3, self._conn.interactive_key(limits.name))
         args.insert(12, "1" if lane == "batch" else "0")
@@ -94,16 +111,31 @@ class RedisTokenBuckets(TokenBuckets):
         await self._conn.run("ADAPT", [bucket], [*rates(limits), int(mark[0]), int(mark[1]), *said])
 
     async def reconcile_delta(
-        self, limits: ProviderLimits, delta_tokens: int, delta_input: int = 0, delta_output: int = 0
+        self,
+        limits: ProviderLimits,
+        deltas: tuple[int, int, int],
+        team: TeamQuota | None = None,
+        team_delta: int = 0,
     ) -> None:
         bucket, obs, _ = self._conn.provider_keys(limits.name)
-        deltas = [int(delta_tokens), int(delta_input), int(delta_output)]
-        await self._conn.run("RECONCILE", [bucket, obs], [*rates(limits), *deltas])
+        team_keys, team_args = self._team_part(team)
+        args = [*rates(limits), *(int(d) for d in deltas), "0", "0", *team_args, int(team_delta)]
+        await self._conn.run("RECONCILE", [bucket, obs, *team_keys], args)
 
     async def give_back(
-        self, limits: ProviderLimits, tokens: int, input_tokens: int = 0, output_tokens: int = 0
+        self, limits: ProviderLimits, amounts: tuple[int, int, int], team: TeamQuota | None = None
     ) -> None:
-        await self._conn.run("RELEASE", *self._bucket_call(limits, tokens, input_tokens, output_tokens))
+        await self._conn.run("RELEASE", *self._bucket_call(limits, amounts, team))
+
+    async def team_snapshot(self, team: TeamQuota) -> TeamQuotaState:
+        if not team.rate_limited:
+            return TeamQuotaState(team.team, team.rpm, team.tpm)
+        bucket, observed = self._conn.team_keys(team.team)
+        _, args = self._team_part(team)
+        reply = await self._conn.run("TEAM_SNAPSHOT", [bucket, observed], ["0", "0", *args])
+        return TeamQuotaState.measured(
+            team, (float(reply[0]), float(reply[1])), (int(reply[2]), int(reply[3]))
+        )
 
     async def penalize(self, limits: ProviderLimits, retry_after_seconds: float) -> int:
         bucket, _, _ = self._conn.provider_keys(limits.name)

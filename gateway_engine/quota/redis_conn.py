@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..redis_errors import REDIS_ERRORS
-from . import lua, lua_adaptive
+from . import lua, lua_adaptive, lua_team
 from .resp import Arg, Reply, RespClient, Script
 from .types import PauseState, QuotaStoreUnavailable
 
@@ -35,6 +35,7 @@ SCRIPT_NAMES = (
     "BUDGET_ADJUST",
 )
 ADAPTIVE_SCRIPT_NAMES = ("ADAPT",)
+TEAM_SCRIPT_NAMES = ("TEAM_SNAPSHOT",)
 
 
 def pause_state(provider: str, fields: list[Reply]) -> PauseState:
@@ -72,6 +73,7 @@ class RedisConnection:
         self._clients_lock = threading.Lock()
         self.scripts = {name: Script(getattr(lua, name)) for name in SCRIPT_NAMES}
         self.scripts.update({name: Script(getattr(lua_adaptive, name)) for name in ADAPTIVE_SCRIPT_NAMES})
+        self.scripts.update({name: Script(getattr(lua_team, name)) for name in TEAM_SCRIPT_NAMES})
 
     def client(self) -> RespClient:
         loop = asyncio.get_running_loop()
@@ -130,6 +132,16 @@ class RedisConnection:
     def interactive_key(self, name: str) -> str:
         """The provider's interactive waiters (lua.py): a mark per process with a waiting interactive call."""
         return f"{self.prefix}q:{{{name}}}:iw"
+
+    def share_key(self, provider: str, team: str) -> str:
+        """The team's share of the provider's RPM (lua_team.py): in the provider's hash slot."""
+        return f"{self.prefix}q:{{{provider}}}:tm:{team}"
+
+    def team_keys(self, team: str) -> tuple[str, str]:
+        """The team's RPM / TPM bucket across providers and its observed rates (lua_team.py): the team's
+        hash tag, another Redis Cluster slot than the provider's."""
+        base = f"{self.prefix}team:{{{team}}}:"
+        return base + "rl", base + "ro"
 
     def pause_key(self, name: str) -> str:
         """The provider pause hash (lua.py): apart from the bucket hash, so limit changes never touch it."""

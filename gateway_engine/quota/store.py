@@ -21,6 +21,7 @@ from .config_version import ConfigVersion
 from .leases import ConcurrencyLeases, Lease
 from .ledger import BudgetLedger, BudgetSeed
 from .slots import GlobalSlot, InFlightSlots
+from .team_quota import TeamLimits, TeamQuota, TeamQuotaState
 from .types import (
     BudgetReservation,
     Decision,
@@ -29,7 +30,6 @@ from .types import (
     ProviderLimits,
     ProviderQuotaState,
     Reservation,
-    TeamLimits,
 )
 
 
@@ -68,6 +68,8 @@ class ComposedQuotaStore:
         output_tokens: int | None = None,
         lane: Lane = "batch",
         step_aside: bool = False,
+        team: TeamQuota | None = None,
+        current_team: Callable[[], TeamQuota | None] | None = None,
     ) -> Reservation:
         """Wait until the provider's buckets grant 1 request and `tokens` tokens, and the ITPM / OTPM
         buckets (where set) `input_tokens` / `output_tokens`, in one atomic grant (TokenBuckets.acquire;
@@ -82,7 +84,13 @@ class ComposedQuotaStore:
             output_tokens=output_tokens,
             lane=lane,
             step_aside=step_aside,
+            team=team,
+            current_team=current_team,
         )
+
+    async def team_snapshot(self, team: TeamQuota) -> TeamQuotaState:
+        """The team's RPM / TPM buckets across providers and its use in the last 60 s (usage page)."""
+        return await self.buckets.team_snapshot(team)
 
     async def try_acquire(
         self,
@@ -92,10 +100,13 @@ class ComposedQuotaStore:
         output_tokens: int = 0,
         *,
         lane: Lane = "batch",
+        team: TeamQuota | None = None,
     ) -> Decision:
-        """One atomic attempt at the buckets (ITPM / OTPM amounts only where the limits set them); never
-        waits. ProviderPaused while the provider is paused."""
-        return await self.buckets.try_acquire(limits, tokens, input_tokens, output_tokens, lane=lane)
+        """One atomic attempt at the buckets (ITPM / OTPM amounts only where the limits set them; the
+        team's buckets with them); never waits. ProviderPaused while the provider is paused."""
+        return await self.buckets.try_acquire(
+            limits, tokens, input_tokens, output_tokens, lane=lane, team=team
+        )
 
     def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:
         """Hold this process's interactive mark on the provider while the body waits (priority.py)."""

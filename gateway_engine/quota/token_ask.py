@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .team_quota import TeamQuota
 from .types import ProviderLimits, QuotaImpossible, Reservation
 
 
@@ -32,9 +33,9 @@ class TokenAsk:
             if value is not None and int(value) < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
 
-    def amounts(self, limits: ProviderLimits) -> tuple[int, int, int]:
+    def amounts(self, limits: ProviderLimits, team: TeamQuota | None = None) -> tuple[int, int, int]:
         """(TPM, ITPM, OTPM) tokens to take under ``limits`` (0 for a bucket the limits do not set).
-        QuotaImpossible naming the bucket if one can never hold its amount."""
+        QuotaImpossible naming the bucket if one can never hold its amount (the team's TPM bucket too)."""
         n = int(self.tokens)
         ni = int(n if self.input_tokens is None else self.input_tokens) if limits.itpm else 0
         no = int(n if self.output_tokens is None else self.output_tokens) if limits.otpm else 0
@@ -45,6 +46,8 @@ class TokenAsk:
         ):
             if amount > capacity:  # an unset bucket: amount 0, capacity 0
                 raise QuotaImpossible(limits.name, amount, capacity, bucket)
+        if team is not None and team.rate_limited and team.tpm is not None and n > team.tpm_rate[1]:
+            raise QuotaImpossible(f"{limits.name} (team {team.team})", n, team.tpm_rate[1], "team TPM")
         return n, ni, no
 
 
@@ -66,3 +69,11 @@ def settle_deltas(
     if actual_output is not None and limits.otpm:
         do = min(int(actual_output) - int(reservation.output_tokens), int(limits.otpm_capacity))
     return dt, di, do
+
+
+def team_delta(team: TeamQuota | None, reservation: Reservation, actual_tokens: int) -> int:
+    """Tokens to take more (negative: refund) from the team's TPM bucket so it is charged what the
+    provider reported, clamped to one bucket like the provider's (0: the team has no TPM limit)."""
+    if team is None or not team.rate_limited or team.tpm is None:
+        return 0
+    return min(int(actual_tokens) - int(reservation.tokens), int(team.tpm_rate[1]))

@@ -24,10 +24,11 @@ The subset the execution engine calls is typed as gateway_engine.protocols.Quota
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from ..errors import ApplicationError, LimitExceeded, Unavailable
+from .team_quota import TeamQuota
 
 # which traffic an ask belongs to: batch asks yield to interactive callers waiting for the same provider
 # (docs/engine.md, "Interactive first")
@@ -50,6 +51,7 @@ _BUCKET_WORDS = {
     "TPM": ("tokens", "tpm", "lower max_tokens or raise the provider's tpm/burst"),
     "ITPM": ("input tokens", "itpm", "shorten the prompt or raise the provider's itpm/burst"),
     "OTPM": ("output tokens", "otpm", "lower max_tokens or raise the provider's otpm/burst"),
+    "team TPM": ("tokens", "the team's tpm_limit", "lower max_tokens or raise the team's tpm_limit"),
 }
 
 
@@ -128,11 +130,6 @@ class ProviderLimits:
     # like ours (the gateway sets it from GATEWAY_QUOTA_JITTER_MARGIN_SECONDS). The refill rate is never
     # reduced.
     margin_seconds: float = 0.0
-    # Team share cap: when team is set and team_share < 1, every grant also takes one token from the
-    # per-(provider, team) RPM bucket of rate rpm × team_share (same burst and margin), atomically
-    # with the provider's buckets.
-    team: str = ""
-    team_share: float = 1.0
     # input / output tokens per minute (0: not configured), enforced beside rpm and tpm in the same
     # atomic acquire (Anthropic counts them apart; docs/contract.md §3)
     itpm: int = 0
@@ -155,8 +152,6 @@ class ProviderLimits:
                 raise ValueError(f"ProviderLimits({self.name!r}).{field_name} must be > 0")
         if self.margin_seconds < 0:
             raise ValueError(f"ProviderLimits({self.name!r}).margin_seconds must be >= 0")
-        if not 0 < self.team_share <= 1:
-            raise ValueError(f"ProviderLimits({self.name!r}).team_share must be in (0, 1]")
 
     @property
     def rpm_per_ms(self) -> float:
@@ -166,17 +161,18 @@ class ProviderLimits:
     def tpm_per_ms(self) -> float:
         return self.tpm / 60_000.0
 
-    def _capacity(self, per_minute: float) -> float:
-        """rate × burst_seconds, minus rate × margin_seconds (the jitter allowance), at least 1."""
+    def capacity_for(self, per_minute: float) -> float:
+        """rate × burst_seconds, minus rate × margin_seconds (the jitter allowance), at least 1 (also the
+        team share bucket's, team_quota.py)."""
         return max(1.0, per_minute / 60.0 * (self.burst_seconds - self.margin_seconds))
 
     @property
     def rpm_capacity(self) -> float:
-        return self._capacity(self.rpm)
+        return self.capacity_for(self.rpm)
 
     @property
     def tpm_capacity(self) -> float:
-        return self._capacity(self.tpm)
+        return self.capacity_for(self.tpm)
 
     @property
     def itpm_per_ms(self) -> float:
@@ -189,30 +185,12 @@ class ProviderLimits:
     @property
     def itpm_capacity(self) -> float:
         """The ITPM bucket's capacity (0.0 when itpm is not configured: no such bucket)."""
-        return self._capacity(self.itpm) if self.itpm else 0.0
+        return self.capacity_for(self.itpm) if self.itpm else 0.0
 
     @property
     def otpm_capacity(self) -> float:
         """The OTPM bucket's capacity (0.0 when otpm is not configured: no such bucket)."""
-        return self._capacity(self.otpm) if self.otpm else 0.0
-
-    @property
-    def team_capped(self) -> bool:
-        return bool(self.team) and self.team_share < 1.0
-
-    @property
-    def team_rpm_per_ms(self) -> float:
-        return self.rpm * self.team_share / 60_000.0
-
-    @property
-    def team_rpm_capacity(self) -> float:
-        return self._capacity(self.rpm * self.team_share)
-
-    def for_team(self, team: str, share: float | None) -> ProviderLimits:
-        """These limits with the team's share cap (share None or >= 1: no cap)."""
-        if not team or share is None or share >= 1.0:
-            return self if not self.team else replace(self, team="", team_share=1.0)
-        return replace(self, team=team, team_share=float(share))
+        return self.capacity_for(self.otpm) if self.otpm else 0.0
 
     @property
     def lease_ttl_seconds(self) -> float:
@@ -229,6 +207,10 @@ class Reservation:
     output_tokens: int = 0
     # the team's budget reservation for the same tokens (None: no team); reconcile settles it
     budget: BudgetReservation | None = field(default=None, compare=False)
+    # the team's buckets this grant took from (share, RPM / TPM across providers; None: none), and
+    # their live value (a limit changed meanwhile applies to the settle and the give-back)
+    team: TeamQuota | None = field(default=None, compare=False)
+    current_team: Callable[[], TeamQuota | None] | None = field(default=None, compare=False, repr=False)
     # the live limits (a LimitsSource lookup): reconcile and release use them rather than the limits the
     # caller holds, so a settle after a limit change never refills the bucket at the old rate
     current: Callable[[], ProviderLimits] | None = field(default=None, compare=False, repr=False)
@@ -247,7 +229,7 @@ class Decision:
     impossible: bool = False  # tokens > TPM capacity: waiting will never help
     sent_mark: tuple[int, int] | None = None  # granted, adaptive: the grant counters (Reservation.sent_mark)
     team_wait: bool = (
-        False  # not granted only because the team's share bucket is short (the provider's would)
+        False  # not granted only because the team's own buckets are short (the provider's would)
     )
 
 
@@ -337,38 +319,6 @@ class AdaptiveView:
     tpm: float | None = None
     outside_rpm: float | None = None
     outside_tpm: float | None = None
-
-
-@dataclass(frozen=True)
-class TeamLimits:
-    """A team's live limits (the gateway loads them from its Team rows, like the providers' limits)."""
-
-    name: str
-    daily_token_budget: int | None = None
-    monthly_token_budget: int | None = None
-    max_provider_share: float | None = None
-    weight: int = 1
-    max_waiting_calls: int | None = None  # interactive calls waiting at once per web process (fair_gate.py)
-
-    @property
-    def has_budget(self) -> bool:
-        return self.daily_token_budget is not None or self.monthly_token_budget is not None
-
-    def budgets(self, now_epoch_s: float) -> list[tuple[str, str, int | None, int]]:
-        """[(period, ledger key suffix, limit or None, key ttl seconds)] for the UTC day and month of
-        now: the ledger keeps both periods for every team (a budget set later starts right)."""
-        from datetime import UTC, datetime, timedelta
-
-        now = datetime.fromtimestamp(now_epoch_s, UTC)
-        day_end = datetime(now.year, now.month, now.day, tzinfo=UTC) + timedelta(days=1)
-        month_end = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
-        slack = 3600  # keys outlive their period a little (late settles land in a key that still exists)
-        return [
-            ("day", f"d:{now:%Y-%m-%d}", self.daily_token_budget,
-             int((day_end - now).total_seconds()) + slack),
-            ("month", f"m:{now:%Y-%m}", self.monthly_token_budget,
-             int((month_end - now).total_seconds()) + slack),
-        ]  # fmt: skip
 
 
 class BudgetExceeded(QuotaError, LimitExceeded):

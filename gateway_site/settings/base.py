@@ -10,7 +10,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway_engine.redis_target import celery_broker
-from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from gateway_site.env import env_bool, env_float, env_int, env_list, env_str, env_url, refuse_removed
 from observability.logs import default_format as default_log_format
 from observability.logs import logging_config
 
@@ -19,6 +19,9 @@ from observability.logs import logging_config
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+# variables that once did something: set, they refuse to start rather than being ignored
+refuse_removed({"GATEWAY_PROVIDER_TRANSPORT": "aiohttp is the only provider transport; unset the variable"})
 
 DEV_SECRET_KEY = "dev-insecure-secret-key-do-not-use-in-production"
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
@@ -181,10 +184,9 @@ GATEWAY_PRIORITY_AGING_SECONDS = env_float(
 # Prefix grouping (issue #25, batches/scheduling/prefix.py): a team's items sharing a prompt prefix are
 # claimed and sent back to back, for the providers' prompt caches. Off: claims in submission order.
 GATEWAY_PREFIX_GROUPING = env_bool("GATEWAY_PREFIX_GROUPING", True)
-# Per-team queued-work limits (batches.queue_limits); a team's own value in the admin overrides these.
-GATEWAY_TEAM_MAX_PENDING_ITEMS = env_int("GATEWAY_TEAM_MAX_PENDING_ITEMS", 200_000, minimum=1)
-GATEWAY_TEAM_MAX_OPEN_BATCHES = env_int("GATEWAY_TEAM_MAX_OPEN_BATCHES", 500, minimum=1)
-GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE = env_int("GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE", 120, minimum=1)
+# Per-team limits' defaults (queued work, RPM / TPM burst): gateway_site/settings/teams.py
+from .teams import *  # noqa: E402, F403 - read through teams/limits.py; a team's own value overrides each
+
 # Warm shutdown (docs/operations.md): on SIGTERM a worker's slices stop claiming, wait this long at most
 # for the calls in flight, store their answers and release the rest; `make down` and compose wait longer.
 GATEWAY_SHUTDOWN_SECONDS = env_float("GATEWAY_SHUTDOWN_SECONDS", 30.0, minimum=1.0, maximum=600.0)
@@ -205,13 +207,6 @@ GATEWAY_INTERACTIVE_LOG_RETENTION_DAYS = env_int("GATEWAY_INTERACTIVE_LOG_RETENT
 # Retry-After / x-ratelimit-reset-* longer than this is ignored as malformed; an item waits at most
 # this long in total for an open circuit breaker.
 GATEWAY_MAX_ANSWER_BYTES = env_int("GATEWAY_MAX_ANSWER_BYTES", 4 * 1024 * 1024, minimum=1024)
-# The HTTP client the engine calls providers with: aiohttp (default: about 4x less CPU per call, measured
-# in docs/engine.md) or httpx (public API only). Anything else refuses to start.
-GATEWAY_PROVIDER_TRANSPORT = env_str("GATEWAY_PROVIDER_TRANSPORT", "aiohttp")
-if GATEWAY_PROVIDER_TRANSPORT not in ("aiohttp", "httpx"):
-    raise ImproperlyConfigured(
-        f"GATEWAY_PROVIDER_TRANSPORT={GATEWAY_PROVIDER_TRANSPORT!r}: must be 'aiohttp' or 'httpx'"
-    )
 GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS = env_float(
     "GATEWAY_MAX_RATE_LIMIT_WAIT_SECONDS", 600.0, minimum=1.0, maximum=86_400.0
 )

@@ -1,5 +1,6 @@
 """A team's token budget ledger, read, charged and reset from sync code (the admin, the submission
-check, the result writer for items served outside the engine, the team-saved signal).
+check, the result writer for items served outside the engine, the team-saved signal), and the team's
+RPM / TPM use (``rate_usage``: the usage page, /api/v1/usage, the Team admin).
 
 The ledger itself (reserve before each send, settle to the provider's reported usage after it) lives
 in the quota store (gateway_engine/quota/base.py `reserve_budget` / `settle_budget`, Redis keys
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from gateway_engine.quota.team_quota import TeamQuotaState
 from gateway_engine.quota.types import BudgetReservation
 from teams.limits import team_limits
 from teams.models import Team
@@ -25,6 +27,13 @@ def budget_usage(team: Team) -> list[tuple[str, int | None, int]]:
     """[(period, limit or None, used)] for today and this month, from the shared ledger (seeding it
     from the database if it is missing). Raises QuotaStoreUnavailable if Redis is down."""
     return _run(get_quota_store().budget_usage, team_limits(team), seed_budget_from_db)
+
+
+def rate_usage(team: Team) -> TeamQuotaState:
+    """The team's RPM / TPM buckets across providers and its use in the last 60 s, from the shared
+    store (counted only while the team has an RPM or TPM limit). Raises QuotaStoreUnavailable if Redis
+    is down."""
+    return _run(get_quota_store().team_snapshot, team_limits(team).quota())
 
 
 def charge_budget(team: Team, tokens: int) -> None:
@@ -56,9 +65,10 @@ def give_back_tokens(team_name: str, keys: list[str], tokens: int) -> None:
 def forget_ledger_if_unbudgeted(team: Team) -> None:
     """On commit of a team save: a team without budgets is not counted, so its ledger is dropped (a
     budget set again later starts from the database, not from a stale count)."""
-    if team.daily_token_budget is not None or team.monthly_token_budget is not None:
+    limits = team_limits(team)
+    if limits.has_budget:
         return
-    _run(get_quota_store().forget_budget, team_limits(team))
+    _run(get_quota_store().forget_budget, limits)
 
 
 def _run(fn, *args):

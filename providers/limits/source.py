@@ -35,8 +35,10 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import connections
 
+from gateway_engine.backoff import capped_exponential
 from gateway_engine.errors import ApplicationError
-from gateway_engine.quota.types import PauseState, ProviderLimits, TeamLimits
+from gateway_engine.quota.team_quota import TeamLimits
+from gateway_engine.quota.types import PauseState, ProviderLimits
 from gateway_site.forksafe import after_fork
 from gateway_site.redis import sync_redis
 from providers.adapters import provider_limits
@@ -52,6 +54,7 @@ from .factory import forget_quota_store, forget_quota_store_after_fork, get_quot
 log = logging.getLogger(__name__)
 
 MAX_AGE_SECONDS = 60.0
+LISTEN_RETRY_MIN_SECONDS = 0.1
 LISTEN_RETRY_MAX_SECONDS = 5.0
 
 
@@ -187,14 +190,14 @@ class LimitsSource:
 
     def _listen_loop(self) -> None:
         """Subscribe to the config channel; reload on every announcement. Reconnects with backoff."""
-        delay, resubscribe = 0.1, False
+        failures, resubscribe = 0, False  # connection failures in a row: the backoff's step
         while not self._stop.is_set():
             client = pubsub = None
             try:
                 client = sync_redis(timeout=None)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(config_channel())
-                delay = 0.1
+                failures = 0
                 if resubscribe:  # a change may have been announced while we were disconnected
                     self.invalidate()
                 resubscribe = True
@@ -213,9 +216,10 @@ class LimitsSource:
             except Exception as exc:  # noqa: BLE001 - keep listening; the poll is the fallback meanwhile
                 if self._stop.is_set():
                     break
+                delay = capped_exponential(LISTEN_RETRY_MIN_SECONDS, LISTEN_RETRY_MAX_SECONDS, failures)
+                failures += 1
                 log.warning("config change listener: %s; retrying in %.1f s (polling meanwhile)", exc, delay)
                 self._stop.wait(delay)
-                delay = min(delay * 2, LISTEN_RETRY_MAX_SECONDS)
             finally:
                 for closeable in (pubsub, client):
                     try:

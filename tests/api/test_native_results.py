@@ -14,7 +14,7 @@ from django.test import Client
 from prometheus_client import generate_latest
 from rest_framework.test import APIClient
 
-from batches.execution import ServedBy, apply_results, as_served, claim_items
+from batches.execution import ServedBy, apply_results, as_served
 from batches.execution.finalize import finalize_batch_if_done
 from batches.models import Batch, BatchItem, TeamUsageDaily
 from batches.selectors import iter_results
@@ -23,7 +23,7 @@ from observability.served import record_served_results
 from observability.views import metrics_registry
 from openai_api.conversion import split_results
 from teams.services import create_api_key
-from tests.factories import login_superuser, make_batch
+from tests.factories import claim, login_superuser, make_batch
 from tests.factories import work_item as q
 from tests.observability.helpers import samples, value
 
@@ -116,7 +116,7 @@ def served(team, make_provider):
     )
     make_provider("gpt", **prices)
     batch = make_batch(team, [q("c", provider="claude"), q("g", provider="gpt")])
-    items = {i.custom_id: i for i in claim_items(str(batch.id), owner=OWNER)}
+    items = {i.custom_id: i for i in claim(str(batch.id), owner=OWNER)}
     answers = [
         (items["c"], result("c", "claude", NATIVE, 100_000, 10_000, 60_000, 20_000)),
         (items["g"], result("g", "gpt", None, 5, 5, None, None)),

@@ -8,15 +8,14 @@ import sys
 import types
 import uuid
 
-import httpx
 import pytest
-import respx
 from django.test import override_settings
 
 from batches.models import Batch, BatchItem
-from gateway_engine.http import ProviderClient
+from gateway_engine.http import AiohttpProviderClient
 from gateway_engine.routing import ProviderConfig
 from gateway_engine.wire.openai import RESERVED_PARAMS
+from tests.local_http import LocalHttp, reply
 
 from .helpers import DROP, URL, item, post_json, post_jsonl
 
@@ -489,30 +488,23 @@ def test_reserved_params_are_refused_here_and_never_sent_by_the_engine(client, r
     assert any(e["field"] == f"params.{key}" for e in response.json()["errors"]), response.json()
     assert row_counts() == (0, 0)
 
-    config = ProviderConfig.from_dict(
-        {
-            "name": "p",
-            "base_url": "http://p.test/v1",
-            "model": "m",
-            "rpm": 60,
-            "tpm": 1000,
-            "max_concurrency": 1,
-        }
-    )
-
     async def call():
-        provider = ProviderClient(config)
-        try:
-            return await provider.chat([{"role": "user", "content": "hi"}], {key: "x", "max_tokens": 5})
-        finally:
-            await provider.aclose()
+        async with LocalHttp() as server:
+            answer = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+            server.on("POST", "/v1/chat/completions", reply(200, json=answer))
+            entry = {"name": "p", "base_url": server.url("/v1"), "model": "m", "rpm": 60, "tpm": 1000}
+            config = ProviderConfig.from_dict({**entry, "max_concurrency": 1})
+            provider = AiohttpProviderClient(config)
+            try:
+                outcome = await provider.chat(
+                    [{"role": "user", "content": "hi"}], {key: "x", "max_tokens": 5}
+                )
+            finally:
+                await provider.aclose()
+            return outcome, server.seen
 
-    with respx.mock:
-        answer = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
-        route = respx.post("http://p.test/v1/chat/completions").mock(
-            return_value=httpx.Response(200, json=answer)
-        )
-        assert asyncio.run(call()).ok
-    assert [json.loads(c.request.content) for c in route.calls] == [
+    outcome, seen = asyncio.run(call())
+    assert outcome.ok
+    assert [s.json() for s in seen] == [
         {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
     ]

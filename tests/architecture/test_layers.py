@@ -117,19 +117,6 @@ def test_allowed_imports_pass():
         ),
         ("observability/x.py", "from batches.models import Batch\nfrom dashboard import views\n"),
         ("gateway_site/urls.py", "import observability.views\n"),
-        ("teams/x.py", "from gateway_engine.quota.types import TeamLimits\nfrom .models import Team\n"),
+        ("teams/x.py", "from gateway_engine.quota.team_quota import TeamLimits\nfrom .models import Team\n"),
     ]:
         assert [violation(i) for i in imports_of(Path(ROOT / where), source) if violation(i)] == [], where
-
-
-def test_queue_limits_imports_nothing_of_the_submission_package():
-    """batches/queue_limits.py answers whether a submission fits; the submission service raises. (The two
-    imported each other, held together by a function-level import.)"""
-    from .imports import ROOT, imports_of
-
-    found = [
-        i
-        for i in imports_of(ROOT / "batches" / "queue_limits.py")
-        if i.target.startswith("batches.submission")
-    ]
-    assert not found, found

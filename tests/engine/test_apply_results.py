@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from prometheus_client import generate_latest
 
-from batches.execution import Applied, ServedBy, apply_result, apply_results, as_served, claim_items
+from batches.execution import Applied, ServedBy, apply_result, apply_results, as_served
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
 from gateway_engine import ItemResult
 from observability.views import metrics_registry
 from providers.limits.budgets import budget_usage
-from tests.factories import make_batch
+from tests.factories import claim, make_batch
 from tests.factories import work_item as q
 from tests.observability.helpers import samples, value
 
@@ -63,7 +63,7 @@ def budgeted(team, redis_sync, make_provider):
 
 def test_a_cache_served_result_is_written_counted_finalized_once_and_bills_nothing(budgeted):
     batch = make_batch(budgeted, [q("c", provider=PROVIDER)])
-    (item,) = claim_items(str(batch.id), owner=OWNER)
+    (item,) = claim(str(batch.id), owner=OWNER)
     before = measured()
 
     assert apply_result(item, answer("c"), ServedBy.CACHE, OWNER) == Applied(written=1, dropped=0)
@@ -96,7 +96,7 @@ def test_a_cache_served_result_is_written_counted_finalized_once_and_bills_nothi
 
 def test_a_provider_batch_result_applied_in_bulk_twice_counts_once(budgeted):
     batch = make_batch(budgeted, [q(f"p{i}", provider=PROVIDER) for i in range(3)])
-    items = claim_items(str(batch.id), owner=OWNER)
+    items = claim(str(batch.id), owner=OWNER)
     entries = as_served([(i, answer(i.custom_id, 5, 5)) for i in items], ServedBy.PROVIDER_BATCH)
     before = measured()
     assert apply_results(str(batch.id), entries, OWNER) == Applied(written=3, dropped=0)
@@ -108,7 +108,7 @@ def test_a_provider_batch_result_applied_in_bulk_twice_counts_once(budgeted):
 
 def test_a_result_for_an_item_another_owner_claims_is_dropped(budgeted):
     batch = make_batch(budgeted, [q("c", provider=PROVIDER)])
-    (item,) = claim_items(str(batch.id), owner=OWNER)
+    (item,) = claim(str(batch.id), owner=OWNER)
     BatchItem.objects.filter(id=item.id).update(claimed_by="someone-else")
     before = measured()
 
@@ -124,9 +124,9 @@ def test_a_result_for_an_item_another_owner_claims_is_dropped(budgeted):
 
 def test_a_realtime_result_adds_nothing_the_engine_accounted(budgeted):
     """The engine settled the budget (admission) and counted the metrics (its observer); the
-    dispatcher or execute_chunk finalizes the batches it touched."""
+    dispatcher slice finalizes the batches it touched."""
     batch = make_batch(budgeted, [q("c", provider=PROVIDER)])
-    (item,) = claim_items(str(batch.id), owner=OWNER)
+    (item,) = claim(str(batch.id), owner=OWNER)
     before = measured()
 
     assert apply_result(item, answer("c"), ServedBy.REALTIME, OWNER) == Applied(written=1, dropped=0)

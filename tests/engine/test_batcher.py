@@ -54,8 +54,8 @@ class CountingBuckets(RedisTokenBuckets):
             self.grants[limits.name] += 1
         return decision
 
-    async def give_back(self, limits, tokens, *split):
-        await super().give_back(limits, tokens, *split)
+    async def give_back(self, limits, amounts, team=None):
+        await super().give_back(limits, amounts, team)
         self.grants[limits.name] -= 1
 
 

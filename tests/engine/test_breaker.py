@@ -202,3 +202,31 @@ def test_redis_breaker_takes_hundreds_of_concurrent_calls(redis_sync):
 
     permits, states = run(scenario())
     assert all(p.allowed for p in permits) and set(states) == {"closed"}
+
+
+def test_the_redis_breaker_walks_the_python_cooldown_ladder(redis_sync):
+    """The Lua script has no cooldown formula: each re-open takes the next step of the ladder Python
+    computed (``cooldown_ladder_ms``), and stays at its last step beyond it. Read exactly from the
+    stored state (an open sets ``win_start`` to the same server time it adds the cooldown to)."""
+    from gateway_engine.breaker import cooldown_ladder_ms
+    from gateway_engine.breaker_redis import breaker_key
+
+    cfg = BreakerConfig(consecutive_failures=1, cooldown_seconds=0.05, max_cooldown_seconds=0.2)
+    prefix = settings.GATEWAY_REDIS_PREFIX + "brk-ladder:"
+    breaker = RedisBreaker(settings.REDIS_URL, prefix=prefix, config=cfg)
+    ladder = cooldown_ladder_ms(cfg)
+    assert ladder == (50.0, 100.0, 200.0)
+
+    async def scenario():
+        periods = []
+        assert await breaker.record("p", ok=False) == "open"
+        for _ in range(4):
+            open_until, opened_at = redis_sync.hmget(breaker_key(prefix, "p"), "open_until", "win_start")
+            periods.append(float(open_until) - float(opened_at))
+            while not (await breaker.allow("p", probe_ttl_seconds=5)).probe:
+                await asyncio.sleep(0.02)
+            assert await breaker.record("p", ok=False) == "open"  # the probe failed: re-opened
+        await breaker.aclose()
+        return periods
+
+    assert run(scenario()) == [50.0, 100.0, 200.0, 200.0]

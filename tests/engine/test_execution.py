@@ -15,6 +15,7 @@ from batches import execution
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
 from batches.submission import submit_batch
 from tests import factories
+from tests.factories import claim
 
 from .provider_server import Reply, ok_reply
 
@@ -129,20 +130,25 @@ def test_claims_are_disjoint_and_expired_claims_come_back(make_provider, team):
     bid = str(batch.id)
     got: dict[str, list] = {}
 
-    def claim(owner):
-        got[owner] = [i.id for i in execution.claim_items(bid, limit=25, owner=owner)]
+    def take(owner):
+        try:
+            got[owner] = [i.id for i in execution.claim_queued("cl", [bid], 25, owner)]
+        finally:
+            connection.close()
 
-    threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(2)]
+    threads = [threading.Thread(target=take, args=(f"w{n}",)) for n in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not set(got["w0"]) & set(got["w1"])
     assert len(got["w0"]) + len(got["w1"]) == 40
-    assert execution.claim_items(bid, owner="w2") == []
-    # w0 died: its claims expire and w2 takes them; w0's late results are dropped
+    assert execution.claim_queued("cl", [bid], 25, "w2") == []
+    # w0 died: its claims expire, the reconciler gives them back and w2 takes them; w0's late results
+    # are dropped
     BatchItem.objects.filter(claimed_by="w0").update(claim_expires_at="2000-01-01T00:00:00Z")
-    retaken = execution.claim_items(bid, owner="w2")
+    assert execution.requeue_expired_claims() == [bid]
+    retaken = execution.claim_queued("cl", [bid], 40, "w2")
     assert sorted(i.id for i in retaken) == sorted(got["w0"])
     from gateway_engine import ItemResult
 
@@ -162,7 +168,7 @@ def test_cancel_mid_run_in_flight_items_finish(provider_server, make_provider, t
 
     def run():
         try:
-            execution.execute_chunk(bid)
+            execution.DispatchSlice(30).run()
         finally:
             connection.close()
 
@@ -193,7 +199,7 @@ def test_reconciler_requeues_dead_claims_and_ensures_dispatchers(make_provider, 
     make_provider("rp")
     batch = make_batch(team, [q(f"p{i}", provider="rp") for i in range(5)])
     bid = str(batch.id)
-    assert execution.claim_items(bid, owner="dead-worker")
+    assert claim(bid, owner="dead-worker")
     ensured: list[int] = []
     report = execution.reconcile(lambda: ensured.append(1))
     assert report["requeued"] == [] and ensured == []  # claims still valid, nothing queued
@@ -209,7 +215,7 @@ def test_concurrent_finalize_happens_once(make_provider, team, caplog):
     make_provider("fin")
     batch = make_batch(team, [q(f"f{i}", provider="fin") for i in range(20)])
     bid = str(batch.id)
-    items = execution.claim_items(bid, owner="w")
+    items = claim(bid, owner="w")
     from gateway_engine import ItemResult
 
     log_entry = {

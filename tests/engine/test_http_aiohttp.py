@@ -5,7 +5,7 @@ import asyncio
 
 from aiohttp import web
 
-from gateway_engine.http import AiohttpProviderClient
+from gateway_engine.http import AiohttpProviderClient, HttpClients
 from gateway_engine.routing import ProviderConfig
 
 from .provider_server import idle_keepalive_rounds
@@ -149,3 +149,18 @@ def test_keepalive_connections_closed_by_the_server_are_noticed():
     assert [o.error_type for o in outcomes] == ["", "", ""]
     assert all(o.ok for o in burst)
     assert accepted >= 4  # a fresh connection after each idle close, at most 4 for the burst
+
+
+def test_pool_is_at_least_max_concurrency_and_one_client_per_provider():
+    async def check():
+        clients = HttpClients()
+        a = clients.get(config(1))
+        assert clients.get(config(1)) is a
+        assert isinstance(a, AiohttpProviderClient)
+        assert a._session.connector.limit >= config(1).max_concurrency
+        changed = clients.get(config(1, max_concurrency=9))  # a config change mid-run: a new pool
+        assert changed is not a and changed._session.connector.limit >= 9
+        await clients.aclose()
+        assert a._session.closed and changed._session.closed  # the retired pool is closed too
+
+    asyncio.run(check())

@@ -14,6 +14,7 @@ from batches.models import BatchItem, ItemStatus
 from gateway_engine import ItemResult
 from gateway_engine.journal import entry, key, sent_mark
 from tests.exactly_once import assert_exactly_once
+from tests.factories import claim
 
 from .provider_server import ok_reply
 from .test_execution import make_batch, q
@@ -62,7 +63,7 @@ def test_a_dead_owners_sent_attempts_are_folded_and_the_next_result_adds_to_them
     make_provider("jp")
     batch = make_batch(team, [q("a", provider="jp"), q("b", provider="jp")])
     dead = "host:1:dead00:slice001"
-    a, b = sorted(execution.claim_items(str(batch.id), owner=dead), key=lambda i: i.custom_id)
+    a, b = sorted(claim(str(batch.id), owner=dead), key=lambda i: i.custom_id)
     # a: two attempts left (marked sent); b: noted, but the worker died before the request left
     redis_sync.rpush(
         jkey(dead, a), entry("jp", 1, 40, "t1"), sent_mark(1), entry("jp", 2, 40, "t2"), sent_mark(2)
@@ -82,7 +83,7 @@ def test_a_dead_owners_sent_attempts_are_folded_and_the_next_result_adds_to_them
     assert journal.fold_unknown([(a.id, dead, str(batch.id), "a")]) == 0
 
     owner = execution.new_owner()
-    retaken = {i.custom_id: i for i in execution.claim_items(str(batch.id), owner=owner)}
+    retaken = {i.custom_id: i for i in claim(str(batch.id), owner=owner)}
     assert (
         execution.apply_results(
             str(batch.id), execution.as_served([(retaken["a"], ok("a")), (retaken["b"], ok("b"))]), owner
@@ -104,7 +105,7 @@ def test_a_result_whose_claim_was_lost_still_counts_its_attempts(team, make_prov
     make_provider("jp")
     batch = make_batch(team, [q("c", provider="jp")])
     slow = execution.new_owner()
-    (item,) = execution.claim_items(str(batch.id), owner=slow)
+    (item,) = claim(str(batch.id), owner=slow)
     redis_sync.rpush(
         jkey(slow, item), entry("jp", 1, 9, "t"), sent_mark(1), entry("jp", 2, 9, "t"), sent_mark(2)
     )
@@ -133,7 +134,7 @@ def test_a_slice_that_releases_a_sent_item_keeps_its_attempt(team, make_provider
     make_provider("jp")
     batch = make_batch(team, [q("d", provider="jp")])
     owner = execution.new_owner()
-    (item,) = execution.claim_items(str(batch.id), owner=owner)
+    (item,) = claim(str(batch.id), owner=owner)
     redis_sync.rpush(jkey(owner, item), entry("jp", 1, 7, "t"), sent_mark(1))
     assert execution.release_claims(owner) == 1
     item.refresh_from_db()
@@ -148,6 +149,6 @@ def test_claims_need_an_owner(team, make_provider):
     make_provider("jp")
     batch = make_batch(team, [q("e", provider="jp")])
     with pytest.raises(ValueError, match="owner"):
-        execution.claim_items(str(batch.id), owner="")
+        claim(str(batch.id), owner="")
     with pytest.raises(ValueError, match="owner"):
         execution.release_claims("")

@@ -35,9 +35,9 @@ class GiveBackCounting(RedisTokenBuckets):
         self.counts["granted"] += int(decision.granted)
         return decision
 
-    async def give_back(self, limits, tokens, *split):
+    async def give_back(self, limits, amounts, team=None):
         self.counts["given_back"] += 1
-        await super().give_back(limits, tokens, *split)
+        await super().give_back(limits, amounts, team)
 
 
 def store(counts: Counter, tag: str) -> RedisQuotaStore:

@@ -5,19 +5,18 @@ error-classification table, and an unknown kind refused loudly."""
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 
-import httpx
 import pytest
-import respx
+from multidict import CIMultiDict
 
 from gateway_engine.answers import MAX_USAGE_TOKENS
-from gateway_engine.http import ProviderClient, wire_for
+from gateway_engine.http import AiohttpProviderClient, wire_for
 from gateway_engine.retry import ErrorType, rate_limit_wait
 from gateway_engine.routing import ProviderConfig
 from gateway_engine.wire import DEFAULT_KIND, KNOWN_KINDS, UnknownWireKind, WireFormat, for_kind
 from gateway_engine.wire.openai import KEEP_HEADERS, RESERVED_PARAMS, OpenAIWire
+from tests.local_http import LocalHttp, reply
 
 WIRE = OpenAIWire()
 MSG = [{"role": "user", "content": "hi"}]
@@ -86,22 +85,22 @@ def test_reserved_params_belong_to_the_wire_format():
     assert WIRE.reserved_params is RESERVED_PARAMS
 
 
-@respx.mock
-def test_the_httpx_client_sends_exactly_what_the_wire_format_builds():
-    cfg = config()
-    route = respx.post(WIRE.endpoint(cfg).url).mock(return_value=httpx.Response(200, json={}))
+def test_the_client_sends_exactly_what_the_wire_format_builds():
     params = {"max_tokens": 9, "stream": True}
 
     async def call():
-        client = ProviderClient(cfg)
-        try:
-            return await client.chat(MSG, params)
-        finally:
-            await client.aclose()
+        async with LocalHttp() as server:
+            server.on("POST", "/v1/chat/completions", reply(200, json={}))
+            cfg = config(base_url=server.url("/v1/"))
+            client = AiohttpProviderClient(cfg)
+            try:
+                return cfg, await client.chat(MSG, params), server.last("POST", "/v1/chat/completions")
+            finally:
+                await client.aclose()
 
-    assert asyncio.run(call()).ok
-    request = route.calls.last.request
-    assert json.loads(request.content) == WIRE.body(cfg, MSG, params)
+    cfg, outcome, request = asyncio.run(call())
+    assert outcome.ok
+    assert request.json() == WIRE.body(cfg, MSG, params)
     assert request.headers["authorization"] == "Bearer sk-test"
     assert request.headers["content-type"] == "application/json"
 
@@ -136,7 +135,7 @@ def test_no_usage_object_no_usage(body):
 
 
 def test_rate_limit_headers_keep_only_the_openai_ones_case_insensitively():
-    headers = httpx.Headers(
+    headers = CIMultiDict(  # the header type aiohttp answers carry
         {
             "Retry-After": "2",
             "X-RateLimit-Reset-Tokens": "6m0s",

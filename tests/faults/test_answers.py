@@ -1,15 +1,14 @@
-"""Each broken answer, read by both HTTP clients (aiohttp: the engine's; httpx: public API) from the
-broken provider process, becomes a clean outcome: stored-safe content, or a clear error type."""
+"""Each broken answer, read by the engine's HTTP client (aiohttp) from the broken provider process,
+becomes a clean outcome: stored-safe content, or a clear error type."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-import httpx
 import pytest
 
-from gateway_engine.http import AiohttpProviderClient, ProviderClient
+from gateway_engine.http import AiohttpProviderClient
 from gateway_engine.routing import ProviderConfig
 
 MSG = [{"role": "user", "content": "hi"}]
@@ -31,20 +30,17 @@ def config(broken, mode: str) -> ProviderConfig:
     )
 
 
-async def _call(kind: str, cfg: ProviderConfig):
-    if kind == "aiohttp":
-        client = AiohttpProviderClient(cfg)
-    else:
-        client = ProviderClient(cfg, transport=httpx.AsyncHTTPTransport(retries=0))
+async def _call(cfg: ProviderConfig):
+    client = AiohttpProviderClient(cfg)
     try:
-        return await client.chat(MSG, request_id=f"{kind}-{cfg.name}")
+        return await client.chat(MSG, request_id=f"answers-{cfg.name}")
     finally:
         await client.aclose()
 
 
-@pytest.fixture(params=["aiohttp", "httpx"])
-def call(request, broken):
-    return lambda mode: asyncio.run(_call(request.param, config(broken, mode)))
+@pytest.fixture
+def call(broken):
+    return lambda mode: asyncio.run(_call(config(broken, mode)))
 
 
 def stored_safe(value) -> bool:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from batches.execution import apply_results, as_served, claim_items
+from batches.execution import apply_results, as_served
 from batches.models import Batch, BatchItem, ItemStatus
 from gateway_engine import ItemResult
-from tests.factories import make_batch
+from tests.factories import claim, make_batch
 from tests.factories import work_item as q
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,7 @@ def test_poison_rows_become_invalid_response_and_neighbours_are_stored(team, gro
     names = list(POISON)
     good = [f"good{i}" for i in range(group_size)]
     batch = make_batch(team, [q(c, provider="p") for c in good + names])
-    items = {i.custom_id: i for i in claim_items(str(batch.id), owner=OWNER)}
+    items = {i.custom_id: i for i in claim(str(batch.id), owner=OWNER)}
     entries = [(items[c], ok(c, {"content": f"fine {c}"})) for c in good]
     entries += [(items[c], POISON[c]) for c in names]
     entries.sort(key=lambda e: e[0].seq)  # poison in the middle of good rows too
@@ -71,7 +71,7 @@ def test_poison_rows_become_invalid_response_and_neighbours_are_stored(team, gro
 def test_bigint_token_counts_are_stored(team):
     """Token columns are bigint: 3·10^9 tokens (clamped answers can sum past int4) is stored as is."""
     batch = make_batch(team, [q("big", provider="p")])
-    (item,) = claim_items(str(batch.id), owner=OWNER)
+    (item,) = claim(str(batch.id), owner=OWNER)
     apply_results(str(batch.id), as_served([(item, ok("big", {"c": 1}, tokens=3 * 10**9))]), owner=OWNER)
     item.refresh_from_db()
     assert (item.status, item.prompt_tokens) == (ItemStatus.SUCCEEDED, 3 * 10**9)
@@ -86,7 +86,7 @@ def test_poison_rows_in_autocommit_mode(team, group_size):
     assert not connection.in_atomic_block
     good = [f"good{i}" for i in range(group_size)]
     batch = make_batch(team, [q(c, provider="p") for c in good + ["nul", "nan"]])
-    items = {i.custom_id: i for i in claim_items(str(batch.id), owner=OWNER)}
+    items = {i.custom_id: i for i in claim(str(batch.id), owner=OWNER)}
     entries = [(items[c], ok(c, {"content": c})) for c in good]
     entries.insert(1, (items["nul"], POISON["nul"]))
     entries.append((items["nan"], POISON["nan"]))

@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from gateway_engine.error_kinds import error_kind
 from providers.adapters import provider_limits
 from providers.limits import snapshot_all_sync
 from providers.limits.budgets import budget_usage
@@ -129,6 +130,8 @@ def test_a_provider_failure_after_the_first_chunk_ends_the_stream_with_an_error_
     assert sum(1 for e in events[:-1] if json.loads(e)["choices"][0]["delta"].get("content")) == 2
     (row,) = logged_calls(1)
     assert (row.status, row.attempts) == ("failed", 1)  # never retried: the client already had bytes
+    # the frame says what a plain answer of the recorded error type says (its row of the one table)
+    assert last["error"]["code"] == error_kind(row.error_type).code and row.error_type
     assert sim.request_counts()["gpt"] == {row.call_id: 1}
     with pytest.raises(openai.APIError):  # and the SDK raises on it
         client = openai.OpenAI(base_url=gateway + "/v1", api_key=key, max_retries=0)

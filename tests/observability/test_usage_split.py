@@ -18,7 +18,7 @@ from batches.execution.served import Served, ServedBy
 from batches.models import Batch, BatchItem, ItemStatus, TeamUsageDaily
 from gateway_engine import ItemResult
 from teams.services import create_api_key
-from tests.factories import make_batch
+from tests.factories import claim, make_batch
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ def _finished_batch(team):
     """Item r0: 100k + 50k tokens in real time; b0: 200k + 100k through the provider's batch API;
     x0: failed before any provider (budget_exceeded, 0 attempts)."""
     batch = make_batch(team, [{"custom_id": c, "provider": "pb", "query": "q"} for c in ("r0", "b0", "x0")])
-    rows = {i.custom_id: i for i in execution.claim_items(str(batch.id), owner="w")}
+    rows = {i.custom_id: i for i in claim(str(batch.id), owner="w")}
     served = [
         Served(rows["r0"], _result(rows["r0"], 100_000, 50_000), ServedBy.REALTIME),
         Served(rows["b0"], _result(rows["b0"], 200_000, 100_000, "provider_batch"), ServedBy.PROVIDER_BATCH),
@@ -114,7 +114,7 @@ def test_usage_csv_and_page_show_the_split(team, priced, client):
 
 def test_a_result_applied_after_its_batch_was_finalized_is_added_to_the_usage(team, priced):
     batch = make_batch(team, [{"custom_id": c, "provider": "pb", "query": "q"} for c in ("a", "late")])
-    rows = {i.custom_id: i for i in execution.claim_items(str(batch.id), owner="w")}
+    rows = {i.custom_id: i for i in claim(str(batch.id), owner="w")}
     with django_capture_on_commit():
         execution.apply_results(
             str(batch.id), [Served(rows["a"], _result(rows["a"], 10, 5), ServedBy.REALTIME)], "w"

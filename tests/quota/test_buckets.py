@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from gateway_engine.quota import QuotaImpossible, Reservation
+from gateway_engine.quota import QuotaImpossible, Reservation, TeamQuota
 from providers.adapters import provider_limits
 from tests.waiting import wait_until_async
 
@@ -315,28 +315,28 @@ def test_queued_waiter_cancellation_and_deadline(store):
 
 def test_share_cap_limits_a_team_to_its_share(store):
     base = make_limits(rpm=600, burst_seconds=10.0)  # 10/s, capacity 100
-    capped = base.for_team("t1", 0.25)  # 2.5/s, capacity 25
-    other = base.for_team("t2", None)
+    capped = TeamQuota("t1", share=0.25)  # 2.5/s, capacity 25
+    other = TeamQuota("t2")
 
     async def body():
         granted = 0
         for _ in range(60):
-            granted += (await store.try_acquire(capped)).granted
+            granted += (await store.try_acquire(base, team=capped)).granted
         assert granted == 25  # the team's burst, although the provider bucket had 100
-        denied = await store.try_acquire(capped)
+        denied = await store.try_acquire(base, team=capped)
         assert not denied.granted and 200 <= denied.wait_ms <= 400  # one team token refills in 400 ms
         # the provider's own buckets gave exactly 25 away: another team still gets the rest (plus what
         # refilled meanwhile at 10/s)
         others = 0
         for _ in range(100):
-            others += (await store.try_acquire(other)).granted
+            others += (await store.try_acquire(base, team=other)).granted
         assert 75 <= others <= 80
 
     run(store, body)
 
 
 def test_share_cap_holds_under_concurrency_and_releases_give_back(store):
-    limits = make_limits(rpm=6000, burst_seconds=0.5).for_team("t1", 0.2)  # 20/s, capacity 10
+    limits, team = make_limits(rpm=6000, burst_seconds=0.5), TeamQuota("t1", share=0.2)  # 20/s, capacity 10
 
     async def body():
         grants: list[tuple[float, int]] = []
@@ -344,7 +344,7 @@ def test_share_cap_holds_under_concurrency_and_releases_give_back(store):
 
         async def caller():
             while time.monotonic() < deadline:
-                decision = await store.try_acquire(limits)
+                decision = await store.try_acquire(limits, team=team)
                 if decision.granted:
                     grants.append((decision.now_ms, 1))
                 else:
@@ -352,14 +352,14 @@ def test_share_cap_holds_under_concurrency_and_releases_give_back(store):
 
         await asyncio.gather(*(caller() for _ in range(6)))
         assert len(grants) >= 20
-        assert_within_rate(grants, limits.team_rpm_per_ms, limits.team_rpm_capacity, "team rpm")
+        assert_within_rate(grants, *team.share_rate(limits), "team rpm")
 
-        fresh = make_limits(rpm=600, burst_seconds=1.0).for_team("t9", 0.2)  # team capacity 2
-        res = await store.acquire(fresh)
-        await store.acquire(fresh)
-        assert not (await store.try_acquire(fresh)).granted
+        fresh, t9 = make_limits(rpm=600, burst_seconds=1.0), TeamQuota("t9", share=0.2)  # team capacity 2
+        res = await store.acquire(fresh, team=t9)
+        await store.acquire(fresh, team=t9)
+        assert not (await store.try_acquire(fresh, team=t9)).granted
         await store.release(fresh, res)  # gives back the team token too
-        assert (await store.try_acquire(fresh)).granted
+        assert (await store.try_acquire(fresh, team=t9)).granted
 
     run(store, body)
 
@@ -396,10 +396,12 @@ def test_margin_comes_from_settings_and_is_at_most_half_the_burst(settings):
     settings.GATEWAY_QUOTA_JITTER_MARGIN_SECONDS = 0.0
     assert provider_limits(row).rpm_capacity == 20
     # a team capped at 0.1 of 600 rpm: 1/s, burst (2 − 0.25) s → 1.75; never below one request
-    capped = provider_limits(row, margin_seconds=0.25).for_team("t", 0.1)
-    assert capped.team_rpm_per_ms == pytest.approx(1 / 1000) and capped.team_rpm_capacity == 1.75
-    assert provider_limits(row).for_team("t", 0.01).team_rpm_capacity == 1.0
-    assert capped.for_team("t", None).team_capped is False
+    per_ms, capacity = TeamQuota("t", share=0.1).share_rate(provider_limits(row, margin_seconds=0.25))
+    assert per_ms == pytest.approx(1 / 1000) and capacity == 1.75
+    assert TeamQuota("t", share=0.01).share_rate(provider_limits(row))[1] == 1.0
+    assert (
+        TeamQuota("t", share=None).share_capped is False and TeamQuota("t", share=1.0).share_capped is False
+    )
 
 
 def test_burst_then_exact_wait_on_a_fake_clock(clocked_store, clock):

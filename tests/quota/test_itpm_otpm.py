@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from gateway_engine.quota import QuotaImpossible
+from gateway_engine.quota.team_quota import TeamQuota
 
 from .conftest import assert_within_rate, make_limits, run
 
@@ -115,14 +116,14 @@ def test_release_gives_every_bucket_back_and_reconcile_settles_each(store):
 
 
 def test_the_itpm_bucket_honours_a_team_share_grant_atomically(store):
-    limits = replace(make_limits(**SLOW), team="t", team_share=0.5)
+    limits, team = make_limits(**SLOW), TeamQuota("t", share=0.5)
 
     async def body():
-        await store.acquire(limits, 10, input_tokens=95, output_tokens=1)
-        denied = await store.try_acquire(limits, 10, 10, 1)  # ITPM short: the team token stays
+        await store.acquire(limits, 10, input_tokens=95, output_tokens=1, team=team)
+        denied = await store.try_acquire(limits, 10, 10, 1, team=team)  # ITPM short: the team token stays
         assert not denied.granted
         for _ in range(5):  # the team's share bucket (cap 50) still has its tokens
-            assert (await store.try_acquire(limits, 1, 0, 0)).granted
+            assert (await store.try_acquire(limits, 1, 0, 0, team=team)).granted
 
     run(store, body)
 

@@ -1,43 +1,32 @@
-"""Per-team limits on queued work: one team cannot fill the database, the claim queries and the
-dashboards, whatever its budget (issue #29).
+"""Per-team limits on queued work, the submission's rule: one team cannot fill the database, the claim
+queries and the dashboards, whatever its budget (issue #29).
 
-Three limits, each the team's own value (admin) or else the deployment's default setting:
-
-    pending items          items not finished yet across the team's unfinished batches
-                           (GATEWAY_TEAM_MAX_PENDING_ITEMS, default 200,000)
-    open batches           unfinished batches at once (GATEWAY_TEAM_MAX_OPEN_BATCHES, default 500)
-    submissions per minute batches created in the last 60 s (GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE,
-                           default 120)
+Three limits, each resolved by teams/limits.py (the team's own value, else the deployment's default):
+pending items (items not finished yet across the team's unfinished batches), open batches (unfinished
+batches at once), submissions per minute (batches created in the last 60 s).
 
 ``locked_refusal(team, new_items)`` runs inside the submission's transaction, after locking the team's
 row, so two concurrent submissions of one team cannot both slip under a limit; over a limit the
 submission service raises ``QueueLimitRefused`` (a 429 SubmissionError naming the limit, with
-``retry_after``) and nothing is stored. This module imports nothing of the submission package. Read from the batches' own counters (two indexed aggregates on the team's unfinished batches and
-one on its last minute), so the check costs about a millisecond however large the queue.
-``usage(team)`` is the same numbers for the API and the dashboards.
+``retry_after``) and nothing is stored. Read from the batches' own counters (two indexed aggregates on
+the team's unfinished batches and one on its last minute), so the check costs about a millisecond
+however large the queue. ``usage(team)`` is the same numbers for the API and the dashboards (registered
+as TeamUsage.queue_usage in batches/apps.py).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from teams.limits import limits_of
 from teams.models import Team
 from teams.usage import QueueUsage
 
-from .models import Batch
-
-
-def limits_of(team: Team) -> tuple[int, int, int]:
-    return (
-        team.max_pending_items or int(settings.GATEWAY_TEAM_MAX_PENDING_ITEMS),
-        team.max_open_batches or int(settings.GATEWAY_TEAM_MAX_OPEN_BATCHES),
-        team.max_submissions_per_minute or int(settings.GATEWAY_TEAM_MAX_SUBMISSIONS_PER_MINUTE),
-    )
+from ..models import Batch
 
 
 def usage(team: Team) -> QueueUsage:
@@ -46,14 +35,14 @@ def usage(team: Team) -> QueueUsage:
         batches=Count("id"), pending=Coalesce(Sum(F("total_count") - done), 0)
     )
     recent = Batch.objects.filter(team=team, created_at__gte=timezone.now() - timedelta(seconds=60)).count()
-    max_pending, max_open, max_rate = limits_of(team)
+    limits = limits_of(team)
     return QueueUsage(
         pending_items=max(0, int(open_rows["pending"] or 0)),
-        max_pending_items=max_pending,
+        max_pending_items=limits.max_pending_items,
         open_batches=int(open_rows["batches"] or 0),
-        max_open_batches=max_open,
+        max_open_batches=limits.max_open_batches,
         submissions_last_minute=recent,
-        max_submissions_per_minute=max_rate,
+        max_submissions_per_minute=limits.max_submissions_per_minute,
     )
 
 
