@@ -1,7 +1,7 @@
 """Capped exponential growth, the one formula behind every "wait longer each time" of the gateway: the
 retry backoff (retry.py: full jitter under the ceiling), the breaker's doubling cooldown (breaker.py; the
 Lua breaker in breaker_redis.py is handed the ladder this module computes, it has no formula of its own),
-the outage ride-through's waits (outage.py), the webhook redelivery wait (webhooks/worker.py), the
+the outage ride-through's waits (outage.py), the lease and in-flight slot polls (quota/leases.py, quota/slots.py), the webhook redelivery wait (webhooks/worker.py), the
 provider-batch poll interval (provider_batches/lifecycle.py) and the config listener's reconnects
 (providers/limits/source.py).
 

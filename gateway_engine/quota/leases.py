@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from ..backoff import capped_exponential
 from .types import ProviderLimits
 from .wakeups import Wakeups
 
@@ -113,14 +114,15 @@ class ConcurrencyLeases(ABC):
         Woken at once (FIFO) by a release in this process; slots freed by other processes are noticed
         by polling (2 ms doubling to 100 ms, or sooner if the earliest lease expires sooner)."""
         key = "lease:" + limits.name
-        delay = LEASE_POLL_MIN_S
+        step, delay = 0, LEASE_POLL_MIN_S
         while True:
             hint_ms = await self.peek(limits)
             if hint_ms == 0:
                 return
             timeout = min(delay, max(hint_ms / 1000.0, LEASE_POLL_MIN_S))
             await self._wakeups.wait(key, timeout * random.uniform(1.0, 1.5))
-            delay = min(delay * 2, LEASE_POLL_MAX_S)
+            step += 1
+            delay = capped_exponential(LEASE_POLL_MIN_S, LEASE_POLL_MAX_S, step)
 
     @asynccontextmanager
     async def lease(self, limits: ProviderLimits) -> AsyncIterator[Lease]:
@@ -131,7 +133,7 @@ class ConcurrencyLeases(ABC):
         """
         lease = Lease(limits.name, uuid.uuid4().hex)
         key = "lease:" + limits.name
-        delay = LEASE_POLL_MIN_S
+        step, delay = 0, LEASE_POLL_MIN_S
         while True:
             try:
                 hint_ms = await self.try_take(limits, lease.lease_id)
@@ -144,7 +146,8 @@ class ConcurrencyLeases(ABC):
                 break
             timeout = min(delay, max(hint_ms / 1000.0, LEASE_POLL_MIN_S))
             await self._wakeups.wait(key, timeout * random.uniform(1.0, 1.5))
-            delay = min(delay * 2, LEASE_POLL_MAX_S)
+            step += 1
+            delay = capped_exponential(LEASE_POLL_MIN_S, LEASE_POLL_MAX_S, step)
         self._start_heartbeat(limits, lease)
         try:
             yield lease

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from ..backoff import capped_exponential
 from .leases import LEASE_POLL_MAX_S, LEASE_POLL_MIN_S, ConcurrencyLeases, Lease
 from .types import ProviderLimits
 from .wakeups import Wakeups
@@ -74,14 +75,15 @@ class InFlightSlots:
         """One of ``global_max_in_flight`` slots for this whole process (all threads and event loops),
         and, if ``cluster_max_in_flight`` > 0, one of that many slots across every worker (a lease in
         the shared store). Waits for both. (The engine takes them without waiting: try_global_slot.)"""
-        delay = LEASE_POLL_MIN_S
+        step, delay = 0, LEASE_POLL_MIN_S
         while True:
             with self._lock:
                 if self._in_flight < self.global_max_in_flight:
                     self._in_flight += 1
                     break
             await self._wakeups.wait("global", delay)
-            delay = min(delay * 2, LEASE_POLL_MAX_S)
+            step += 1
+            delay = capped_exponential(LEASE_POLL_MIN_S, LEASE_POLL_MAX_S, step)
         try:
             if self._cluster_limits is None:
                 yield
@@ -124,14 +126,15 @@ class InFlightSlots:
 
     async def wait_for_global_slot(self) -> None:
         """Wait until an in-flight slot looks free (woken at once by a release in this process). Takes nothing."""
-        delay = LEASE_POLL_MIN_S
+        step, delay = 0, LEASE_POLL_MIN_S
         while True:
             with self._lock:
                 free = self._in_flight < self.global_max_in_flight
             if free:
                 break
             await self._wakeups.wait("global", delay)
-            delay = min(delay * 2, LEASE_POLL_MAX_S)
+            step += 1
+            delay = capped_exponential(LEASE_POLL_MIN_S, LEASE_POLL_MAX_S, step)
         if self._cluster_limits is not None:
             await self._leases.wait_for_lease(self._cluster_limits)
 
