@@ -1,0 +1,209 @@
+"""The order in which `make test` hands test files to its pytest-xdist processes (``--dist loadfile``).
+
+xdist gives a process one file at a time and the next file to whichever process is free first. By
+default it queues the files by their number of tests, most first: the files holding one long test (the
+multi-host system test, the failure-isolation test, the outage tests: 30–60 s each) then come last, and
+the other process idles while the last of them runs. Here the files are queued longest first instead
+(the longest-processing-time rule), so the long ones overlap each other and the files handed out last
+are short ones; the tests and what they assert are unchanged, only the order of the files.
+
+``SECONDS``: one file's seconds in one pytest process (setup, call and teardown of its tests), measured
+under the load of a `make test` (its two processes plus whatever else the machine runs) — relative
+sizes are what matter. Files not listed (new ones, short ones) are estimated from their tests: a test
+marked ``slow`` as ``SLOW_TEST_S``, any other as ``TEST_S``. Refresh the table from a run's JUnit XML:
+``pytest -n 2 --dist loadfile --junitxml=run.xml`` then ``python -m tests.ordering run.xml``.
+
+Only pytest-xdist processes reorder (a plain ``pytest`` run keeps the files in their usual order).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from xml.etree import ElementTree
+
+import pytest
+
+SLOW_TEST_S = 10.0
+TEST_S = 0.1
+LISTED_FROM_S = 4.0  # the table lists files at least this long
+
+SECONDS: dict[str, float] = {
+    "tests/firsthour/test_commands.py": 118,
+    "tests/firsthour/test_single_process_submit.py": 104,
+    "tests/provider_batches/test_workers.py": 92,
+    "tests/observability/test_metrics_default_dir.py": 88,
+    "tests/firsthour/test_make_up.py": 78,
+    "tests/client/test_batch_options.py": 70,
+    "tests/limits/test_reload.py": 65,
+    "tests/faults/test_isolation.py": 62,
+    "tests/hardening/test_auth_throttle.py": 61,
+    "tests/scheduling/test_warm_shutdown.py": 61,
+    "tests/hardening/test_ingress.py": 60,
+    "tests/dashboard/test_browser.py": 54,
+    "tests/scheduling/test_redis_sentinel.py": 54,
+    "tests/scheduling/test_outages.py": 48,
+    "tests/test_load_providers.py": 48,
+    "tests/engine/test_celery_workers.py": 47,
+    "tests/system/test_multi_host.py": 45,
+    "tests/limits/test_shared_keys.py": 43,
+    "tests/api/test_schema.py": 42,
+    "tests/firsthour/test_demo.py": 42,
+    "tests/test_settings_env.py": 42,
+    "tests/provider_batches/test_route_inprocess.py": 41,
+    "tests/firsthour/test_single_process_guard.py": 40,
+    "tests/client/test_gateway.py": 40,
+    "tests/interactive/test_fair_queue.py": 39,
+    "tests/interactive/test_sdk.py": 38,
+    "tests/dashboard/test_hostile_metadata.py": 34,
+    "tests/firsthour/test_command_logs.py": 34,
+    "tests/hardening/test_metrics_token.py": 33,
+    "tests/api/test_submission.py": 32,
+    "tests/cache/test_cache_execution.py": 32,
+    "tests/quota/test_multiprocess.py": 31,
+    "tests/sim/test_sim_server.py": 31,
+    "tests/scheduling/test_redis_failover.py": 31,
+    "tests/scheduling/test_workers.py": 30,
+    "tests/system/test_openapi_guards.py": 30,
+    "tests/scheduling/test_prefix_grouping.py": 30,
+    "tests/hardening/test_production_settings.py": 29,
+    "tests/limits/test_budget.py": 26,
+    "tests/architecture/test_defined_once.py": 26,
+    "tests/webhooks/test_webhook_workers.py": 25,
+    "tests/scheduling/test_default_pool.py": 24,
+    "tests/sim/test_request_counts.py": 24,
+    "tests/interactive/test_streaming.py": 24,
+    "tests/faults/test_fault_suite.py": 23,
+    "tests/client/test_runnable.py": 23,
+    "tests/scheduling/test_provider_kinds.py": 23,
+    "tests/provider_batches/test_fallbacks_inprocess.py": 22,
+    "tests/sim/test_sdk_conformance.py": 22,
+    "tests/system/test_post_to_rate_limited_provider.py": 22,
+    "tests/scheduling/test_inprocess.py": 22,
+    "tests/engine/test_statements_per_item.py": 21,
+    "tests/quota/test_adaptive_kinds.py": 21,
+    "tests/limits/test_provider_side.py": 21,
+    "tests/dashboard/test_pages.py": 21,
+    "tests/sim/test_kinds_validation.py": 20,
+    "tests/observability/test_dashboard_prometheus.py": 20,
+    "tests/openai/test_blob_storage.py": 20,
+    "tests/openai/test_sdk_errors.py": 17,
+    "tests/cache/test_cache_workers.py": 17,
+    "tests/quota/test_failover_errors.py": 17,
+    "tests/observability/test_metrics_workers.py": 17,
+    "tests/hardening/test_csp.py": 16,
+    "tests/quota/test_buckets.py": 16,
+    "tests/engine/test_execution.py": 16,
+    "tests/interactive/test_interactive_first.py": 16,
+    "tests/scheduling/test_pause_workers.py": 15,
+    "tests/engine/test_batcher.py": 15,
+    "tests/sim/test_streams.py": 15,
+    "tests/limits/test_visibility.py": 14,
+    "tests/api/test_native_results.py": 14,
+    "tests/interactive/test_langchain.py": 14,
+    "tests/firsthour/test_api_paths.py": 13,
+    "tests/provider_batches/test_enqueued_limit.py": 13,
+    "tests/observability/test_logs_traces.py": 13,
+    "tests/dashboard/test_access.py": 12,
+    "tests/engine/test_apply_results.py": 12,
+    "tests/quota/test_live_config.py": 12,
+    "tests/dashboard/test_query_counts.py": 12,
+    "tests/engine/test_journal.py": 11,
+    "tests/openai/test_files_limits.py": 11,
+    "tests/test_lint_types.py": 10,
+    "tests/architecture/test_layers.py": 10,
+    "tests/webhooks/test_webhooks.py": 10,
+    "tests/openai/test_mapping.py": 9,
+    "tests/engine/test_no_idle_token_holders.py": 9,
+    "tests/engine/test_boundary.py": 9,
+    "tests/firsthour/test_pages_and_admin.py": 9,
+    "tests/openai/test_schema.py": 9,
+    "tests/api/test_input_polish.py": 9,
+    "tests/client/test_example.py": 8,
+    "tests/quota/test_leases.py": 8,
+    "tests/engine/test_batch_api_clients.py": 8,
+    "tests/hardening/test_result_write.py": 8,
+    "tests/interactive/test_redis_outage.py": 7,
+    "tests/api/test_read.py": 7,
+    "tests/engine/test_parking.py": 7,
+    "tests/dashboard/test_staff_actions.py": 7,
+    "tests/engine/test_breaker.py": 7,
+    "tests/interactive/test_schema_shapes.py": 7,
+    "tests/architecture/test_no_dead_readers.py": 6,
+    "tests/interactive/test_disconnect.py": 6,
+    "tests/providers/test_kinds.py": 6,
+    "tests/sim/test_batch_apis.py": 6,
+    "tests/api/test_auth.py": 6,
+    "tests/providers/test_pauses.py": 6,
+    "tests/openai/test_sdk_end_to_end.py": 6,
+    "tests/interactive/test_records.py": 6,
+    "tests/hardening/test_submission_limits.py": 5,
+    "tests/sim/test_kinds_limits_faults.py": 5,
+    "tests/quota/test_itpm_otpm.py": 5,
+    "tests/teams/test_migration_from_batches.py": 5,
+    "tests/architecture/test_private_access.py": 5,
+    "tests/test_admin.py": 5,
+    "tests/hardening/test_providers.py": 5,
+    "tests/hardening/test_purge_files.py": 5,
+    "tests/quota/test_pause.py": 5,
+    "tests/interactive/test_call_details.py": 5,
+    "tests/quota/test_property.py": 5,
+    "tests/api/test_any_host.py": 5,
+    "tests/engine/test_provider_pause.py": 4,
+    "tests/api/test_reserved_metadata.py": 4,
+    "tests/hardening/test_dashboard_dates.py": 4,
+    "tests/hardening/test_idempotency.py": 4,
+    "tests/hardening/test_admin_lockout.py": 4,
+}
+
+
+def configure(config: pytest.Config) -> None:
+    """On the xdist controller: keep the files in the order the processes collected them (ours)."""
+    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope") and hasattr(
+        config.option, "loadscopereorder"
+    ):
+        config.option.loadscopereorder = False
+
+
+def estimate(path: str, items: list[pytest.Item]) -> float:
+    if path in SECONDS:
+        return SECONDS[path]
+    return sum(SLOW_TEST_S if item.get_closest_marker("slow") else TEST_S for item in items)
+
+
+def longest_files_first(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the collected tests by file, longest file first; inside a file the order stays as it was.
+    Only in an xdist process (the controller queues the files in the order its processes collected)."""
+    if not hasattr(config, "workerinput"):
+        return
+    by_file: dict[str, list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        by_file[item.nodeid.split("::", 1)[0]].append(item)
+    order = sorted(by_file, key=lambda path: -estimate(path, by_file[path]))  # stable: ties keep their order
+    items[:] = [item for path in order for item in by_file[path]]
+
+
+def table(junit_paths: list[str]) -> dict[str, float]:
+    """Seconds per file from JUnit XML reports (pytest's default: each test's setup + call + teardown)."""
+    seconds: dict[str, float] = defaultdict(float)
+    for junit in junit_paths:
+        for case in ElementTree.parse(junit).iter("testcase"):
+            seconds[_file_of(case.get("classname", ""))] += float(case.get("time") or 0)
+    return dict(seconds)
+
+
+def _file_of(classname: str) -> str:
+    """``tests.scheduling.test_outages`` or ``tests.api.test_read.TestX`` → ``tests/…/test_….py``."""
+    parts = classname.split(".")
+    while parts and parts[-1][:1].isupper():  # a test class
+        parts.pop()
+    return "/".join(parts) + ".py"
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintenance command
+    rows = sorted(table(sys.argv[1:]).items(), key=lambda kv: -kv[1])
+    print("SECONDS: dict[str, float] = {")
+    for path, s in rows:
+        if s >= LISTED_FROM_S:
+            print(f'    "{path}": {s:.0f},')
+    print("}")
