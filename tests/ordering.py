@@ -5,7 +5,8 @@ default it queues the files by their number of tests, most first: the files hold
 multi-host system test, the failure-isolation test, the outage tests: 30–60 s each) then come last, and
 the other process idles while the last of them runs. Here the files are queued longest first instead
 (the longest-processing-time rule), so the long ones overlap each other and the files handed out last
-are short ones; the tests and what they assert are unchanged, only the order of the files.
+are short ones; the tests and what they assert are unchanged, only the order of the files. The files
+of a package with a package-scoped fixture are queued together (see ``longest_files_first``).
 
 ``SECONDS``: one file's seconds in one pytest process (setup, call and teardown of its tests), measured
 under the load of a `make test` (its two processes plus whatever else the machine runs) — relative
@@ -171,16 +172,38 @@ def estimate(path: str, items: list[pytest.Item]) -> float:
     return sum(SLOW_TEST_S if item.get_closest_marker("slow") else TEST_S for item in items)
 
 
+def package_fixture_home(items: list[pytest.Item]) -> str | None:
+    """The directory of a package-scoped fixture these tests use (tests/client's ``stack``), if any."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        for defs in info.name2fixturedefs.values() if info else ():
+            for fixturedef in defs:
+                if fixturedef.scope == "package":
+                    return fixturedef.baseid
+    return None
+
+
 def longest_files_first(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group the collected tests by file, longest file first; inside a file the order stays as it was.
-    Only in an xdist process (the controller queues the files in the order its processes collected)."""
+
+    The files of a package whose package-scoped fixture they use stay next to each other (the package
+    as one block, placed by its total): a process that runs another file between two of them tears the
+    fixture down and starts it again (tests/client's uvicorn and worker: one start per file, not one
+    per process). Only in an xdist process (the controller queues the files in the order its processes
+    collected them)."""
     if not hasattr(config, "workerinput"):
         return
     by_file: dict[str, list[pytest.Item]] = defaultdict(list)
     for item in items:
         by_file[item.nodeid.split("::", 1)[0]].append(item)
-    order = sorted(by_file, key=lambda path: -estimate(path, by_file[path]))  # stable: ties keep their order
-    items[:] = [item for path in order for item in by_file[path]]
+    seconds = {path: estimate(path, tests) for path, tests in by_file.items()}
+    blocks: dict[str, list[str]] = defaultdict(list)
+    for path, tests in by_file.items():
+        blocks[package_fixture_home(tests) or path].append(path)
+    order = sorted(blocks.values(), key=lambda paths: -sum(seconds[p] for p in paths))  # stable
+    items[:] = [
+        item for paths in order for path in sorted(paths, key=lambda p: -seconds[p]) for item in by_file[path]
+    ]
 
 
 def table(junit_paths: list[str]) -> dict[str, float]:
