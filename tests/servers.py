@@ -73,9 +73,11 @@ def start_redis(directory: Path, port: int | None = None) -> RedisServer:
         pytest.skip("redis-server is not installed")
     for _ in range(5 if port is None else 1):  # a probed port can be taken before the bind: try another
         port_now = free_port() if port is None else port
+        # repl-diskless-sync-delay 0: a replica of this server (the failover tests') gets its first sync at
+        # once, not after Redis's default 5 s wait for more replicas to share the transfer
         proc = subprocess.Popen(
             ["redis-server", "--port", str(port_now), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(directory)],
+             "--dir", str(directory), "--repl-diskless-sync-delay", "0"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -115,7 +115,7 @@ def test_invalid_file_is_rejected_whole_naming_provider_and_field(tmp_path, muta
 
 
 @pytest.mark.django_db
-def test_bad_rpm_in_fresh_db_exits_nonzero_via_manage_py(tmp_path):
+def test_bad_rpm_in_fresh_db_exits_nonzero_via_manage_py(tmp_path, migrated_sqlite):
     import subprocess
     import sys
     from pathlib import Path
@@ -125,8 +125,8 @@ def test_bad_rpm_in_fresh_db_exits_nonzero_via_manage_py(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
     root = Path(__file__).resolve().parent.parent
-    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True)
+    db = migrated_sqlite(tmp_path / "x.sqlite3")  # a fresh database after `manage.py migrate` (conftest.py)
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{db}"}
     result = subprocess.run(
         [sys.executable, "manage.py", "load_providers", str(path)],
         cwd=root,

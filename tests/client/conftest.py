@@ -36,7 +36,14 @@ def stack(django_db_setup, tmp_path_factory):
     """The gateway's base URL (uvicorn) and its worker set; the web process's batches go to the
     worker's queue (``CELERY_TASK_DEFAULT_QUEUE``), Celery not eager."""
     tmp = tmp_path_factory.mktemp("client-stack")
-    workers = Workers(tmp)
+    # the provider batch of test_batch_options (the simulator turns it around in 0.3 s) is polled 0.1–0.5 s
+    # apart, not from 30 s on, and the reconciler that kicks the polls passes every 3 s (lease / 3), not 20
+    workers = Workers(
+        tmp,
+        GATEWAY_PROVIDER_BATCH_POLL_MIN_SECONDS="0.1",
+        GATEWAY_PROVIDER_BATCH_POLL_MAX_SECONDS="0.5",
+        GATEWAY_CLAIM_LEASE_SECONDS="9",
+    )
     workers.start("client")
     proc, url = start_uvicorn(
         tmp / "uvicorn.log", CELERY_TASK_ALWAYS_EAGER="0", CELERY_TASK_DEFAULT_QUEUE=workers.queue

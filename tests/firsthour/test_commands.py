@@ -69,19 +69,17 @@ def test_unreachable_postgres_is_one_sentence_without_the_password():
     assert f"postgresql://postgres@127.0.0.1:{port}/gateway" in line and "s3cret" not in line
 
 
-def test_a_migrated_database_works_as_before(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ok.sqlite3'}"
-    assert run(["migrate", "--noinput"], url).returncode == 0
+def test_a_migrated_database_works_as_before(tmp_path, migrated_sqlite):
+    url = f"sqlite:///{migrated_sqlite(tmp_path / 'ok.sqlite3')}"  # after `manage.py migrate` (conftest.py)
     created = run(["create_team", "acme"], url)
     assert created.returncode == 0 and "created: team acme" in created.stdout
     key = run(["create_api_key", "--team", "acme", "--name", "ci"], url)
     assert key.returncode == 0 and key.stdout.strip().splitlines()[-1].startswith("bgw_")
 
 
-def test_submit_batch_wait_without_a_terminal_prints_plain_lines(tmp_path):
+def test_submit_batch_wait_without_a_terminal_prints_plain_lines(tmp_path, migrated_sqlite):
     """--wait piped to a log: no carriage returns, one line per status change or every few seconds."""
-    url = f"sqlite:///{tmp_path / 'wait.sqlite3'}"
-    assert run(["migrate", "--noinput"], url).returncode == 0
+    url = f"sqlite:///{migrated_sqlite(tmp_path / 'wait.sqlite3')}"
     assert run(["create_team", "acme"], url).returncode == 0
     # a provider nothing listens on: every item fails fast with a connection error, the batch ends
     port = free_port()

@@ -114,10 +114,10 @@ def item_rows(db: Path, batch_id: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory):
+def single(tmp_path_factory, migrated_sqlite):
     """A migrated SQLite database with provider `sp` (the simulator) and team `acme`, as a user sets it up."""
     tmp = tmp_path_factory.mktemp("single-process")
-    db = tmp / "gateway.sqlite3"
+    db = migrated_sqlite(tmp / "gateway.sqlite3")  # `manage.py migrate`d (conftest.py)
     env = single_process_env(db)
     with run_simulator_in_thread(SIM) as sim:
         providers = tmp / "providers.json"
@@ -131,7 +131,7 @@ def single(tmp_path_factory):
                 }
             )
         )  # fmt: skip
-        for args in (["migrate", "--noinput"], ["load_providers", str(providers)], ["create_team", "acme"]):
+        for args in (["load_providers", str(providers)], ["create_team", "acme"]):
             done = manage(env, *args)
             assert done.returncode == 0, done.stdout + done.stderr
         yield {"db": db, "env": env, "tmp": tmp}

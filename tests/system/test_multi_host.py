@@ -111,7 +111,7 @@ class Cluster:
         shutil.chown(data, "postgres", "postgres")
         net.run(
             "db",
-            [str(PG_BIN / "initdb"), "-D", str(data / "d"), "-U", "postgres", "--auth=trust"],
+            [str(PG_BIN / "initdb"), "-D", str(data / "d"), "-U", "postgres", "--auth=trust", "--no-sync"],
             user="postgres",
         )
         (data / "d" / "pg_hba.conf").write_text("local all all trust\nhost all all 0.0.0.0/0 trust\n")
