@@ -41,12 +41,18 @@ def ladder(base: float, cap: float, factor: float = 2.0) -> tuple[float, ...]:
 class BackoffPolicy:
     """How one error type's retries back off, relative to the configured base and cap (``scale`` 1 is
     them as configured). ``retries`` False: the error type is never retried (its row's ``retryable``
-    is False too; tests/architecture/test_error_tables.py holds the two together)."""
+    is False too; tests/architecture/test_error_tables.py holds the two together).
+    ``yields_to_breaker``: when the failure leaves (or finds) the provider's breaker open, the breaker's
+    cooldown is the wait and the backoff is skipped — for a provider-wide condition (an overload), where
+    the breaker and the backoff would otherwise both act on the same answers. A call's own failure keeps
+    its backoff under an open breaker: it spreads the retries of many failing items, so the item that
+    asks for the breaker's probe is more often one that has not failed there."""
 
     base_scale: float = 1.0
     cap_scale: float = 1.0
     factor: float = 2.0
     retries: bool = True
+    yields_to_breaker: bool = False
 
     def ceiling(self, base: float, cap: float, retry_index: int) -> float:
         """The largest wait before retry ``retry_index`` (0-based) under this policy."""
@@ -62,7 +68,8 @@ BACKOFF_POLICIES: dict[str, BackoffPolicy] = {
     # a believable Retry-After: the configured backoff
     STANDARD: BackoffPolicy(),
     # the provider is overloaded for every customer (Anthropic 529, Gemini 503 UNAVAILABLE): it needs
-    # longer to recover than one call's 5xx, so the retries start 4× later and may wait twice the cap
-    PROVIDER_OVERLOAD: BackoffPolicy(base_scale=4.0, cap_scale=2.0),
+    # longer to recover than one call's 5xx, so the retries start 4× later and may wait twice the cap;
+    # with its breaker open, the breaker's cooldown is the only wait
+    PROVIDER_OVERLOAD: BackoffPolicy(base_scale=4.0, cap_scale=2.0, yields_to_breaker=True),
     NEVER: BackoffPolicy(base_scale=0.0, cap_scale=0.0, retries=False),
 }

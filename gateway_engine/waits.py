@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .backoff import BACKOFF_POLICIES
 from .breaker import HALF_OPEN, Permit
 from .context import RunContext
 from .error_kinds import error_kind
@@ -67,13 +68,15 @@ def retry_delay(
     ctx: RunContext, state: ItemState, choice: ProviderConfig, outcome: HttpOutcome, failure: Failure
 ) -> float:
     """The wait before the same provider again after a retried failure: none after a pause (the next
-    candidate, at once) or when the provider's breaker is open (its cooldown is the wait: the next pass
-    falls back, or waits for the breaker's probe — never a backoff on top; docs/engine.md "Retries and
-    backoff"), the believable Retry-After, else full jitter under the error type's backoff policy (its
-    row's ``backoff``, gateway_engine/error_kinds.py)."""
-    if outcome.pause is not None or failure.breaker_open:
+    candidate, at once) or, for a policy that ``yields_to_breaker`` (a provider-wide overload), when the
+    provider's breaker is open (its cooldown is the wait: the next pass falls back, or waits for the
+    breaker's probe — never a backoff on top; docs/engine.md "Retries and backoff"), the believable
+    Retry-After, else full jitter under the error type's backoff policy (its row's ``backoff``,
+    gateway_engine/error_kinds.py)."""
+    policy = error_kind(outcome.error_type).backoff
+    if outcome.pause is not None or (failure.breaker_open and BACKOFF_POLICIES[policy].yields_to_breaker):
         return 0.0
     if failure.retry_after is not None:
         return failure.retry_after
     retries = state.per_provider[choice.name] - 1
-    return ctx.options.retry.backoff(retries, ctx.rng, policy=error_kind(outcome.error_type).backoff)
+    return ctx.options.retry.backoff(retries, ctx.rng, policy=policy)

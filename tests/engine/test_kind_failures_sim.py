@@ -60,9 +60,10 @@ def sent_to(sim, name) -> dict[str, int]:
 
 def test_anthropic_529_burst_moves_items_to_the_fallback_as_overloaded(sim_server, redis_sync):  # noqa: F811
     sim, configs, rules = start(sim_server, "anthropic", {"error_script": ["overloaded"] * 200})
-    # opens after more failures in a row than the 8 items the run serves at once per preferred provider:
-    # before it opens some item must have been retried there (an item leaves only when its retries
-    # are spent or the breaker is open)
+    # opens after more failures in a row than the 8 items the run serves at once per preferred provider;
+    # whether an item is retried there before it opens depends on its draw under the overload policy
+    # (4 × the base: usually not), so what holds is the bound: the failures that open it plus the
+    # items in flight when it opens, each sent at most max_retries + 1 times
     breaker = LocalBreaker(BreakerConfig(consecutive_failures=10, cooldown_seconds=30))
     items = [work_item(f"o{i}", route="r") for i in range(30)]
     results, states, pauses = run(configs, items, tag="sim-overloaded", breaker=breaker, rules=rules)
@@ -70,7 +71,7 @@ def test_anthropic_529_burst_moves_items_to_the_fallback_as_overloaded(sim_serve
     assert all(r.ok and r.provider == "fallback" for r in results.values()) and len(results) == 30
     assert sim.shape_rejections() == {"first": 0, "fallback": 0}
     sent = sent_to(sim, "first")
-    assert max(sent.values()) >= 2 and sum(sent.values()) < 30  # retried there; then the breaker opened
+    assert sum(sent.values()) <= 10 + 8 and max(sent.values()) <= 3  # then the breaker opened
     assert sim.provider_counters("first")["overloaded"] == sum(sent.values())
     assert pauses["first"] is None and states["penalized"] == [] and states["first"].paused_until_ms == 0
     by_class = build_stats("b", results.values())["providers"]["first"]

@@ -138,13 +138,15 @@ def test_every_batch_end_is_delivered_once_signed(gateway, team):
     receiver, queue = gateway["receiver"], gateway["queue"]
     secret = services.ensure_team_webhook(team.pk)[0].secret
     url = receiver.url("/ok")
+    # cancelled before anything runs: a running dispatcher claims any queued item of its provider, so a
+    # batch cancelled after the others started could complete first (a race seen in CI)
+    cancelled = submit(team, "alpha", url)
+    cancel_in_another_process(cancelled, queue)
     completed, failed = submit(team, "alpha", url), submit(team, "broken", url)
     for b in (completed, failed):
         send_start_batch(b.pk, queue)
     expired = submit(team, "alpha", url)
     Batch.objects.filter(pk=expired.pk).update(expires_at=timezone.now())  # the reconciler expires it
-    cancelled = submit(team, "alpha", url)
-    cancel_in_another_process(cancelled, queue)
     ends = {"batch.completed": completed, "batch.failed": failed, "batch.expired": expired,
             "batch.cancelled": cancelled}  # fmt: skip
     for event_type, batch in ends.items():
