@@ -6,8 +6,11 @@ import uuid
 
 from django.db import models
 
+from gateway_engine.endpoints import ENDPOINTS
 from gateway_engine.error_kinds import ERROR_KINDS, ERROR_TYPES
 from teams.models import ApiKey, Team
+
+ENDPOINT_CHOICES = [(e, e) for e in ENDPOINTS if e != "messages"]  # /v1/messages is interactive only
 
 
 class BatchStatus(models.TextChoices):
@@ -162,6 +165,10 @@ class BatchItem(models.Model):
     prefix_key = models.CharField(max_length=32, blank=True, default="")
     # {"messages": [...], "params": {...}} – normalized at submission (query → one user message).
     payload = models.JSONField()
+    endpoint = models.CharField(
+        max_length=16, choices=ENDPOINT_CHOICES, default="chat", db_default="chat",
+        help_text="The surface the item came in on (gateway_engine.endpoints): chat, embeddings, responses.",
+    )  # fmt: skip
     status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
     served_via = models.CharField(
         max_length=16, choices=ServedVia.choices, blank=True, default=ServedVia.REALTIME

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypeAlias, TypedDict
 
+from .endpoints import CHAT, Endpoint
 from .item_shape import LENIENT, Problem, check_item_shape
 from .result import result_dict
 
@@ -67,6 +68,10 @@ class WorkItem:
     batch_id: str = ""  # salt of the weighted route draw (else the batcher's salt); per-batch cancel
     team: str = ""  # the submitting team's name: its budgets and share cap apply (empty: none)
     carried: RetryState | None = None  # what earlier claims of this item spent (None: nothing)
+    # the surface it came in on (gateway_engine.endpoints): "embeddings" items carry ``input`` (a string
+    # or a list of strings) and no messages; the others are chat requests on the wire
+    endpoint: Endpoint = CHAT
+    input: str | list[str] | None = None
 
     @classmethod
     def coerce(cls, item: object, index: int = 0) -> WorkItem:

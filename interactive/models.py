@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from django.db import models
 
+from gateway_engine.endpoints import ENDPOINTS
 from teams.models import ApiKey, Team
+
+ENDPOINT_CHOICES = [(e, e) for e in ENDPOINTS]
 
 
 class InteractiveCall(models.Model):
@@ -21,6 +24,10 @@ class InteractiveCall(models.Model):
         max_length=64, blank=True, help_text="The provider that answered (last tried)."
     )
     stream = models.BooleanField(default=False)
+    endpoint = models.CharField(
+        max_length=16, choices=ENDPOINT_CHOICES, default="chat", db_default="chat",
+        help_text="The surface the call came in on: chat, embeddings, responses, messages.",
+    )  # fmt: skip
     status = models.CharField(max_length=20, help_text="succeeded, failed, expired (queue timeout) …")
     http_status = models.PositiveSmallIntegerField(help_text="What the gateway answered the caller.")
     error_type = models.CharField(max_length=40, blank=True)

@@ -47,13 +47,14 @@ class CallRecord:
     request_body: Any = None
     response_body: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    endpoint: str = "chat"  # the surface the call came in on (gateway_engine.endpoints)
 
     def row(self) -> InteractiveCall:
         r = self.result
         wasted = sum(e.get("tokens", 0) for e in r.attempt_log if not e.get("used"))
         return InteractiveCall(
             call_id=self.call_id, created_at=self.created_at, team_id=self.team_id, api_key_id=self.api_key_id,
-            model=self.model[:200], route=self.route, provider=r.provider, stream=self.stream,
+            model=self.model[:200], route=self.route, provider=r.provider, stream=self.stream, endpoint=self.endpoint,
             status=r.status, http_status=self.http_status, error_type=r.error_type,
             error_message=r.error_message[:2000], attempts=r.attempts, latency_ms=self.latency_ms,
             queue_ms=self.queue_ms, prompt_tokens=r.prompt_tokens or 0, completion_tokens=r.completion_tokens or 0,

@@ -66,4 +66,6 @@ def work_item(item: BatchItem, *, deadline: float | None = None, team: str = "")
         batch_id=str(item.batch_id),
         team=team,
         carried=RetryState.from_dict(item.retry_state),
+        endpoint=item.endpoint,  # type: ignore[arg-type]  # the model's choices are ENDPOINTS
+        input=payload.get("input"),
     )
