@@ -39,6 +39,8 @@ log = logging.getLogger("django.request")
 VIEWS: dict[str, Callable[[Any], Awaitable[HttpResponseBase]]] = {
     "/v1/chat/completions": views.chat_completions,
     "/v1/models": views.models,
+    "/v1/responses": views.responses,
+    "/v1/messages": views.messages,
 }
 BODY_SLACK = 64 * 1024  # the JSON envelope around the largest item the settings allow
 
