@@ -146,16 +146,18 @@ async def _complete(lane: InteractiveLane, call: calls.Call, client: ApiClient) 
                           error_message="the client disconnected before the answer")  # fmt: skip
         finish_record(call, client, gone, 499, None)
         raise
+    body = None
     if result.ok:
         answered = Answered(call.call_id, call.model, call.echo, result.response or {},
                             result.cache_write_tokens or 0)  # fmt: skip
-        answer: HttpResponse = JsonResponse(surface.answer(answered), status=200)
+        body = surface.answer(answered)
+        answer: HttpResponse = JsonResponse(body, status=200)
     else:
         retry_after = await retry_after_for(lane, result, call)
         answer = surface.error_response(call_failure(result, max_wait=call.max_wait, retry_after=retry_after))
     answer["x-gateway-provider"] = result.provider
     answer["x-gateway-attempts"] = str(result.attempts)
-    finish_record(call, client, result, answer.status_code, result.response if result.ok else None)
+    finish_record(call, client, result, answer.status_code, body)  # the answer as the caller got it
     return answer
 
 
