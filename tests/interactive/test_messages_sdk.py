@@ -13,7 +13,7 @@ import pytest
 from teams.services import create_api_key
 
 from .conftest import logged_calls, settled
-from .test_sdk import KINDS
+from .test_sdk import KINDS, kind_providers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -171,3 +171,19 @@ def test_a_provider_overload_is_anthropics_529_overloaded_error(
     assert overloaded.value.status_code == 529
     assert overloaded.value.body["error"]["type"] == "overloaded_error"
     assert sum(sim.request_counts()["claude"].values()) == 1  # one attempt, answered overloaded
+
+
+def test_every_kind_answers_the_messages_api_plain_and_streamed(
+    sim_server, make_provider, make_route, team, claude_sdk
+):
+    sim = sim_server({"time_scale": 1, "providers": KINDS})
+    kind_providers(sim, make_provider, make_route)
+    client = claude_sdk(create_api_key(team, "sdk")[1])
+    for name in KINDS:
+        ask = {"model": f"r-{name}", "max_tokens": 12, "system": "Be brief.",
+               "messages": [{"role": "user", "content": f"hi {name}"}]}  # fmt: skip
+        assert client.messages.create(**ask).content[0].text.startswith(f"[{name}]"), name
+        with client.messages.stream(**ask) as stream:
+            assert stream.get_final_message().content[0].text.startswith(f"[{name}]"), name
+    assert sim.shape_rejections() == {name: 0 for name in KINDS}
+    assert {n: sum(c.values()) for n, c in sim.request_counts().items()} == {n: 2 for n in KINDS}

@@ -12,7 +12,7 @@ import pytest
 from teams.services import create_api_key
 
 from .conftest import logged_calls
-from .test_sdk import KINDS
+from .test_sdk import KINDS, kind_providers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -134,3 +134,22 @@ def test_what_a_stateless_gateway_cannot_do_is_refused_naming_the_field(two_kind
         client.responses.create(model="no-such-model", input="x")
     assert missing.value.code == "model_not_found"
     assert sim.request_counts() == {} or all(not v for v in sim.request_counts().values())
+
+
+def test_every_kind_answers_the_responses_api_plain_and_streamed(
+    sim_server, make_provider, make_route, team, sdk
+):
+    sim = sim_server({"time_scale": 1, "providers": KINDS})
+    kind_providers(sim, make_provider, make_route)
+    client = sdk(create_api_key(team, "sdk")[1])
+    for name in KINDS:
+        response = client.responses.create(model=f"r-{name}", input=f"hi {name}", instructions="Be brief.",
+                                           max_output_tokens=12)  # fmt: skip
+        assert response.output_text.startswith(f"[{name}]") and response.usage.output_tokens > 0, name
+        events = list(client.responses.create(model=f"r-{name}", input=f"hi {name}", max_output_tokens=12,
+                                              stream=True))  # fmt: skip
+        assert events[-1].type == "response.completed" and events[-1].response.output_text.startswith(
+            f"[{name}]"
+        )
+    assert sim.shape_rejections() == {name: 0 for name in KINDS}
+    assert {n: sum(c.values()) for n, c in sim.request_counts().items()} == {n: 2 for n in KINDS}
