@@ -173,6 +173,16 @@ def _unavailable(message: str) -> CallError:
 chat_completions = surface_view(CHAT)
 responses = surface_view(RESPONSES)
 messages = surface_view(MESSAGES)
+SURFACES: dict[str, Surface] = {
+    "/v1/chat/completions": CHAT,
+    "/v1/responses": RESPONSES,
+    "/v1/messages": MESSAGES,
+}
+
+
+def error_answer(path: str, error: CallError) -> HttpResponse:
+    """``error`` in the shape of the surface at ``path`` (OpenAI's for any other path)."""
+    return SURFACES.get(path, CHAT).error_response(error)
 
 
 @csrf_exempt

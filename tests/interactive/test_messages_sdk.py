@@ -154,6 +154,9 @@ def test_errors_are_anthropics_and_the_key_may_come_in_x_api_key(two_kinds, team
     answer = httpx.post(gateway + "/v1/messages", headers={"x-api-key": raw_key, "anthropic-version": "2023-06-01"},
                         json={"model": "r-claude", "max_tokens": 5, "messages": hello}, timeout=30)  # fmt: skip
     assert answer.status_code == 200 and answer.json()["type"] == "message"
+    odd_host = httpx.post(gateway + "/v1/messages", headers={"x-api-key": raw_key, "Host": "evil.example"},
+                          json={"model": "r-claude", "max_tokens": 5, "messages": hello}, timeout=30)  # fmt: skip
+    assert odd_host.status_code == 400 and odd_host.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_a_provider_overload_is_anthropics_529_overloaded_error(

@@ -11,7 +11,7 @@ import pytest
 
 from teams.services import create_api_key
 
-from .conftest import logged_calls
+from .conftest import logged_calls, settled
 from .test_sdk import KINDS, kind_providers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -153,3 +153,19 @@ def test_every_kind_answers_the_responses_api_plain_and_streamed(
         )
     assert sim.shape_rejections() == {name: 0 for name in KINDS}
     assert {n: sum(c.values()) for n, c in sim.request_counts().items()} == {n: 2 for n in KINDS}
+
+
+def test_langchain_chat_openai_on_the_responses_api(two_kinds, team, gateway):
+    from langchain_openai import ChatOpenAI
+
+    sim = two_kinds
+    raw_key = create_api_key(team, "sdk")[1]
+    settled()
+    for name in NAMES:
+        llm = ChatOpenAI(base_url=gateway + "/v1", api_key=raw_key, model=f"r-{name}", max_tokens=12,
+                         max_retries=0, use_responses_api=True)  # fmt: skip
+        assert llm.invoke(f"hello tag-l{name}").text.startswith(f"[{name}]")
+        streamed = "".join(chunk.text for chunk in llm.stream(f"stream tag-m{name}"))
+        assert streamed.startswith(f"[{name}]")
+    assert sim.shape_rejections() == {name: 0 for name in NAMES}
+    assert set(traced(sim)) == {"lgpt", "mgpt", "lclaude", "mclaude"}
