@@ -190,3 +190,21 @@ def test_every_kind_answers_the_messages_api_plain_and_streamed(
             assert stream.get_final_message().content[0].text.startswith(f"[{name}]"), name
     assert sim.shape_rejections() == {name: 0 for name in KINDS}
     assert {n: sum(c.values()) for n, c in sim.request_counts().items()} == {n: 2 for n in KINDS}
+
+
+def test_a_provider_failure_mid_stream_is_an_error_event_the_sdk_raises(two_kinds, team, claude_sdk):
+    client = claude_sdk(create_api_key(team, "sdk")[1])
+    for name in NAMES:
+        seen = []
+        with pytest.raises(anthropic.APIStatusError) as failed:
+            with client.messages.stream(model=f"r-{name}", max_tokens=20,
+                                        messages=[{"role": "user", "content": "x [[sim:stream_error_after=2]]"}]) as s:  # fmt: skip
+                for event in s:
+                    seen.append(event.type)
+        assert failed.value.body["type"] == "error" and failed.value.body["error"]["type"] in (
+            "api_error",
+            "overloaded_error",
+        )
+        assert seen[0] == "message_start" and "text" in seen and "message_stop" not in seen
+    rows = logged_calls(2)
+    assert all((r.status, r.attempts, r.endpoint) == ("failed", 1, "messages") for r in rows)

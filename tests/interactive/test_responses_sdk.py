@@ -169,3 +169,17 @@ def test_langchain_chat_openai_on_the_responses_api(two_kinds, team, gateway):
         assert streamed.startswith(f"[{name}]")
     assert sim.shape_rejections() == {name: 0 for name in NAMES}
     assert set(traced(sim)) == {"lgpt", "mgpt", "lclaude", "mclaude"}
+
+
+def test_a_provider_failure_mid_stream_is_response_failed(two_kinds, team, sdk):
+    client = sdk(create_api_key(team, "sdk")[1])
+    for name in NAMES:
+        events = list(client.responses.create(model=f"r-{name}", input="x [[sim:stream_error_after=2]]",
+                                              max_output_tokens=20, stream=True))  # fmt: skip
+        assert events[-1].type == "response.failed", [e.type for e in events]
+        failed = events[-1].response
+        assert failed.status == "failed" and failed.error.code == "server_error" and failed.error.message
+        assert len([e for e in events if e.type == "response.output_text.delta"]) == 2
+        assert failed.output[0].status == "incomplete" and failed.output_text  # what came before the failure
+    rows = logged_calls(2)
+    assert all((r.status, r.attempts, r.endpoint) == ("failed", 1, "responses") for r in rows)
