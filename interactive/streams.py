@@ -32,6 +32,7 @@ from gateway_engine.streaming import UpstreamStream, final_outcome
 from .calls import Call
 from .errors import CallError, call_failure
 from .outcome import finish_record, retry_after_for
+from .surfaces.base import Answered
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,14 @@ async def _end(
         final = final_outcome(stream, client_gone=client_gone, estimate=estimate)
         result: ItemResult = await lane.end_stream(opened, final)
         status = 200 if result.ok else 499 if client_gone else 200
-        finish_record(call, client, result, status, result.response if result.ok else None)
+        finish_record(call, client, result, status, _assembled(call, result))
     except Exception:  # noqa: BLE001 - a failed record must not hide the stream's end
         log.exception("could not end the stream of %s", call.call_id)
+
+
+def _assembled(call: Call, result: ItemResult) -> dict | None:
+    """The streamed answer for the log, as a plain answer of the call's surface (its text, finish
+    reason and usage: ``UpstreamStream.assembled``)."""
+    if not result.ok or not isinstance(result.response, dict):
+        return None
+    return call.surface.answer(Answered(call.call_id, call.model, call.echo, result.response))

@@ -208,3 +208,22 @@ def test_a_provider_failure_mid_stream_is_an_error_event_the_sdk_raises(two_kind
         assert seen[0] == "message_start" and "text" in seen and "message_stop" not in seen
     rows = logged_calls(2)
     assert all((r.status, r.attempts, r.endpoint) == ("failed", 1, "messages") for r in rows)
+
+
+def test_an_opted_in_team_logs_the_request_and_answer_in_the_surfaces_shapes(two_kinds, team, claude_sdk):
+    team.log_interactive_content = True
+    team.save()
+    client = claude_sdk(create_api_key(team, "sdk")[1])
+    plain = client.messages.create(
+        model="r-gpt", max_tokens=8, messages=[{"role": "user", "content": "keep"}]
+    )
+    with client.messages.stream(
+        model="r-claude", max_tokens=8, messages=[{"role": "user", "content": "s"}]
+    ) as s:
+        streamed = s.get_final_message()
+    rows = {r.stream: r for r in logged_calls(2)}
+    assert rows[False].request_body["messages"] == [{"role": "user", "content": "keep"}]
+    assert rows[False].response_body["type"] == "message" and rows[False].response_body["id"] == plain.id
+    assert rows[False].response_body["content"][0]["text"] == plain.content[0].text
+    assert rows[True].response_body["type"] == "message"
+    assert rows[True].response_body["content"][0]["text"] == streamed.content[0].text
