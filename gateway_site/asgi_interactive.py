@@ -30,7 +30,7 @@ from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
-from gateway_site.ingress import stream_send, stream_too_long_event
+from gateway_site.ingress import stream_send, stream_too_long_event, stream_too_long_message
 from interactive import views
 from interactive.errors import CallError
 from observability.logs import clean_request_id, request_id_var
@@ -182,18 +182,20 @@ async def _stream(response: StreamingHttpResponse, receive, send) -> None:
                 task.cancel()
         await asyncio.gather(sender, watcher, limit, return_exceptions=True)
         if limit.done() and not limit.cancelled():
-            await _end_too_long(send)
+            await _end_too_long(send, response)
         if sender.done() and not sender.cancelled() and sender.exception() is not None:
             exc = sender.exception()
             if not isinstance(exc, OSError):
                 raise exc
 
 
-async def _end_too_long(send) -> None:
+async def _end_too_long(send, response: StreamingHttpResponse) -> None:
     """A stream past GATEWAY_STREAM_MAX_SECONDS: its generator is closed (the call's lease released); the
     client gets an error event and the stream's end."""
     try:
-        await send({"type": "http.response.body", "body": stream_too_long_event(), "more_body": True})
+        cut = getattr(response, "cut_event", None)  # the surface's own last event (interactive.streams)
+        event = cut("stream_too_long", stream_too_long_message()) if cut else stream_too_long_event()
+        await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     except OSError:
         pass

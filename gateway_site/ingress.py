@@ -217,8 +217,12 @@ def stream_send(send: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awa
     return bounded
 
 
+def stream_too_long_message() -> str:
+    return f"the stream exceeded GATEWAY_STREAM_MAX_SECONDS ({settings.GATEWAY_STREAM_MAX_SECONDS:g} s)"
+
+
 def stream_too_long_event() -> bytes:
-    """The last event of a stream cut at GATEWAY_STREAM_MAX_SECONDS (OpenAI's error object in an SSE event)."""
-    error = CallError(504, f"the stream exceeded GATEWAY_STREAM_MAX_SECONDS ({settings.GATEWAY_STREAM_MAX_SECONDS:g} s)",
-                      "server_error", None, "stream_too_long")  # fmt: skip
+    """The last event of a stream cut at GATEWAY_STREAM_MAX_SECONDS (OpenAI's error object in an SSE event;
+    a surface's stream ends with its own: its writer's ``cut``)."""
+    error = CallError(504, stream_too_long_message(), "server_error", None, "stream_too_long")
     return b"data: " + json.dumps(error.body()).encode() + b"\n\n"

@@ -32,7 +32,7 @@ from gateway_engine.streaming import UpstreamStream, final_outcome
 from .calls import Call
 from .errors import CallError, call_failure
 from .outcome import finish_record, retry_after_for
-from .surfaces.base import Answered
+from .surfaces.base import Answered, StreamWriter
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,11 @@ async def open_response(
         finish_record(call, client, result, answer.status_code, None)
         return answer
     opened = finished.stream
+    writer = surface.stream_writer(call.call_id, call.model, call.echo)
     response = StreamingHttpResponse(
-        _events(lane, call, client, opened, on_end), content_type="text/event-stream"
+        _events(lane, call, client, opened, on_end, writer), content_type="text/event-stream"
     )
+    response.cut_event = writer.cut  # type: ignore[attr-defined]  # the gateway's own end (asgi_interactive)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
     response["x-gateway-provider"] = opened.choice.name
@@ -67,10 +69,14 @@ async def open_response(
 
 
 async def _events(
-    lane: InteractiveLane, call: Call, client: ApiClient, opened: OpenStream, on_end: Callable[[], None]
+    lane: InteractiveLane,
+    call: Call,
+    client: ApiClient,
+    opened: OpenStream,
+    on_end: Callable[[], None],
+    writer: StreamWriter,
 ) -> AsyncIterator[bytes]:
     stream: UpstreamStream = opened.outcome.stream
-    writer = call.surface.stream_writer(call.call_id, call.model, call.echo)
     client_gone = True
     try:
         async for chunk in stream.chunks():

@@ -49,6 +49,10 @@ class StreamWriter(Protocol):
 
     def failed(self, error_type: str, message: str) -> bytes: ...
 
+    def cut(self, code: str, message: str) -> bytes:
+        """The last event of a stream the gateway itself ends (``stream_too_long``: not an error type)."""
+        ...
+
 
 class Surface(Protocol):
     """A request shape the lane answers (one module each under interactive/surfaces/)."""

@@ -54,6 +54,9 @@ class ChatWriter:
     def failed(self, error_type: str, message: str) -> bytes:
         return sse(None, stream_error_frame(error_type, message))
 
+    def cut(self, code: str, message: str) -> bytes:
+        return sse(None, {"error": {"message": message, "type": "server_error", "param": None, "code": code}})
+
 
 class ChatSurface:
     endpoint = "chat"

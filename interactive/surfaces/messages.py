@@ -168,6 +168,11 @@ class MessagesWriter:
         _, kind = anthropic_error(error_kind(error_type).status)
         return self._start() + self._event("error", error={"type": kind, "message": message})
 
+    def cut(self, code: str, message: str) -> bytes:
+        return self._start() + self._event(
+            "error", error={"type": "api_error", "message": f"{code}: {message}"}
+        )
+
 
 class MessagesSurface:
     endpoint = "messages"

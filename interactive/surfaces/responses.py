@@ -207,15 +207,19 @@ class ResponsesWriter:
         the message."""
         kind = error_kind(error_type)
         code = "rate_limit_exceeded" if kind.openai_type == "rate_limit_error" else "server_error"
-        error = {"code": code, "message": f"{kind.code}: {message}"}
+        return self._failed(code, f"{kind.code}: {message}")
+
+    def cut(self, code: str, message: str) -> bytes:
+        return self._failed("server_error", f"{code}: {message}")
+
+    def _failed(self, code: str, message: str) -> bytes:
         for item in self.output:  # what was streamed before the failure, cut short
             if item["status"] != "completed":
                 item["status"] = "incomplete"
         if self.text is not None and self.text["status"] == "incomplete":
             self.text["content"] = [text_part("".join(self.pieces))]
-        return self._start() + self._event(
-            "response.failed", response=self._response(status="failed", error=error)
-        )
+        failed = self._response(status="failed", error={"code": code, "message": message})
+        return self._start() + self._event("response.failed", response=failed)
 
 
 class ResponsesSurface:
