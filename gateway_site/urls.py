@@ -47,6 +47,8 @@ urlpatterns = [
     # the interactive lane (async views: served by gateway_site.asgi, docs/interactive.md)
     path("v1/chat/completions", interactive.chat_completions, name="chat-completions"),
     path("v1/models", interactive.models, name="models"),
+    path("v1/responses", interactive.responses, name="responses"),
+    path("v1/messages", interactive.messages, name="messages"),
     path("v1/", include("openai_api.urls")),
     path("favicon.ico", favicon, name="favicon"),
     # Keep this last: whatever nothing above matched under /api/ and /v1/ answers JSON (gateway_site/errors.py).
