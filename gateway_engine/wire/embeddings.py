@@ -26,7 +26,7 @@ from ..routing import ProviderConfig
 from .embeddings_check import no_embeddings
 from .embeddings_shape import EmbeddingsRequest
 from .gemini_embeddings import GeminiEmbeddings
-from .openai_embeddings import AzureOpenAIEmbeddings, OpenAIEmbeddings
+from .openai_embeddings import OpenAIEmbeddings
 
 
 class NoEmbeddings(ValueError):
@@ -48,7 +48,7 @@ class EmbeddingsWire(Protocol):
         ...
 
 
-_WIRES: tuple[EmbeddingsWire, ...] = (OpenAIEmbeddings(), AzureOpenAIEmbeddings(), GeminiEmbeddings())
+_WIRES: tuple[EmbeddingsWire, ...] = (OpenAIEmbeddings(), OpenAIEmbeddings(azure=True), GeminiEmbeddings())
 _EMBEDDINGS: dict[str, EmbeddingsWire] = {w.kind: w for w in _WIRES}
 EMBEDDINGS_WIRE_KINDS: tuple[str, ...] = tuple(sorted(_EMBEDDINGS))
 
