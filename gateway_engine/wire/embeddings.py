@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..items import EmbeddingInput
 from ..kinds import KINDS
 from ..routing import ProviderConfig
 from .embeddings_check import no_embeddings
@@ -41,7 +42,7 @@ class EmbeddingsWire(Protocol):
     def kind(self) -> str: ...
 
     def request(
-        self, config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
+        self, config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]
     ) -> EmbeddingsRequest:
         """The request for one embeddings item; RequestProblems when the item breaks the kind's rules
         (submission refuses those first)."""

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from ..items import EmbeddingInput, embedding_inputs
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from . import azure_openai, openai
 from .base import Answer, ErrorVerdict, Usage
 from .embeddings_check import EMBEDDINGS_RESERVED
-from .embeddings_shape import EmbeddingsRequest, checked, texts_of
+from .embeddings_shape import EmbeddingsRequest, checked
 
 
 def embeddings_url(base_url: str) -> str:
@@ -93,7 +94,7 @@ class OpenAIEmbeddings:
         self.kind = azure_openai.KIND if azure else openai.KIND
 
     def request(
-        self, config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
+        self, config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]
     ) -> EmbeddingsRequest:
         checked(config, embedding_input, params)
         key = config.api_key
@@ -106,5 +107,5 @@ class OpenAIEmbeddings:
                 ({"Authorization": f"Bearer {key}"} if key else {}),
             )
             body = {"model": config.model, **body}
-        inputs = len(texts_of(embedding_input))
+        inputs = len(embedding_inputs(embedding_input))
         return EmbeddingsRequest(url, headers, body, OpenAIEmbeddingsReader(inputs, azure=self.azure), inputs)

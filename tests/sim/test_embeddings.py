@@ -211,3 +211,12 @@ def test_the_token_bucket_counts_input_only(sim):
     assert statuses == [200, 429]
     counters = sim.provider_counters("tight")
     assert counters["max_charged_tokens_per_minute"] == 10 and counters["billed_completion_tokens"] == 0
+
+
+def test_token_arrays_count_their_tokens_and_get_their_own_vectors(sim):
+    answer = openai_post(sim, "gpt", {"model": "text-embedding-3-small", "input": [[1, 2, 3], [4, 5]]}).json()
+    assert answer["usage"]["prompt_tokens"] == 5
+    assert answer["data"][0]["embedding"] != answer["data"][1]["embedding"]
+    one = openai_post(sim, "gpt", {"model": "text-embedding-3-small", "input": [7, 8]}).json()
+    assert len(one["data"]) == 1 and one["usage"]["prompt_tokens"] == 2
+    assert openai_post(sim, "gpt", {"model": "text-embedding-3-small", "input": [[1, -2]]}).status_code == 400
