@@ -5,9 +5,9 @@ each problem a ``ParamProblem`` naming the field and the provider, checked at su
 the request sent never disagree.
 
 Params (the OpenAI embeddings request's): ``dimensions`` (a positive integer, at most the kind's
-``max_dimensions``), ``encoding_format`` (``float`` or ``base64``), ``user`` (a string; kinds openai
-and azure_openai only: Gemini has no such field; so are token arrays as input). ``model`` and ``input`` are the gateway's own
-(``EMBEDDINGS_RESERVED``). Limits (``EmbeddingsApi``): inputs per request, tokens per input, tokens
+``max_dimensions``), ``encoding_format`` (``float`` or ``base64``), ``user`` (a string, where the kind's
+``EmbeddingsApi.takes_user``; Gemini has no such field); token arrays as input where it
+``takes_tokens``. ``model`` and ``input`` are the gateway's own (``EMBEDDINGS_RESERVED``). Limits (``EmbeddingsApi``): inputs per request, tokens per input, tokens
 summed over the request — counted with the engine's estimate (``items.text_tokens``).
 """
 
@@ -26,21 +26,19 @@ from .params import Spec, check, integer, problem, text
 # set by the gateway: the provider's model, the item's input
 EMBEDDINGS_RESERVED = frozenset({"model", "input"})
 ENCODING_FORMATS = ("float", "base64")
-# kinds whose request carries ``user`` and takes token arrays as input (Gemini's embedContent: text only)
-_USER_KINDS = _TOKEN_KINDS = frozenset({"openai", "azure_openai"})
 
 
 def encoding_format(value: Any) -> str | None:
     return None if value in ENCODING_FORMATS else f"{value!r} is not one of {', '.join(ENCODING_FORMATS)}"
 
 
-def param_specs(kind: str, api: EmbeddingsApi) -> dict[str, Spec]:
-    """The embeddings params kind ``kind`` takes, with their specs."""
+def param_specs(api: EmbeddingsApi) -> dict[str, Spec]:
+    """The embeddings params a kind with embeddings API ``api`` takes, with their specs."""
     specs: dict[str, Spec] = {
         "dimensions": integer(1, api.max_dimensions),
         "encoding_format": encoding_format,
     }
-    if kind in _USER_KINDS:
+    if api.takes_user:
         specs["user"] = text
     return specs
 
@@ -66,7 +64,7 @@ def check_params(config: ProviderConfig, params: Mapping[str, Any]) -> list[Para
     if api is None:
         return []
     rest = {k: v for k, v in params.items() if k not in EMBEDDINGS_RESERVED}  # submission refuses those
-    return check(config, rest, param_specs(config.kind, api))
+    return check(config, rest, param_specs(api))
 
 
 def input_problems(config: ProviderConfig, embedding_input: EmbeddingInput) -> list[ParamProblem]:
@@ -79,7 +77,7 @@ def input_problems(config: ProviderConfig, embedding_input: EmbeddingInput) -> l
     inputs = embedding_inputs(embedding_input)
     single = isinstance(embedding_input, str) or token_array(embedding_input)  # one input, named "input"
     found: list[ParamProblem] = []
-    if config.kind not in _TOKEN_KINDS and any(not isinstance(one, str) for one in inputs):
+    if not api.takes_tokens and any(not isinstance(one, str) for one in inputs):
         found.append(problem(config, "input", "token arrays are not taken (give the texts)"))
     if len(inputs) > api.max_inputs:
         found.append(
