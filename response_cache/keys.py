@@ -2,7 +2,8 @@
 whitespace, UTF-8), pure.
 
 Cache key: team (unless teams share the cache: GATEWAY_CACHE_SHARED_ACROSS_TEAMS), provider name,
-provider model, messages (a ``query`` expanded to one user message, as submission stores it) and every
+provider model, messages (a ``query`` expanded to one user message, as submission stores it; an embeddings
+item's input: ``keyed_content``) and every
 param except EXCLUDED_PARAMS. Dedup key: the same with the item's target (route or provider) in place
 of the provider: identical items of one team are sent once whichever provider answers.
 """
@@ -29,6 +30,15 @@ def expand_messages(messages: Sequence[Any] | None, query: str | None = None) ->
     if query is not None:
         return [{"role": "user", "content": query}]
     return list(messages or [])
+
+
+def keyed_content(payload: Mapping[str, Any]) -> list[Any]:
+    """What a stored item's key is taken over besides its params: its messages, or for an embeddings
+    item (``input``, gateway_engine.item_shape) one entry naming the endpoint and the input — so no two
+    embedding items share a key, and none shares one with a chat item."""
+    if payload.get("input") is not None:
+        return [{"endpoint": "embeddings", "input": payload["input"]}]
+    return expand_messages(payload.get("messages"))
 
 
 def keyed_params(params: Mapping[str, Any] | None) -> dict[str, Any]:

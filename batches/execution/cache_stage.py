@@ -158,7 +158,7 @@ class CacheStage:
         except RoutingError:
             return None  # the engine fails it as it would
         team = keys.team_part(team_id, self.shared)
-        messages = keys.expand_messages(payload.get("messages"))
+        messages = keys.keyed_content(payload)
         lookups = tuple(
             keys.cache_key(team=team, provider=p.name, model=p.model, messages=messages, params=params)
             for p in order

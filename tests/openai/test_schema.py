@@ -33,7 +33,12 @@ OPERATIONS = {
     ("/v1/batches/{batch_id}/cancel", "post"),
 }
 # served by the interactive lane's ASGI path, documented by openai_api/interactive_schema.py
-INTERACTIVE = {("/v1/chat/completions", "post"), ("/v1/models", "get"), ("/v1/responses", "post")}
+INTERACTIVE = {
+    ("/v1/chat/completions", "post"),
+    ("/v1/models", "get"),
+    ("/v1/responses", "post"),
+    ("/v1/embeddings", "post"),
+}
 ANTHROPIC = {("/v1/messages", "post")}  # the anthropic SDK's surface: Anthropic's error shape
 
 
