@@ -86,6 +86,24 @@ class QuotaStore(AsyncCloseable, Protocol):
         share, RPM and TPM buckets taken in the same grant (``current_team()``: their live value)."""
         ...
 
+    async def admit(
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        *,
+        current: Callable[[], ProviderLimits] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        lane: Lane = "batch",
+        step_aside: bool = False,
+        team: TeamQuota | None = None,
+        current_team: Callable[[], TeamQuota | None] | None = None,
+    ) -> tuple[Reservation, Lease]:
+        """``acquire`` and the provider's concurrency lease in one atomic step: both, or — every lease
+        held — neither (LeaseBusy: wait_for_lease, then ask again). The lease heartbeats until
+        ``release_lease``."""
+        ...
+
     def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:
         """Hold this process's interactive mark on the provider while an interactive caller waits
         (batch asks of every worker yield meanwhile)."""

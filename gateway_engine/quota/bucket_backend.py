@@ -23,12 +23,15 @@ class BucketBackend(ABC):
         *,
         lane: Lane = "batch",
         team: TeamQuota | None = None,
+        lease_id: str | None = None,
     ) -> Decision:
         """One atomic attempt: take 1 RPM token, `tokens` TPM tokens, `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where the limits set them (and of the team's buckets: 1 share token
-        when it has a share cap, 1 request and `tokens` of its RPM / TPM limits), or nothing. Never waits. ProviderPaused (nothing taken) while paused. A
-        ``batch`` ask is told to wait YIELD_MS while an interactive caller's mark on the provider is live
-        (priority.py)."""
+        when it has a share cap, 1 request and `tokens` of its RPM / TPM limits), or nothing. Never
+        waits. ProviderPaused (nothing taken) while paused. A ``batch`` ask is told to wait YIELD_MS
+        while an interactive caller's mark on the provider is live (priority.py). ``lease_id`` (the
+        ADMIT): when the buckets grant, also take the provider's concurrency lease under that id in the
+        same step; if every lease is held nothing is taken (``Decision.lease_wait_ms``)."""
 
     @abstractmethod
     async def mark_interactive(self, provider: str, member: str, ttl_ms: int) -> None:

@@ -28,6 +28,7 @@ from .token_ask import TokenAsk, settle_deltas, team_delta
 from .types import (
     Decision,
     Lane,
+    LeaseBusy,
     ProviderLimits,
     ProviderQuotaState,
     QuotaImpossible,
@@ -109,6 +110,7 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         step_aside: bool = False,
         team: TeamQuota | None = None,
         current_team: Callable[[], TeamQuota | None] | None = None,
+        lease_id: str | None = None,
     ) -> Reservation:
         """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
@@ -125,9 +127,12 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         lines up only with other interactive callers. ``step_aside``: raise TeamShareWait instead of
         waiting when only the team's buckets are short (the interactive fair queue, fair_gate.py).
         ``team``: the team's buckets taken with the provider's (team_quota.py); ``current_team()`` its
-        live value on every retry, like ``current``.
+        live value on every retry, like ``current``. ``lease_id`` (store.admit): every ask also takes
+        the provider's concurrency lease under that id in the same atomic step; when the buckets would
+        grant but every lease is held, nothing is taken and LeaseBusy is raised (the caller waits for a
+        lease holding nothing, then asks again).
         """
-        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside)
+        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside, lease_id)
         ask.amounts(limits, team)  # QuotaImpossible before any wait
         mine = _Live(current, team, current_team)
         loop = asyncio.get_running_loop()
@@ -182,7 +187,9 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
         n, ni, no = ask.amounts(limits, team)
         self.refuse_if_held(limits.name)  # the durable record's pause, even while the store lost it
-        decision = await self.try_acquire(limits, n, ni, no, lane=lane, team=team)
+        decision = await self.try_acquire(limits, n, ni, no, lane=lane, team=team, lease_id=ask.lease_id)
+        if decision.lease_wait_ms:
+            raise LeaseBusy(limits.name, decision.lease_wait_ms)
         if decision.granted:
             return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark, team=team)
         if decision.impossible:  # amounts() checked these limits: only if the backend disagrees

@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..redis_errors import REDIS_ERRORS
-from . import lua, lua_adaptive, lua_team
+from . import lua, lua_adaptive, lua_leases, lua_team
 from .resp import Arg, Reply, RespClient, Script
 from .types import PauseState, QuotaStoreUnavailable
 
@@ -20,6 +20,7 @@ from .types import PauseState, QuotaStoreUnavailable
 _UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
 SCRIPT_NAMES = (
     "ACQUIRE",
+    "ADMIT",
     "INTERACTIVE_MARK",
     "INTERACTIVE_COUNT",
     "RECONCILE",
@@ -28,12 +29,10 @@ SCRIPT_NAMES = (
     "PAUSE_SET",
     "UNPAUSE",
     "SNAPSHOT",
-    "LEASE_ACQUIRE",
-    "LEASE_PEEK",
-    "LEASE_REFRESH",
     "BUDGET_RESERVE",
     "BUDGET_ADJUST",
 )
+LEASE_SCRIPT_NAMES = ("LEASE_ACQUIRE", "LEASE_PEEK", "LEASE_REFRESH")
 ADAPTIVE_SCRIPT_NAMES = ("ADAPT",)
 TEAM_SCRIPT_NAMES = ("TEAM_SNAPSHOT",)
 
@@ -72,6 +71,7 @@ class RedisConnection:
         )
         self._clients_lock = threading.Lock()
         self.scripts = {name: Script(getattr(lua, name)) for name in SCRIPT_NAMES}
+        self.scripts.update({name: Script(getattr(lua_leases, name)) for name in LEASE_SCRIPT_NAMES})
         self.scripts.update({name: Script(getattr(lua_adaptive, name)) for name in ADAPTIVE_SCRIPT_NAMES})
         self.scripts.update({name: Script(getattr(lua_team, name)) for name in TEAM_SCRIPT_NAMES})
 

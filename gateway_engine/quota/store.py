@@ -21,6 +21,7 @@ from .config_version import ConfigVersion
 from .leases import ConcurrencyLeases, Lease
 from .ledger import BudgetLedger, BudgetSeed
 from .slots import GlobalSlot, InFlightSlots
+from .store_admit import LeaseGrants
 from .team_quota import TeamLimits, TeamQuota, TeamQuotaState
 from .types import (
     BudgetReservation,
@@ -33,8 +34,9 @@ from .types import (
 )
 
 
-class ComposedQuotaStore:
-    """Buckets, leases, in-flight slots, the budget ledger and the config version of one backend."""
+class ComposedQuotaStore(LeaseGrants):
+    """Buckets, leases, in-flight slots, the budget ledger and the config version of one backend (the
+    grant with its lease, ``admit``: store_admit.py)."""
 
     backend = "base"
 

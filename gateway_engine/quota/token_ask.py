@@ -26,6 +26,8 @@ class TokenAsk:
     # an interactive caller in the fair queue: told to wait only for its team's share bucket, it is not
     # kept waiting in the store but gets TeamShareWait and gives its turn to other teams (fair_gate.py)
     step_aside: bool = False
+    # store.admit: the provider's concurrency lease to take under this id with the grant (None: none)
+    lease_id: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("tokens", "input_tokens", "output_tokens"):

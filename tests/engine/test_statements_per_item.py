@@ -17,6 +17,9 @@ from django.db.backends import utils as db_utils
 
 from batches.models import Batch, BatchStatus
 from batches.submission import submit_batch
+from gateway_engine.breaker_redis import _LUA as breaker_lua
+from gateway_engine.quota.redis_conn import RedisConnection
+from gateway_engine.quota.resp import Script
 
 from .provider_server import ok_reply
 
@@ -137,6 +140,7 @@ def test_redis_commands_per_item_of_a_1000_item_batch(
     ]
     names = collections.Counter(line.split('"', 2)[1].upper() for line in ours)
     print(f"redis commands for {ITEMS} items: {len(ours)} ({len(ours) / ITEMS:.2f}/item) {dict(names)}")
+    print("scripts:", dict(script_names(ours)))
     assert names["EVALSHA"] + names["EVAL"] >= ITEMS  # the counter sees the admission scripts
     assert len(ours) / ITEMS <= REDIS_BOUND, dict(names)
     # Redis Cluster readiness (issue "Several hosts"): every script's keys lie in one hash slot (the
@@ -146,6 +150,14 @@ def test_redis_commands_per_item_of_a_1000_item_batch(
 
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def script_names(monitor_lines: list[str]) -> collections.Counter[str]:
+    """How often each of the gateway's Lua scripts ran (EVALSHA by its SHA; "breaker": the breaker's)."""
+    by_sha = {script.sha: name for name, script in RedisConnection("redis://x", "", 1, 1).scripts.items()}
+    by_sha[Script(breaker_lua).sha] = "breaker"
+    shas = (_QUOTED.findall(line)[1] for line in monitor_lines if '"EVALSHA"' in line)
+    return collections.Counter(by_sha.get(sha, sha[:8]) for sha in shas)
 
 
 def script_keys(monitor_line: str) -> list[str]:

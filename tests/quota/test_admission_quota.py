@@ -9,7 +9,7 @@ import pytest
 from gateway_engine.admission import Admission, AdmissionRequest
 from gateway_engine.live_limits import LiveLimits
 from gateway_engine.options import EngineOptions
-from gateway_engine.quota import ProviderPaused
+from gateway_engine.quota import ProviderPaused, QuotaStoreUnavailable
 
 from .conftest import make_limits, run
 
@@ -35,19 +35,18 @@ def test_a_paused_provider_is_refused_with_nothing_held(store):
     run(store, body)
 
 
-def test_a_pause_between_grant_and_lease_gives_the_grant_back(store):
+def test_a_failure_after_the_grant_and_lease_gives_both_back(store):
+    # the grant and the lease are one atomic step (store.admit: a pause after it cannot split them);
+    # a failure at the in-flight slot after it (the cluster cap's store down) gives back both
     limits = make_limits(rpm=600, tpm=60_000)
-    granted = store.acquire
 
-    async def acquire_then_pause(*args, **kwargs):
-        reservation = await granted(*args, **kwargs)
-        await store.pause_provider(limits.name, "per_day_quota")  # another worker's answer, meanwhile
-        return reservation
+    async def slot_down():
+        raise QuotaStoreUnavailable("the cluster lease's store is down")
 
     async def body():
-        store.acquire = acquire_then_pause
+        store.try_global_slot = slot_down
         admission = Admission(store, LiveLimits(None), EngineOptions())
-        with pytest.raises(ProviderPaused):  # from try_lease
+        with pytest.raises(QuotaStoreUnavailable):
             await admission.admit(AdmissionRequest.for_item(limits, 100, team="", check_cancel=False))
         await nothing_held(store, limits)
 

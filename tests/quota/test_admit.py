@@ -1,0 +1,179 @@
+"""The bucket grant and the provider's concurrency lease in one atomic step (store.admit: lua.py ADMIT,
+local_buckets.py): both are taken, or — every lease held — neither, so a busy lease never costs a token
+taken and given back; a short bucket takes no lease; a paused provider takes nothing; the team's buckets,
+ITPM / OTPM and the lease heartbeat work as with the separate steps.
+
+Every test taking ``store`` runs against the in-process store AND the Redis store (conftest.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway_engine.quota import LeaseBusy, ProviderPaused, TeamQuota
+
+from .conftest import make_limits, run
+
+
+async def levels(store, limits) -> tuple[float, float, int, int]:
+    """RPM tokens, TPM tokens, leases in flight, requests granted in the last minute."""
+    snap = await store.snapshot(limits)
+    return snap.rpm_tokens_available, snap.tpm_tokens_available, snap.leases_in_flight, snap.observed_rpm
+
+
+def test_admit_takes_the_grant_and_the_lease_together(store):
+    limits = make_limits(rpm=600, tpm=60_000, max_concurrency=2)  # 10 requests, 1,000 tokens
+
+    async def body():
+        reservation, lease = await store.admit(limits, 100)
+        assert (reservation.provider, reservation.tokens, lease.provider) == (limits.name, 100, limits.name)
+        rpm, tpm, leases, granted = await levels(store, limits)
+        assert rpm == pytest.approx(9, abs=0.05) and tpm == pytest.approx(900, abs=5)
+        assert (leases, granted) == (1, 1)
+        await store.release_lease(limits, lease)
+        await store.release(limits, reservation)
+        rpm, tpm, leases, granted = await levels(store, limits)
+        assert rpm == pytest.approx(10, abs=0.05) and (leases, granted) == (0, 0)
+
+    run(store, body)
+
+
+def test_a_busy_lease_takes_nothing(store):
+    limits = make_limits(rpm=600, tpm=60_000, max_concurrency=1)
+
+    async def body():
+        held = await store.try_lease(limits)  # another worker's call in flight
+        assert held is not None
+        with pytest.raises(LeaseBusy) as busy:
+            await store.admit(limits, 100)
+        assert busy.value.provider == limits.name and busy.value.wait_ms > 0
+        rpm, tpm, leases, granted = await levels(store, limits)
+        assert rpm == pytest.approx(10, abs=0.05) and tpm == pytest.approx(1000, abs=5)
+        assert (leases, granted) == (1, 0)  # no token taken, so none to give back
+        await store.release_lease(limits, held)
+        reservation, lease = await store.admit(limits, 100)  # free again: both at once
+        assert (await levels(store, limits))[2:] == (1, 1)
+        await store.release_lease(limits, lease)
+        await store.release(limits, reservation)
+
+    run(store, body)
+
+
+def test_a_short_bucket_takes_no_lease_while_it_waits(store):
+    limits = make_limits(rpm=60, tpm=60_000, burst_seconds=2.0, max_concurrency=4)  # 2 requests, 1/s
+
+    async def body():
+        first = [await store.admit(limits, 1) for _ in range(2)]
+        waiter = asyncio.create_task(store.admit(limits, 1))
+        await asyncio.sleep(0.3)  # the third waits for the RPM bucket: it holds no lease meanwhile
+        assert not waiter.done() and (await levels(store, limits))[2] == 2
+        reservation, lease = await asyncio.wait_for(waiter, 5)  # granted at the refill, with its lease
+        assert (await levels(store, limits))[2] == 3
+        for _, held in [*first, (reservation, lease)]:
+            await store.release_lease(limits, held)
+        cancelled = asyncio.create_task(store.admit(limits, 1))  # the bucket is empty again
+        await asyncio.sleep(0.1)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        await asyncio.sleep(0.05)  # a cancelled ask's possible lease goes back in the background
+        assert (await levels(store, limits))[2] == 0
+
+    run(store, body)
+
+
+def test_a_paused_provider_admits_nothing(store):
+    limits = make_limits(rpm=600, max_concurrency=2)
+
+    async def body():
+        await store.pause_provider(limits.name, "per_day_quota", message="daily cap")
+        with pytest.raises(ProviderPaused):
+            await store.admit(limits, 10)
+        rpm, _, leases, granted = await levels(store, limits)
+        assert rpm == pytest.approx(10, abs=0.05) and (leases, granted) == (0, 0)
+
+    run(store, body)
+
+
+def test_the_team_buckets_grant_with_the_lease_or_not_at_all(store):
+    limits = make_limits(rpm=60_000, tpm=6_000_000, max_concurrency=1)
+    team = TeamQuota("acme", rpm=60, tpm=6_000, burst_seconds=10.0)  # 10 requests, 1,000 tokens
+
+    async def body():
+        reservation, lease = await store.admit(limits, 100, team=team)
+        with pytest.raises(LeaseBusy):  # the lease is held: the team's buckets are not touched either
+            await store.admit(limits, 100, team=team)
+        state = await store.team_snapshot(team)
+        assert state.requests_last_minute == 1 and state.tokens_last_minute == 100
+        assert 899 <= state.tpm_available <= 910
+        await store.release_lease(limits, lease)
+        await store.release(limits, reservation)
+        assert (await store.team_snapshot(team)).tokens_last_minute == 0
+
+    run(store, body)
+
+
+def test_admit_takes_from_itpm_and_otpm_with_the_lease(store):
+    limits = make_limits(rpm=600, tpm=60_000, itpm=6_000, otpm=600, max_concurrency=1)  # 100, 10 tokens
+
+    async def body():
+        reservation, lease = await store.admit(limits, 60, input_tokens=50, output_tokens=8)
+        assert (reservation.input_tokens, reservation.output_tokens) == (50, 8)
+        snap = await store.snapshot(limits)
+        assert snap.itpm_tokens_available == pytest.approx(50, abs=1)
+        assert snap.otpm_tokens_available == pytest.approx(2, abs=0.1)
+        await store.release_lease(limits, lease)
+        await store.release(limits, reservation)
+
+    run(store, body)
+
+
+def test_an_admitted_lease_heartbeats_past_its_ttl(store):
+    limits = make_limits(max_concurrency=1, timeout_seconds=0.4, lease_grace_seconds=0.6)  # TTL 1 s
+
+    async def body():
+        reservation, lease = await store.admit(limits, 1)
+        await asyncio.sleep(2.2)  # > 2 TTLs: only the heartbeat keeps it
+        assert not lease.lost and (await levels(store, limits))[2] == 1
+        with pytest.raises(LeaseBusy):
+            await store.admit(limits, 1)
+        lease.stop_heartbeat()  # the holder "dies": its slot comes back after the TTL, by itself
+        await asyncio.sleep(1.3)
+        second, again = await store.admit(limits, 1)
+        await store.release_lease(limits, again)
+        await store.release(limits, second)
+        await store.release(limits, reservation)
+
+    run(store, body)
+
+
+def test_concurrent_admits_never_exceed_the_cap_and_take_only_what_they_send(store):
+    limits = make_limits(rpm=60_000, tpm=6_000_000, max_concurrency=3)
+    calls = 24
+
+    async def body():
+        in_flight = peak = busy = 0
+
+        async def call():
+            nonlocal in_flight, peak, busy
+            while True:
+                try:
+                    reservation, lease = await store.admit(limits, 10)
+                    break
+                except LeaseBusy:
+                    busy += 1
+                    await store.wait_for_lease(limits)
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            await store.release_lease(limits, lease)
+
+        await asyncio.gather(*(call() for _ in range(calls)))
+        assert peak == 3 and busy > 0
+        # every grant was sent: exactly one request per call left the buckets, none given back
+        assert (await levels(store, limits))[3] == calls
+
+    run(store, body)
