@@ -8,15 +8,18 @@
          lease:        bucket and RPM / TPM: quota/team_quota.py) and the provider's cross-worker
                        concurrency lease (lua.py ADMIT): both are taken, or — every lease held — neither
                        (LeaseBusy). Waits only on THIS provider's buckets, holding nothing else.
-    3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
-    4. in-flight slot: store.try_global_slot()  — per-process cap, a local check (and the cluster cap)
+    3. in-flight slot: this process's cap, a local check taken just around each try of 2 (held only
+                       while the store is asked, kept with the grant, given back when the try is
+                       refused: quota/slots.py LocalSlotHold) — and the cluster cap's lease after it
+    4. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
 
 The rule, stated and enforced here and nowhere else: **bucket token first, then the concurrency
 slots, never the reverse; no idle token holders.** Taking token and lease in one atomic step satisfies
 it: no attempt ever holds a lease while it waits for a token, nor a token while it waits for a lease —
 a busy lease takes nothing, so there is nothing to give back (no RELEASE round trip), and the item waits
-for a lease holding nothing. If 3 or 4 is busy, everything taken so far goes back, the lease and the
-bucket token included (store.release: 1 request + the reserved tokens), the item waits until that one
+for a lease holding nothing; a full process waits for its slot before asking, holding nothing either.
+If the cluster cap or 4 is busy, everything taken so far goes back, the lease and the bucket token
+included (store.release: 1 request + the reserved tokens), the item waits until that one
 looks free (woken at once by a release in this process, short polling across processes) and starts
 again at 2. A send therefore follows its grant at once, and the provider never sees more than capacity
 + rate × window. ``settle`` reconciles the grant to the provider's reported usage after the send;
@@ -38,13 +41,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
-from .admission_slots import AttemptSlots, Blocked, Stack
+from .admission_slots import AttemptSlots, Blocked, Granted, Stack
 from .live_limits import LiveLimits, TeamAsk, TeamTurns
 from .options import EngineOptions
 from .protocols import QuotaStore
 from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
 from .quota.lease_window import LeaseWindow
-from .quota.leases import Lease
 from .quota.types import BudgetReservation, Lane, LeaseBusy, ProviderLimits, Reservation
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
@@ -224,13 +226,12 @@ class Admission:
                 granted = await self._interactive_grant(gate, seat, (live, team), request, long_item)
                 if granted is None:
                     continue  # waited for a busy lane or lease, holding nothing
-                reservation, lease = granted
-                limits = live()
+                reservation, limits = granted[0], live()
                 if request.check_cancel and self.should_cancel():
-                    await self.slots.give_back(self.slots.holding(None, limits, lease), limits, reservation)
+                    await self.slots.give_back(self.slots.holding(None, limits, granted), limits, reservation)
                     gate.close(seat)
                     return None
-                blocked, held, slot = await self.slots.take(None, limits, lease, reservation, long_item)
+                blocked, held, slot = await self.slots.take(None, limits, granted, long_item)
                 if not blocked:
                     gate.sent(seat)
                     held.callback(gate.close, seat)
@@ -244,7 +245,7 @@ class Admission:
 
     async def _interactive_grant(
         self, gate: FairGate, seat: Seat, live: _Live, request: AdmissionRequest, long_item: bool
-    ) -> tuple[Reservation, Lease] | None:
+    ) -> Granted | None:
         """The seat's grant and lease; None after waiting (holding nothing, the turn kept, batch asks of
         every worker yielding) for a busy long lane or for a lease when every one was held."""
         blocked: Blocked = "lane" if long_item and self.long_lane.locked() else ""
@@ -267,7 +268,7 @@ class Admission:
 
     async def _interactive_token(
         self, gate: FairGate, seat: Seat, live: _Live, request: AdmissionRequest
-    ) -> tuple[Reservation, Lease]:
+    ) -> Granted:
         """The bucket grant and lease for the seat's call; while only its team's buckets are short,
         the turn goes to the other teams meanwhile."""
         while True:
@@ -300,18 +301,18 @@ class Admission:
             if long_item and self.long_lane.locked():
                 await self.slots.wait_until_free("lane", limits)  # holding nothing
             try:
-                reservation, lease = await self._bucket_token(gate, (live, team), request)
+                granted = await self._bucket_token(gate, (live, team), request)
             except LeaseBusy:  # nothing taken (the gate given back): wait for a lease, ask again
                 gate.lease_refused()
                 await store.wait_for_lease(limits)
                 if request.check_cancel and self.should_cancel():
                     return None
                 continue
-            limits = live()
+            reservation, limits = granted[0], live()
             if request.check_cancel and self.should_cancel():
-                await self.slots.give_back(self.slots.holding(gate, limits, lease), limits, reservation)
+                await self.slots.give_back(self.slots.holding(gate, limits, granted), limits, reservation)
                 return None
-            blocked, held, slot = await self.slots.take(gate, limits, lease, reservation, long_item)
+            blocked, held, slot = await self.slots.take(gate, limits, granted, long_item)
             if not blocked:
                 gate.lease_taken()
                 return Admitted(request, team.live(reservation, live), held, slot)
@@ -320,9 +321,7 @@ class Admission:
             if request.check_cancel and self.should_cancel():
                 return None
 
-    async def _bucket_token(
-        self, gate: LeaseWindow, live: _Live, request: AdmissionRequest
-    ) -> tuple[Reservation, Lease]:
+    async def _bucket_token(self, gate: LeaseWindow, live: _Live, request: AdmissionRequest) -> Granted:
         """Pass this run's gate for the provider, then wait for the buckets' grant and the lease (gate
         held after). While only the team's own buckets are short, wait holding no gate slot (the team's
         turn). LeaseBusy (the gate given back): every lease is held, nothing was taken."""
@@ -337,7 +336,7 @@ class Admission:
                 gate.release()
                 raise
 
-    async def _grant(self, live: _Live, request: AdmissionRequest) -> tuple[Reservation, Lease]:
+    async def _grant(self, live: _Live, request: AdmissionRequest) -> Granted:
         """The provider's and the team's buckets' grant for ``request``, asked with their live limits,
         and the provider's lease with it (store.admit: both or neither)."""
         current, team = live

@@ -98,10 +98,11 @@ class QuotaStore(AsyncCloseable, Protocol):
         step_aside: bool = False,
         team: TeamQuota | None = None,
         current_team: Callable[[], TeamQuota | None] | None = None,
-    ) -> tuple[Reservation, Lease]:
+    ) -> tuple[Reservation, Lease, GlobalSlot | None]:
         """``acquire`` and the provider's concurrency lease in one atomic step: both, or — every lease
         held — neither (LeaseBusy: wait_for_lease, then ask again). The lease heartbeats until
-        ``release_lease``."""
+        ``release_lease``. With them this process's in-flight slot (``release_global_slot``; None: the
+        cluster cap is busy — give back the rest and wait_for_global_slot)."""
         ...
 
     def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:

@@ -24,7 +24,7 @@ from .following import RemainingFollower
 from .pauses import ProviderPauses
 from .priority import InteractiveMarks
 from .team_quota import TeamQuota
-from .token_ask import TokenAsk, settle_deltas, team_delta
+from .token_ask import AskHold, TokenAsk, settle_deltas, team_delta
 from .types import (
     Decision,
     Lane,
@@ -111,6 +111,7 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         team: TeamQuota | None = None,
         current_team: Callable[[], TeamQuota | None] | None = None,
         lease_id: str | None = None,
+        hold: AskHold | None = None,
     ) -> Reservation:
         """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
@@ -130,9 +131,10 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         live value on every retry, like ``current``. ``lease_id`` (store.admit): every ask also takes
         the provider's concurrency lease under that id in the same atomic step; when the buckets would
         grant but every lease is held, nothing is taken and LeaseBusy is raised (the caller waits for a
-        lease holding nothing, then asks again).
+        lease holding nothing, then asks again). ``hold``: taken just before each try, given back
+        when the try is refused, kept with the grant (this process's in-flight slot: store.admit).
         """
-        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside, lease_id)
+        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside, lease_id, hold)
         ask.amounts(limits, team)  # QuotaImpossible before any wait
         mine = _Live(current, team, current_team)
         loop = asyncio.get_running_loop()
@@ -187,7 +189,7 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
         n, ni, no = ask.amounts(limits, team)
         self.refuse_if_held(limits.name)  # the durable record's pause, even while the store lost it
-        decision = await self.try_acquire(limits, n, ni, no, lane=lane, team=team, lease_id=ask.lease_id)
+        decision = await self._try(limits, ask, (n, ni, no), lane, team)
         if decision.lease_wait_ms:
             raise LeaseBusy(limits.name, decision.lease_wait_ms)
         if decision.granted:
@@ -196,6 +198,27 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
             raise QuotaImpossible(limits.name, n, limits.tpm_capacity)
         if decision.team_wait and ask.step_aside and team is not None:
             raise TeamShareWait(limits.name, team.team, decision.wait_ms / 1000.0)
+        return decision
+
+    async def _try(
+        self,
+        limits: ProviderLimits,
+        ask: TokenAsk,
+        amounts: tuple[int, int, int],
+        lane: Lane,
+        team: TeamQuota | None,
+    ) -> Decision:
+        """One try at the store, with ``ask.hold`` held around it (kept only if granted)."""
+        if ask.hold is not None:
+            await ask.hold.take()
+        try:
+            decision = await self.try_acquire(limits, *amounts, lane=lane, team=team, lease_id=ask.lease_id)
+        except BaseException:
+            if ask.hold is not None:
+                ask.hold.give_back()
+            raise
+        if not decision.granted and ask.hold is not None:
+            ask.hold.give_back()
         return decision
 
     @staticmethod

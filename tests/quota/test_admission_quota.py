@@ -37,14 +37,15 @@ def test_a_paused_provider_is_refused_with_nothing_held(store):
 
 def test_a_failure_after_the_grant_and_lease_gives_both_back(store):
     # the grant and the lease are one atomic step (store.admit: a pause after it cannot split them);
-    # a failure at the in-flight slot after it (the cluster cap's store down) gives back both
+    # a failure at the in-flight slot after it (the cluster cap's lease: its store down) gives back both
     limits = make_limits(rpm=600, tpm=60_000)
 
-    async def slot_down():
+    async def cluster_down():  # as InFlightSlots.adopt fails: the local part given back, then the error
+        store.slots.give_back_local()
         raise QuotaStoreUnavailable("the cluster lease's store is down")
 
     async def body():
-        store.try_global_slot = slot_down
+        store.slots.adopt = cluster_down
         admission = Admission(store, LiveLimits(None), EngineOptions())
         with pytest.raises(QuotaStoreUnavailable):
             await admission.admit(AdmissionRequest.for_item(limits, 100, team="", check_cancel=False))

@@ -17,6 +17,15 @@ from gateway_engine.quota import LeaseBusy, ProviderPaused, TeamQuota
 from .conftest import make_limits, run
 
 
+async def done(store, limits, granted, *, give_back: bool = False) -> None:
+    """The send is over: the in-flight slot and the lease go back (and the grant, if not used)."""
+    reservation, lease, slot = granted
+    await store.release_global_slot(slot)
+    await store.release_lease(limits, lease)
+    if give_back:
+        await store.release(limits, reservation)
+
+
 async def levels(store, limits) -> tuple[float, float, int, int]:
     """RPM tokens, TPM tokens, leases in flight, requests granted in the last minute."""
     snap = await store.snapshot(limits)
@@ -27,15 +36,16 @@ def test_admit_takes_the_grant_and_the_lease_together(store):
     limits = make_limits(rpm=600, tpm=60_000, max_concurrency=2)  # 10 requests, 1,000 tokens
 
     async def body():
-        reservation, lease = await store.admit(limits, 100)
+        reservation, lease, slot = admitted = await store.admit(limits, 100)
         assert (reservation.provider, reservation.tokens, lease.provider) == (limits.name, 100, limits.name)
+        assert slot is not None and store.global_in_flight == 1  # this process's slot comes with them
         rpm, tpm, leases, granted = await levels(store, limits)
         assert rpm == pytest.approx(9, abs=0.05) and tpm == pytest.approx(900, abs=5)
         assert (leases, granted) == (1, 1)
-        await store.release_lease(limits, lease)
-        await store.release(limits, reservation)
+        await done(store, limits, admitted, give_back=True)
         rpm, tpm, leases, granted = await levels(store, limits)
         assert rpm == pytest.approx(10, abs=0.05) and (leases, granted) == (0, 0)
+        assert store.global_in_flight == 0
 
     run(store, body)
 
@@ -52,11 +62,11 @@ def test_a_busy_lease_takes_nothing(store):
         rpm, tpm, leases, granted = await levels(store, limits)
         assert rpm == pytest.approx(10, abs=0.05) and tpm == pytest.approx(1000, abs=5)
         assert (leases, granted) == (1, 0)  # no token taken, so none to give back
+        assert store.global_in_flight == 0  # nor this process's slot
         await store.release_lease(limits, held)
-        reservation, lease = await store.admit(limits, 100)  # free again: both at once
+        admitted = await store.admit(limits, 100)  # free again: both at once
         assert (await levels(store, limits))[2:] == (1, 1)
-        await store.release_lease(limits, lease)
-        await store.release(limits, reservation)
+        await done(store, limits, admitted, give_back=True)
 
     run(store, body)
 
@@ -67,19 +77,40 @@ def test_a_short_bucket_takes_no_lease_while_it_waits(store):
     async def body():
         first = [await store.admit(limits, 1) for _ in range(2)]
         waiter = asyncio.create_task(store.admit(limits, 1))
-        await asyncio.sleep(0.3)  # the third waits for the RPM bucket: it holds no lease meanwhile
-        assert not waiter.done() and (await levels(store, limits))[2] == 2
-        reservation, lease = await asyncio.wait_for(waiter, 5)  # granted at the refill, with its lease
+        await asyncio.sleep(0.3)  # the third waits for the RPM bucket: it holds no lease (nor slot) meanwhile
+        assert not waiter.done() and (await levels(store, limits))[2] == 2 and store.global_in_flight == 2
+        third = await asyncio.wait_for(waiter, 5)  # granted at the refill, with its lease
         assert (await levels(store, limits))[2] == 3
-        for _, held in [*first, (reservation, lease)]:
-            await store.release_lease(limits, held)
+        for admitted in [*first, third]:
+            await done(store, limits, admitted)
         cancelled = asyncio.create_task(store.admit(limits, 1))  # the bucket is empty again
         await asyncio.sleep(0.1)
         cancelled.cancel()
         with pytest.raises(asyncio.CancelledError):
             await cancelled
         await asyncio.sleep(0.05)  # a cancelled ask's possible lease goes back in the background
-        assert (await levels(store, limits))[2] == 0
+        assert (await levels(store, limits))[2] == 0 and store.global_in_flight == 0
+
+    run(store, body)
+
+
+def test_a_full_process_waits_for_its_slot_before_asking_and_takes_nothing_meanwhile(store):
+    limits = make_limits(rpm=600, tpm=60_000, max_concurrency=8)
+
+    async def body():
+        taken = [await store.try_global_slot() for _ in range(3)]  # the fixture's process cap: 3
+        assert all(taken)
+        asking = asyncio.create_task(store.admit(limits, 100))
+        await asyncio.sleep(0.2)
+        assert not asking.done()
+        rpm, tpm, leases, granted = await levels(store, limits)
+        assert rpm == pytest.approx(10, abs=0.05) and (leases, granted) == (0, 0)  # nothing taken
+        await store.release_global_slot(taken.pop())
+        admitted = await asyncio.wait_for(asking, 5)  # woken by the release here: then all at once
+        assert (await levels(store, limits))[2:] == (1, 1) and store.global_in_flight == 3
+        await done(store, limits, admitted, give_back=True)
+        for slot in taken:
+            await store.release_global_slot(slot)
 
     run(store, body)
 
@@ -102,14 +133,13 @@ def test_the_team_buckets_grant_with_the_lease_or_not_at_all(store):
     team = TeamQuota("acme", rpm=60, tpm=6_000, burst_seconds=10.0)  # 10 requests, 1,000 tokens
 
     async def body():
-        reservation, lease = await store.admit(limits, 100, team=team)
+        admitted = await store.admit(limits, 100, team=team)
         with pytest.raises(LeaseBusy):  # the lease is held: the team's buckets are not touched either
             await store.admit(limits, 100, team=team)
         state = await store.team_snapshot(team)
         assert state.requests_last_minute == 1 and state.tokens_last_minute == 100
         assert 899 <= state.tpm_available <= 910
-        await store.release_lease(limits, lease)
-        await store.release(limits, reservation)
+        await done(store, limits, admitted, give_back=True)
         assert (await store.team_snapshot(team)).tokens_last_minute == 0
 
     run(store, body)
@@ -119,13 +149,12 @@ def test_admit_takes_from_itpm_and_otpm_with_the_lease(store):
     limits = make_limits(rpm=600, tpm=60_000, itpm=6_000, otpm=600, max_concurrency=1)  # 100, 10 tokens
 
     async def body():
-        reservation, lease = await store.admit(limits, 60, input_tokens=50, output_tokens=8)
-        assert (reservation.input_tokens, reservation.output_tokens) == (50, 8)
+        admitted = await store.admit(limits, 60, input_tokens=50, output_tokens=8)
+        assert (admitted[0].input_tokens, admitted[0].output_tokens) == (50, 8)
         snap = await store.snapshot(limits)
         assert snap.itpm_tokens_available == pytest.approx(50, abs=1)
         assert snap.otpm_tokens_available == pytest.approx(2, abs=0.1)
-        await store.release_lease(limits, lease)
-        await store.release(limits, reservation)
+        await done(store, limits, admitted, give_back=True)
 
     run(store, body)
 
@@ -134,23 +163,22 @@ def test_an_admitted_lease_heartbeats_past_its_ttl(store):
     limits = make_limits(max_concurrency=1, timeout_seconds=0.4, lease_grace_seconds=0.6)  # TTL 1 s
 
     async def body():
-        reservation, lease = await store.admit(limits, 1)
+        _, lease, slot = await store.admit(limits, 1)
         await asyncio.sleep(2.2)  # > 2 TTLs: only the heartbeat keeps it
         assert not lease.lost and (await levels(store, limits))[2] == 1
         with pytest.raises(LeaseBusy):
             await store.admit(limits, 1)
-        lease.stop_heartbeat()  # the holder "dies": its slot comes back after the TTL, by itself
+        lease.stop_heartbeat()  # the holder "dies": its lease comes back after the TTL, by itself
+        await store.release_global_slot(slot)
         await asyncio.sleep(1.3)
-        second, again = await store.admit(limits, 1)
-        await store.release_lease(limits, again)
-        await store.release(limits, second)
-        await store.release(limits, reservation)
+        await done(store, limits, await store.admit(limits, 1))
 
     run(store, body)
 
 
-def test_concurrent_admits_never_exceed_the_cap_and_take_only_what_they_send(store):
-    limits = make_limits(rpm=60_000, tpm=6_000_000, max_concurrency=3)
+@pytest.mark.parametrize("cap", [2, 4], ids=["leases-bind", "slots-bind"])
+def test_concurrent_admits_never_exceed_the_cap_and_take_only_what_they_send(store, cap):
+    limits = make_limits(rpm=60_000, tpm=6_000_000, max_concurrency=cap)  # the process has 3 slots
     calls = 24
 
     async def body():
@@ -160,7 +188,7 @@ def test_concurrent_admits_never_exceed_the_cap_and_take_only_what_they_send(sto
             nonlocal in_flight, peak, busy
             while True:
                 try:
-                    reservation, lease = await store.admit(limits, 10)
+                    admitted = await store.admit(limits, 10)
                     break
                 except LeaseBusy:
                     busy += 1
@@ -169,11 +197,13 @@ def test_concurrent_admits_never_exceed_the_cap_and_take_only_what_they_send(sto
             peak = max(peak, in_flight)
             await asyncio.sleep(0.01)
             in_flight -= 1
-            await store.release_lease(limits, lease)
+            await done(store, limits, admitted)
 
         await asyncio.gather(*(call() for _ in range(calls)))
-        assert peak == 3 and busy > 0
+        assert peak == min(cap, 3)
+        # 2 leases: asks find them held (and take nothing); 4: the 3 slots bind, waited for before asking
+        assert (busy > 0) == (cap < 3)
         # every grant was sent: exactly one request per call left the buckets, none given back
-        assert (await levels(store, limits))[3] == calls
+        assert (await levels(store, limits))[3] == calls and store.global_in_flight == 0
 
     run(store, body)
