@@ -1,16 +1,25 @@
 """The circuit breaker shared by every worker: the state machine of gateway_engine.breaker in one Lua
 script, evaluated atomically on Redis with the server's clock. Its cooldown ladder is an argument,
 computed in Python (``breaker.cooldown_ladder_ms``, gateway_engine/backoff.py), never a copy of the
-formula in Lua."""
+formula in Lua.
+
+Known closed: every script call answers the breaker's state. While this process's last answer for a
+provider said ``closed`` and is younger than ``KNOWN_CLOSED_SECONDS``, ``allow`` answers "allowed"
+without asking Redis (on the happy path each success's ``record`` renews the knowledge, so no allow
+round trip is sent at all). A breaker opened by another worker is therefore honoured here within that
+bound — or at once, when a call of this process records its outcome and learns the state. Open and
+half-open are never answered locally: the cooldown and the one-probe rule stay in Redis."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 
 from .breaker import (
+    CLOSED,
     BreakerConfig,
     BreakerState,
     BreakerUnavailable,
@@ -20,11 +29,15 @@ from .breaker import (
     log_transition,
     state_view,
 )
+from .protocols import Clock
 from .quota.resp import Arg, Reply, RespClient, Script
 from .redis_errors import REDIS_ERRORS
 from .redis_target import sync_client
 
-__all__ = ["RedisBreaker", "breaker_key"]
+__all__ = ["KNOWN_CLOSED_SECONDS", "RedisBreaker", "breaker_key"]
+
+# how long this process trusts its last "closed" answer for a provider (docs/engine.md "Failure isolation")
+KNOWN_CLOSED_SECONDS = 0.25
 
 _UNREACHABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)  # the RESP client's socket too
 
@@ -131,8 +144,11 @@ class RedisBreaker:
         *,
         connect_timeout: float = 2.0,
         command_timeout: float = 5.0,
+        clock: Clock = time.monotonic,
     ):
         self.url, self.prefix = url, prefix
+        self._clock = clock
+        self._closed_at: dict[str, float] = {}  # provider -> when (clock) Redis last answered "closed"
         self.config = config or BreakerConfig()
         self.connect_timeout, self.command_timeout = connect_timeout, command_timeout
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RespClient] = (
@@ -186,16 +202,33 @@ class RedisBreaker:
                 f"circuit breaker state unavailable: cannot reach Redis ({exc})"
             ) from exc
 
+    def _learn(self, provider: str, state: str) -> None:
+        """Keep what Redis just answered: "closed" (and when), or forget it (open, half-open)."""
+        if state == CLOSED:
+            self._closed_at[provider] = self._clock()
+        else:
+            self._closed_at.pop(provider, None)
+
+    def known_closed(self, provider: str) -> bool:
+        """Whether this process's last answer for ``provider`` said closed, less than
+        KNOWN_CLOSED_SECONDS ago (then ``allow`` asks nothing of Redis)."""
+        at = self._closed_at.get(provider)
+        return at is not None and self._clock() - at < KNOWN_CLOSED_SECONDS
+
     async def allow(self, provider: str, probe_ttl_seconds: float = 30.0, *, prober: str = "") -> Permit:
+        if self.known_closed(provider):
+            return Permit(True, CLOSED)
         allowed, state, wait_ms, probe, last = await self._eval(
             provider, self._args("allow", probe_ttl_seconds * 1000, asker=prober)
         )
         state, last = (v.decode() if isinstance(v, bytes) else str(v) for v in (state, last))
+        self._learn(provider, state)
         return Permit(bool(int(allowed)), state, float(wait_ms) / 1000.0, bool(int(probe)), last)
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
         result = await self._eval(provider, self._args("record", (retry_after_seconds or 0.0) * 1000, ok))
         state, before = (v.decode() if isinstance(v, bytes) else str(v) for v in (result[1], result[3]))
+        self._learn(provider, state)
         log_transition(provider, before, state, retry_after_seconds)
         return state
 
