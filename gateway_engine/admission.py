@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from .admission_slots import AttemptSlots, Blocked, Granted, Stack
 from .live_limits import LiveLimits, TeamAsk, TeamTurns
@@ -47,7 +47,7 @@ from .options import EngineOptions
 from .protocols import QuotaStore
 from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
 from .quota.lease_window import LeaseWindow
-from .quota.types import BudgetReservation, Lane, LeaseBusy, ProviderLimits, Reservation
+from .quota.types import BudgetReservation, Lane, LeaseBusy, ProviderLimits, Reservation, SettleOutcome
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
 
@@ -187,19 +187,23 @@ class Admission:
         admitted.slot.push_async_callback(store.give_back_budget, budget)  # no-op once settled
         return replace(admitted, reservation=replace(admitted.reservation, budget=budget))
 
-    async def settle(self, admitted: Admitted, usage: Mapping[str, int]) -> None:
+    async def settle(
+        self, admitted: Admitted, usage: Mapping[str, int], also: SettleOutcome | None = None
+    ) -> Any:
         """Reconcile the grant (and the team budget with it) to the provider's reported usage: TPM with
         total_tokens, ITPM with prompt_tokens − cached_tokens (cache reads do not count toward a
         provider's input limit; cache writes do, and prompt_tokens includes them) and OTPM with
-        completion_tokens. A part the usage does not report stays as reserved."""
+        completion_tokens. A part the usage does not report stays as reserved. ``also`` (the breaker's
+        success): run in the same atomic settle where the store can — its answer, else None."""
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         actual_input = None if prompt is None else max(0, int(prompt) - int(usage.get("cached_tokens") or 0))
-        await self.store.reconcile(
+        return await self.store.reconcile(
             admitted.request.limits,
             admitted.reservation,
             usage["total_tokens"],
             actual_input=actual_input,
             actual_output=None if completion is None else int(completion),
+            also=also,
         )
 
     async def release(self, admitted: Admitted) -> None:

@@ -5,9 +5,10 @@ waits for a grant, and what a settle moves, is buckets.py over these."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 from .team_quota import TeamQuota, TeamQuotaState
-from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState, SettleOutcome
 
 
 class BucketBackend(ABC):
@@ -52,9 +53,12 @@ class BucketBackend(ABC):
         deltas: tuple[int, int, int],
         team: TeamQuota | None = None,
         team_delta: int = 0,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Any:
         """Take the deltas more from the TPM, ITPM and OTPM buckets (negative: refund, clamped to
-        capacity), and ``team_delta`` from the team's TPM bucket, atomically."""
+        capacity), and ``team_delta`` from the team's TPM bucket, atomically. ``also`` (only where the
+        backend folds it: the Redis store, SETTLE): a caller's step run in the same atomic script; its
+        answer is returned (else None)."""
 
     @abstractmethod
     async def give_back(

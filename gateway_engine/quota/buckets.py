@@ -16,6 +16,7 @@ import random
 from abc import ABC
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .acquire_queue import AcquireQueues
 from .bucket_backend import BucketBackend
@@ -33,6 +34,7 @@ from .types import (
     ProviderQuotaState,
     QuotaImpossible,
     Reservation,
+    SettleOutcome,
 )
 from .wakeups import Wakeups
 
@@ -272,19 +274,25 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         *,
         actual_input: int | None = None,
         actual_output: int | None = None,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Any:
         """Settle a reservation with the provider's reported usage, each bucket to its part (TPM to
         ``actual_tokens``, ITPM to ``actual_input``, OTPM to ``actual_output``; a part not reported
         stays as reserved): refund the unused part, or take the overage as debt (a bucket may go
         negative, delaying the next callers), each debt clamped to one bucket (settle_deltas). The
-        live limits are used (Reservation.current). (The team budget: the store settles it after.)"""
+        live limits are used (Reservation.current). (The team budget: the store settles it after.)
+        ``also``: a caller's step run in the same atomic script (sent even when nothing else moves);
+        returns its answer."""
         if reservation.current is not None:
             limits = reservation.current()
         team = granted_team(reservation)
         deltas = settle_deltas(limits, reservation, actual_tokens, actual_input, actual_output)
         more = team_delta(team, reservation, actual_tokens)
+        if also is not None:
+            return await self.reconcile_delta(limits, deltas, team, more, also)
         if any(deltas) or more:
             await self.reconcile_delta(limits, deltas, team, more)
+        return None
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.

@@ -13,7 +13,7 @@ from .local_state import LocalState, put, refill, wait_ms_for
 from .local_team import TeamCells
 from .lua import YIELD_MS
 from .team_quota import TeamQuota, TeamQuotaState
-from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState, SettleOutcome
 
 
 class LocalTokenBuckets(TokenBuckets):
@@ -124,6 +124,7 @@ class LocalTokenBuckets(TokenBuckets):
         deltas: tuple[int, int, int],
         team: TeamQuota | None = None,
         team_delta: int = 0,
+        also: SettleOutcome | None = None,  # never given: this store folds nothing (store.folds)
     ) -> None:
         delta_tokens, delta_input, delta_output = deltas
         with self._state.lock:

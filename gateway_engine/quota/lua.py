@@ -217,10 +217,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 # KEYS: bucket, obs [, team bucket, team observed rates]. ARGV: bucket args (1..9), d, di, do (actual -
 # reserved per TPM, ITPM, OTPM; negative = refund, clamped to capacity), the team ARGV (13..18, share
 # "0"), the team TPM's d (19)
-RECONCILE = (
-    PRELUDE
-    + TEAM_FUNCTIONS
-    + """
+_RECONCILE_BODY = """
 local d = tonumber(ARGV[10])
 local now = now_ms()
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
@@ -232,9 +229,16 @@ if tk > 0 then
   local _, qv, kv = team_ask(0, tk, now, 0, 13)
   team_move(0, tk, now, nil, qv, kv, 0, tonumber(ARGV[19]), 13)
 end
-return 1
 """
-)
+RECONCILE = PRELUDE + TEAM_FUNCTIONS + _RECONCILE_BODY + "return 1\n"
+
+
+def settle_script(outcome_function: str) -> str:
+    """SETTLE: RECONCILE with a caller's step after it in the same atomic script (the breaker's success:
+    ``outcome_function`` defines ``local function outcome(key, a)``). KEYS: RECONCILE's, then the step's
+    key (the last); ARGV: RECONCILE's 19, then the step's from 20. Answers what the step answers."""
+    return PRELUDE + TEAM_FUNCTIONS + outcome_function + _RECONCILE_BODY + "return outcome(KEYS[#KEYS], 20)\n"
+
 
 # KEYS: bucket, obs, pause (unread) [, share bucket] [, team bucket, team observed rates]. ARGV: bucket
 # args (1..9), n, ni, no, the team ARGV (13..18). Gives back an unused grant (1 request, the tokens; the

@@ -7,10 +7,11 @@ from typing import Any
 
 from .adaptive import OUTSIDE_SHOWN_MS, RemainingQuota
 from .buckets import TokenBuckets, log_pause
+from .lua import settle_script
 from .redis_conn import RedisConnection, pause_state
-from .resp import Arg
+from .resp import Arg, Reply
 from .team_quota import TeamQuota, TeamQuotaState
-from .types import AdaptiveView, Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import AdaptiveView, Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState, SettleOutcome
 
 PAUSED = 3  # ACQUIRE's status when the provider is paused
 LEASES_HELD = 4  # ADMIT's status when every lease of the provider is held (nothing taken)
@@ -124,11 +125,17 @@ class RedisTokenBuckets(TokenBuckets):
         deltas: tuple[int, int, int],
         team: TeamQuota | None = None,
         team_delta: int = 0,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Reply:
         bucket, obs, _ = self._conn.provider_keys(limits.name)
         team_keys, team_args = self._team_part(team)
-        args = [*rates(limits), *(int(d) for d in deltas), "0", "0", *team_args, int(team_delta)]
-        await self._conn.run("RECONCILE", [bucket, obs, *team_keys], args)
+        args: list[Arg] = [*rates(limits), *(int(d) for d in deltas), "0", "0", *team_args, int(team_delta)]
+        if also is None:
+            await self._conn.run("RECONCILE", [bucket, obs, *team_keys], args)
+            return None
+        # SETTLE: the caller's step (its key last, its ARGV from 20) in the same atomic script
+        keys = [bucket, obs, *team_keys, also.key]
+        return await self._conn.run_text(settle_script(also.function), keys, [*args, *also.args])
 
     async def give_back(
         self, limits: ProviderLimits, amounts: tuple[int, int, int], team: TeamQuota | None = None

@@ -74,6 +74,7 @@ class RedisConnection:
         self.scripts.update({name: Script(getattr(lua_leases, name)) for name in LEASE_SCRIPT_NAMES})
         self.scripts.update({name: Script(getattr(lua_adaptive, name)) for name in ADAPTIVE_SCRIPT_NAMES})
         self.scripts.update({name: Script(getattr(lua_team, name)) for name in TEAM_SCRIPT_NAMES})
+        self._built: dict[str, Script] = {}  # run_text's scripts
 
     def client(self) -> RespClient:
         loop = asyncio.get_running_loop()
@@ -103,6 +104,16 @@ class RedisConnection:
         """Run one of lua.py's scripts (by name)."""
         try:
             return await self.scripts[script](self.client(), keys, args)
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def run_text(self, text: str, keys: list[str], args: list[Arg]) -> Reply:
+        """Run a script built at run time (lua.settle_script), its Script kept per text."""
+        script = self._built.get(text)
+        if script is None:
+            script = self._built[text] = Script(text)
+        try:
+            return await script(self.client(), keys, args)
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 

@@ -219,6 +219,19 @@ class Reservation:
     sent_mark: tuple[int, int] | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class SettleOutcome:
+    """A caller's own step run inside the grant's settle script, atomically after the reconcile (the
+    breaker's success: RedisBreaker.success_part): ``function`` is Lua text defining
+    ``local function outcome(key, a)`` (its ARGV from index ``a``), ``key`` its key (in the provider's
+    hash slot), ``args`` its ARGV; ``url`` the Redis it belongs to (folded only into a store there)."""
+
+    url: str
+    function: str
+    key: str
+    args: tuple[str | bytes | int | float, ...]
+
+
 class LeaseBusy(Exception):
     """store.admit: the buckets would grant but every concurrency lease of the provider is held, so
     nothing was taken (no token to give back); wait for a lease (store.wait_for_lease) and ask again.

@@ -301,3 +301,32 @@ def test_successful_calls_cost_one_breaker_script_each_not_two(redis_sync):
 
     run(scenario())
     assert breaker.calls == calls + 1  # the first allow asks; every success renews "closed" (was 2 × calls)
+
+
+def test_a_success_folded_into_the_settle_is_recorded_once_in_one_round_trip(redis_sync):
+    from gateway_engine.quota.redis_store import RedisQuotaStore
+    from tests.quota.conftest import make_limits
+
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}brk-fold:{uuid.uuid4().hex[:8]}:"
+    store = RedisQuotaStore(settings.REDIS_URL, prefix=prefix, global_max_in_flight=4)
+    breaker = CountingBreaker(settings.REDIS_URL, prefix=prefix, config=CFG, clock=FakeClock())
+    limits = make_limits(rpm=600, tpm=60_000)
+
+    async def scenario():
+        for _ in range(2):
+            await breaker.record(limits.name, ok=False)  # 2 of 3 failures: a success must reset them
+        reservation, lease, slot = await store.admit(limits, 100)
+        await store.release_global_slot(slot)
+        await store.release_lease(limits, lease)
+        answer = await store.reconcile(limits, reservation, 40, also=breaker.success_part(limits.name))
+        assert breaker.learn_folded(limits.name, answer) == "closed"
+        sent = breaker.calls
+        assert await breaker.record(limits.name, ok=True) == "closed" and breaker.calls == sent  # not re-sent
+        view = breaker.snapshot_sync([limits.name])[limits.name]
+        assert view.consecutive_failures == 0 and view.window_requests == 3  # the fold counted once
+        assert (await store.snapshot(limits)).tpm_tokens_available == pytest.approx(960, abs=5)
+        assert await breaker.record(limits.name, ok=True) == "closed" and breaker.calls == sent + 1
+        await store.aclose()
+        await breaker.aclose()
+
+    run(scenario())

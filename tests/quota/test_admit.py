@@ -13,6 +13,7 @@ import asyncio
 import pytest
 
 from gateway_engine.quota import LeaseBusy, ProviderPaused, TeamQuota
+from gateway_engine.quota.types import SettleOutcome
 
 from .conftest import make_limits, run
 
@@ -205,5 +206,35 @@ def test_concurrent_admits_never_exceed_the_cap_and_take_only_what_they_send(sto
         assert (busy > 0) == (cap < 3)
         # every grant was sent: exactly one request per call left the buckets, none given back
         assert (await levels(store, limits))[3] == calls and store.global_in_flight == 0
+
+    run(store, body)
+
+
+# a caller's step for SETTLE (lua.settle_script): writes its argument to its key, answers it
+STEP = """
+local function outcome(key, a)
+  redis.call('SET', key, ARGV[a], 'PX', 60000)
+  return {ARGV[a]}
+end
+"""
+
+
+def test_settle_runs_a_callers_step_in_the_reconciles_script_where_the_store_can(store):
+    limits = make_limits(rpm=600, tpm=60_000, max_concurrency=2)
+    url = getattr(store, "url", "")
+    key = f"{getattr(store, 'prefix', '')}q:{{{limits.name}}}:step"  # the provider's hash slot
+    step = SettleOutcome(url, STEP, key, ("hello",))
+
+    async def body():
+        admitted = await store.admit(limits, 100)
+        await done(store, limits, admitted)
+        answer = await store.reconcile(limits, admitted[0], 40, also=step)  # 60 of the 100 back
+        assert (await levels(store, limits))[1] == pytest.approx(960, abs=5)
+        if store.backend == "redis":  # one script: the reconcile and the step
+            assert answer == [b"hello"] and await store.command("GET", key) == b"hello"
+        else:  # nothing to fold into: the caller takes its step itself
+            assert answer is None and not store.folds(step)
+        elsewhere = SettleOutcome("redis://elsewhere:6379/0", STEP, key, ("x",))
+        assert not store.folds(elsewhere)  # a step of another server is never run here
 
     run(store, body)
