@@ -154,10 +154,17 @@ class OutcomeRecorder:
             await self.ride("breaker", ctx.breaker.record, choice.name, ok=True)
             probe_succeeded(choice.name)
         if outcome.pause is not None:
-            await self.pause(choice, outcome)
+            if not outcome.pause_applied:
+                await self.pause(choice, outcome)
         elif outcome.status_code == 429 and rate_limited and retry_after:
             await self.ride("penalize", ctx.store.penalize, limits, retry_after)
         return Failure(retry_after, breaker_state == OPEN)
+
+    async def pause_first(self, choice: ProviderConfig, outcome: HttpOutcome) -> None:
+        """The pause an answer asks for, applied as soon as the answer is in — before its lease goes back
+        (gateway_engine.sending) — so no item takes that lease and sends before the pause is visible."""
+        await self.pause(choice, outcome)
+        outcome.pause_applied = True
 
     async def pause(self, choice: ProviderConfig, outcome: HttpOutcome) -> None:
         """The answer says the provider refuses everyone for a while: pause it for every worker (through
