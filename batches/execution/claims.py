@@ -33,6 +33,7 @@ CLAIM_FIELDS = (
     "payload",
     "retry_state",
     "started_at",
+    "step_index",
 )
 ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
 # real-time claims take only items on the real-time path: an item bound for its provider's batch API

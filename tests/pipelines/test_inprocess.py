@@ -1,0 +1,94 @@
+"""A small pipeline through the real dispatcher in this process (one dispatcher thread), real
+PostgreSQL and Redis, and the simulator: what each step sent, how the label routed the summary, the
+RESULT's steps, the stats of every step, a failing step."""
+
+from __future__ import annotations
+
+import pytest
+
+from batches import submission
+from batches.execution import keepalive
+from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from batches.selectors import iter_results
+
+from .conftest import STEPS, docs, make_pipeline_providers, seen_once, sim_config, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(team, items, steps) -> Batch:
+    batch = submission.submit_batch(team=team, items=items, steps=steps)  # starts the local dispatcher
+    keepalive.ensure_local_dispatcher(background=True)
+    try:
+        wait_for(
+            lambda: Batch.objects.filter(id=batch.id, completed_at__isnull=False).exists(), 60, "the batch"
+        )
+    finally:
+        wait_for(lambda: not keepalive._local_state["running"], 60, "the dispatcher thread to end")
+    return Batch.objects.get(id=batch.id)
+
+
+def test_two_steps_route_by_label_and_show_every_step(
+    sim_server, make_provider, make_route, team, redis_sync
+):
+    sim = sim_server(sim_config())
+    make_pipeline_providers(sim, make_provider, make_route)
+    batch = run(team, docs(24), STEPS)
+    assert batch.status == BatchStatus.COMPLETED and batch.completed_count == 24 and batch.total_count == 24
+    results = list(iter_results(batch))
+    for r in results:
+        classify, summary = r["steps"]
+        assert classify["name"] == "classify" and summary["name"] == "summary"
+        assert classify["ok"] and summary["ok"] and r["ok"]
+        assert classify["provider"] in ("clsa", "clsb")
+        # the label picked the summary route: clsa's documents to suma, the rest to sumb
+        assert summary["provider"] == ("suma" if classify["provider"] == "clsa" else "sumb")
+        # the top-level fields are the last step's
+        assert (r["provider"], r["attempts"], r["usage"]) == (summary["provider"], 1, summary["usage"])
+        assert classify["usage"]["completion_tokens"] == 1 and summary["usage"]["completion_tokens"] == 4
+    assert {r["steps"][0]["provider"] for r in results} == {"clsa", "clsb"}  # both labels occurred
+    seen = seen_once(sim, results)
+    # what each step sent: its template over the item's input and the classifier's answer
+    tags = {(row["provider"], row["tag"]) for row in sim.trace()}
+    for r in results:
+        cid, classify = r["custom_id"], r["steps"][0]["provider"]
+        assert (classify, f"cls:{cid}") in tags
+        assert ("suma" if classify == "clsa" else "sumb", f"sum:{cid} label=[{classify}]") in tags
+    # the stats count every step's requests and tokens per provider; items count once
+    stats = batch.stats
+    assert stats["success_count"] == 24 and stats["task_total"] == 24
+    assert {p: s["request_count"] for p, s in stats["providers"].items()} == {
+        p: sum(ids.values()) for p, ids in seen.items()
+    }
+    assert all(s["retry_count"] == 0 for s in stats["providers"].values())
+    assert stats["token_usage"]["completion_tokens"] == 24 * (1 + 4)
+    assert sum(s["items_succeeded"] for s in stats["providers"].values()) == 24
+
+
+def test_a_failing_step_ends_the_item_with_its_error(sim_server, make_provider, make_route, team, redis_sync):
+    sim = sim_server(sim_config(sumb={"fixed_status": 400}))
+    make_pipeline_providers(sim, make_provider, make_route)
+    batch = run(team, docs(16), STEPS)
+    results = {r["custom_id"]: r for r in iter_results(batch)}
+    failed = [r for r in results.values() if not r["ok"]]
+    assert failed and len(failed) < 16  # sumb's documents fail at their summary, suma's succeed
+    for r in failed:
+        classify, summary = r["steps"]
+        assert classify["ok"] and classify["provider"] == "clsb"
+        assert not summary["ok"] and summary["provider"] == "sumb"
+        assert summary["error"]["type"] == "client_error" and r["error"] == summary["error"]
+    assert batch.completed_count + batch.failed_count == 16 and batch.failed_count == len(failed)
+    seen_once(sim, list(results.values()))
+
+
+def test_a_failed_first_step_runs_no_later_one(sim_server, make_provider, make_route, team, redis_sync):
+    sim = sim_server(sim_config(clsa={"fixed_status": 400}, clsb={"fixed_status": 400}))
+    make_pipeline_providers(sim, make_provider, make_route)
+    batch = run(team, docs(6), STEPS)
+    assert batch.status == BatchStatus.FAILED
+    for r in iter_results(batch):
+        assert [s["name"] for s in r["steps"]] == ["classify"] and not r["steps"][0]["ok"]
+    assert not sim.request_counts().get("suma") and not sim.request_counts().get("sumb")
+    assert set(BatchItem.objects.filter(batch=batch).values_list("step_index", "status")) == {
+        (0, ItemStatus.FAILED)
+    }
