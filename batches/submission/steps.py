@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from batches.steps import ANY_ANSWER, INPUT, STEP_PREFIX, Step, placeholders
+from batches.steps import ANY_ANSWER, INPUT, STEP_PREFIX, Step, normalized, placeholders
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
 from .caps import MAX_NAME_CHARS, MAX_PARAMS_DEPTH
@@ -162,9 +162,17 @@ class StepChecker:
             self.err(where, 'must be a non-empty object {answer: route, …, "*": default route}')
             return {}
         out: dict[str, str] = {}
+        seen: dict[str, str] = {}  # answers as compared (trimmed, case-folded) → as given
         for answer, route in value.items():
-            if not answer.strip():
+            key = normalized(answer)
+            if not key:
                 self.err(where, 'an answer must not be empty (use "*" for the default)')
+            elif key in seen:
+                self.err(
+                    f"{where}.{answer[:100]}",
+                    f"the same answer as {seen[key]!r} once trimmed and case-folded",
+                )
+            seen.setdefault(key, answer)
             out[answer] = self._route(f"{where}.{answer[:100]}", route)
         return out
 

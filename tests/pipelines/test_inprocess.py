@@ -5,11 +5,15 @@ RESULT's steps, the stats of every step, a failing step."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
 
 from batches import submission
 from batches.execution import keepalive
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus
+from batches.retry import retry_failed
 from batches.selectors import iter_results
+from dashboard.selectors.steps import step_rows
 
 from .conftest import STEPS, docs, make_pipeline_providers, seen_once, sim_config, wait_for
 
@@ -65,7 +69,9 @@ def test_two_steps_route_by_label_and_show_every_step(
     assert sum(s["items_succeeded"] for s in stats["providers"].values()) == 24
 
 
-def test_a_failing_step_ends_the_item_with_its_error(sim_server, make_provider, make_route, team, redis_sync):
+def test_a_failing_step_ends_the_item_with_its_error(
+    sim_server, make_provider, make_route, team, redis_sync, client
+):
     sim = sim_server(sim_config(sumb={"fixed_status": 400}))
     make_pipeline_providers(sim, make_provider, make_route)
     batch = run(team, docs(16), STEPS)
@@ -79,6 +85,16 @@ def test_a_failing_step_ends_the_item_with_its_error(sim_server, make_provider, 
         assert summary["error"]["type"] == "client_error" and r["error"] == summary["error"]
     assert batch.completed_count + batch.failed_count == 16 and batch.failed_count == len(failed)
     seen_once(sim, list(results.values()))
+    # the batch page's pipeline table: every item classified, the failures at the summary step
+    rows = step_rows(batch)
+    assert [(r.name, r.reached, r.waiting, r.done, r.failed, r.ended) for r in rows] == [
+        ("classify", 16, 0, 16, 0, 0),
+        ("summary", 16, 0, 16 - len(failed), len(failed), 0),
+    ]
+    assert rows[1].target == "by answer: [CLSA] tok  → sum_a, * → sum_b"  # the default last
+    client.force_login(User.objects.create_user("ops", is_staff=True))
+    page = client.get(reverse("dashboard:batch_detail", args=[batch.pk])).content.decode()
+    assert "Pipeline steps" in page and "<code>summary</code>" in page
 
 
 def test_a_failed_first_step_runs_no_later_one(sim_server, make_provider, make_route, team, redis_sync):
@@ -92,3 +108,24 @@ def test_a_failed_first_step_runs_no_later_one(sim_server, make_provider, make_r
     assert set(BatchItem.objects.filter(batch=batch).values_list("step_index", "status")) == {
         (0, ItemStatus.FAILED)
     }
+
+
+def test_retry_failed_runs_the_whole_pipeline_again(sim_server, make_provider, make_route, team, redis_sync):
+    sim = sim_server(sim_config(sumb={"fixed_status": 400}))
+    make_pipeline_providers(sim, make_provider, make_route)
+    batch = run(team, docs(8), STEPS)
+    failed = sorted(r["custom_id"] for r in iter_results(batch) if not r["ok"])
+    assert failed
+    sim.set_config(sim_config())  # sumb answers again
+    retry = retry_failed(batch)
+    assert retry.steps == batch.steps and retry.total_count == len(failed)
+    keepalive.ensure_local_dispatcher(background=True)
+    try:
+        wait_for(
+            lambda: Batch.objects.filter(id=retry.id, completed_at__isnull=False).exists(), 60, "the retry"
+        )
+    finally:
+        wait_for(lambda: not keepalive._local_state["running"], 60, "the dispatcher thread to end")
+    again = list(iter_results(Batch.objects.get(id=retry.id)))
+    assert sorted(r["custom_id"] for r in again) == failed
+    assert all(r["ok"] and [s["name"] for s in r["steps"]] == ["classify", "summary"] for r in again)

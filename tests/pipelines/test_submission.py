@@ -99,6 +99,10 @@ def test_the_refusals_name_the_step_and_the_field(team, routes):
     assert refusals(team, [{**CLASSIFY, "route_by": {"*": "sum_a"}}]) == {
         "steps[0].route_by": "the first step has no previous answer to route by"
     }
+    twice = {**SUMMARY, "route_by": {"Urgent": "sum_a", " urgent ": "sum_b"}}
+    assert refusals(team, [CLASSIFY, twice]) == {
+        "steps[1].route_by. urgent ": "the same answer as 'Urgent' once trimmed and case-folded"
+    }
     assert refusals(team, [{"name": "a b", "route": "classify"}])["steps[0].name"].startswith("must be")
     assert refusals(team, [])["steps"] == "0 steps; give 1 to 10"
     assert refusals(team, {"name": "x"})["steps"] == "must be a list of steps, got an object"
