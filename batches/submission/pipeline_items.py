@@ -6,7 +6,7 @@ providers refuse, an embeddings item) are refused naming the item and the field.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batches.steps import Step, new_record, payload_of, target_of
@@ -90,3 +90,13 @@ def _first_step(v: ValidItem, steps: tuple[Step, ...]) -> ValidItem:
         payload_json=ENCODER.encode(payload),
         pipeline=record,
     )
+
+
+def step_payloads(valid: Sequence[ValidItem], steps: tuple[Step, ...]) -> Iterator[dict[str, Any]]:
+    """What every step of every item (at their first step) may send, for the budget estimate: each
+    step's template over the item's input (an earlier step's answer is not known yet: counted as its
+    ``max_tokens`` is, in that step's estimate) and the step's params over the item's."""
+    for v in valid:
+        record = v.pipeline or {}
+        for step in steps:
+            yield payload_of(step, record)

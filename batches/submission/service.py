@@ -28,7 +28,7 @@ from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
 from .parsing import parse_body
-from .pipeline_items import pipeline_items
+from .pipeline_items import pipeline_items, step_payloads
 from .provider_batch import check_provider_batch
 from .reach import Reach
 from .steps import check_steps, steps_query
@@ -100,7 +100,7 @@ def submit_batch(
     if pipeline:  # every step after the first is sent when the one before it ends: real time only
         options = dataclasses.replace(options, provider_batch=ProviderBatchMode.NEVER.value)
     check_provider_batch(options, valid, targets.reach)
-    check_budget(team, valid)
+    check_budget(team, valid, pipeline)
     with transaction.atomic():
         refused = queue_limits.locked_refusal(team, len(valid))  # the team's row locked until commit
         if refused is not None:
@@ -128,10 +128,11 @@ def submit_batch(
     return batch
 
 
-def check_budget(team: Team, valid: Sequence[ValidItem]) -> None:
+def check_budget(team: Team, valid: Sequence[ValidItem], steps: tuple[Step, ...] = ()) -> None:
     """Raise BudgetRefused (429, nothing stored) if the batch's estimated tokens exceed the team's
-    remaining daily or monthly budget."""
-    refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(v.payload for v in valid))
+    remaining daily or monthly budget (a pipeline: every step of every item, ``step_payloads``)."""
+    payloads = step_payloads(valid, steps) if steps else (v.payload for v in valid)
+    refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(payloads))
     if refusal is not None:
         raise BudgetRefused(refusal)
 

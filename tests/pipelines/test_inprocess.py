@@ -129,3 +129,26 @@ def test_retry_failed_runs_the_whole_pipeline_again(sim_server, make_provider, m
     again = list(iter_results(Batch.objects.get(id=retry.id)))
     assert sorted(r["custom_id"] for r in again) == failed
     assert all(r["ok"] and [s["name"] for s in r["steps"]] == ["classify", "summary"] for r in again)
+
+
+def test_retries_count_per_step(sim_server, make_provider, make_route, team, redis_sync, settings):
+    """A classifier's and a summariser's first answers are 500s: the retried step's RESULT counts its own
+    attempts, the item's top level the last step's, the stats every request once."""
+    settings.GATEWAY_RETRY_BASE_SECONDS = 0.01
+    sim = sim_server(sim_config(clsa={"status_script": [500, 500]}, suma={"status_script": [500]}))
+    make_pipeline_providers(sim, make_provider, make_route)
+    batch = run(team, docs(12), STEPS)
+    assert batch.status == BatchStatus.COMPLETED and batch.completed_count == 12
+    results = list(iter_results(batch))
+    steps = [s for r in results for s in r["steps"]]
+    assert sorted(s["attempts"] for s in steps if s["attempts"] > 1) == [2, 2, 2]  # the three retried steps
+    assert all(r["attempts"] == r["steps"][-1]["attempts"] for r in results)
+    seen = seen_once(sim, results)  # attempts per step == what each provider saw per custom id
+    providers = batch.stats["providers"]
+    assert {p: s["request_count"] for p, s in providers.items()} == {
+        p: sum(i.values()) for p, i in seen.items()
+    }
+    assert {p: s["retry_count"] for p, s in providers.items() if s["retry_count"]} == {"clsa": 2, "suma": 1}
+    assert (
+        providers["clsa"]["errors_by_class"]["5xx"] == 2 and providers["suma"]["errors_by_class"]["5xx"] == 1
+    )

@@ -11,6 +11,11 @@ from rest_framework.test import APIClient
 from batches import submission
 from batches.models import Batch, BatchItem
 from batches.submission import SubmissionError
+from batches.submission.budget import estimate_payload_tokens
+from batches.submission.pipeline_items import step_payloads
+from batches.submission.service import known_targets
+from batches.submission.steps import check_steps
+from teams.models import Team
 
 pytestmark = pytest.mark.django_db
 
@@ -159,3 +164,24 @@ def test_the_rest_api_takes_steps_and_shows_them(team, routes, api_key):
         content_type="application/json",
     )  # fmt: skip
     assert plain.json()["steps"] == []
+
+
+def test_the_budget_check_counts_every_step(team, routes, settings, redis_sync):
+    targets = known_targets()
+    steps = check_steps([CLASSIFY, SUMMARY], targets)
+    valid = submission.validate_items([{"custom_id": "a", "query": "q" * 400}], targets=targets, steps=steps)
+    one = estimate_payload_tokens(v.payload for v in valid)
+    every = estimate_payload_tokens(step_payloads(valid, steps))
+    # the classify step's estimate plus the summary's: its template over the input, its own max_tokens
+    summary = {
+        "messages": [{"role": "user", "content": "Summarise (): " + "q" * 400}],
+        "params": {"max_tokens": 50},
+    }
+    assert every == one + estimate_payload_tokens([summary])
+    assert one > settings.GATEWAY_DEFAULT_MAX_TOKENS > estimate_payload_tokens([summary]) > 100
+    # a budget the first step alone would fit in refuses the pipeline (429, nothing stored)
+    Team.objects.filter(id=team.id).update(daily_token_budget=one + 10)
+    with pytest.raises(submission.BudgetRefused):
+        submit(Team.objects.get(id=team.id), [CLASSIFY, SUMMARY], [{"custom_id": "a", "query": "q" * 400}])
+    assert not Batch.objects.exists()
+    assert submit(Team.objects.get(id=team.id), [CLASSIFY], [{"custom_id": "a", "query": "q" * 400}])
