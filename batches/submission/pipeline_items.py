@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from batches.steps import Step, new_record, payload_of, target_of
+from batches.steps import INPUT, Step, input_text, new_record, payload_of, placeholders, target_of
 
 from .errors import MAX_ERRORS, FieldError, SubmissionError
 from .json_values import ENCODER
@@ -51,6 +51,16 @@ def _problems(
         return [
             FieldError(
                 i, "route", f"one of 'route' or 'provider' is required: step {names} has none of its own"
+            )
+        ]
+    if not input_text(v.payload.get("messages") or []) and any(
+        INPUT in placeholders(s.template) for s in steps
+    ):
+        return [
+            FieldError(
+                i,
+                "messages",
+                "a batch with steps reads the item's last user message as {input}: it has none (or no text)",
             )
         ]
     params = v.payload.get("params") or {}

@@ -118,6 +118,10 @@ def test_items_need_a_target_where_a_step_has_none(team, routes):
     assert refusals(team, [CLASSIFY, free]) == {
         "0.route": "one of 'route' or 'provider' is required: step 'free' has none of its own"
     }
+    no_input = [{"custom_id": "s", "messages": [{"role": "system", "content": "be brief"}]}]
+    assert refusals(team, [CLASSIFY], no_input) == {
+        "0.messages": "a batch with steps reads the item's last user message as {input}: it has none (or no text)"
+    }
     # with a target of its own the item is fine; without steps it is the usual item error
     assert submit(team, [CLASSIFY, free], [{"custom_id": "a", "route": "sum_a", "query": "q"}])
     with pytest.raises(SubmissionError) as caught:
