@@ -3,9 +3,11 @@ refusal naming the step and the field, with nothing stored."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from batches import submission
@@ -189,3 +191,25 @@ def test_the_budget_check_counts_every_step(team, routes, settings, redis_sync):
         submit(Team.objects.get(id=team.id), [CLASSIFY, SUMMARY], [{"custom_id": "a", "query": "q" * 400}])
     assert not Batch.objects.exists()
     assert submit(Team.objects.get(id=team.id), [CLASSIFY], [{"custom_id": "a", "query": "q" * 400}])
+
+
+def test_the_submit_batch_command_takes_a_steps_file(team, routes, tmp_path):
+    items = tmp_path / "docs.jsonl"
+    items.write_text('{"custom_id": "a", "query": "q"}\n')
+    steps = tmp_path / "steps.json"
+    steps.write_text(json.dumps([CLASSIFY, SUMMARY]))
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "submit_batch", str(items), "--team", team.name, "--steps", str(steps), stdout=out, stderr=err
+    )
+    assert [s["name"] for s in json.loads(out.getvalue())["steps"]] == ["classify", "summary"]
+    steps.write_text(json.dumps([{**CLASSIFY, "route": "clasify"}]))
+    with pytest.raises(CommandError, match="nothing was stored"):
+        call_command(
+            "submit_batch", str(items), "--team", team.name, "--steps", str(steps), stdout=out, stderr=err
+        )
+    assert "body: steps[0].route: unknown route 'clasify'" in err.getvalue()
+    steps.write_text("[{")
+    with pytest.raises(CommandError, match="--steps: .* is not valid JSON"):
+        call_command("submit_batch", str(items), "--team", team.name, "--steps", str(steps))
+    assert Batch.objects.count() == 1
