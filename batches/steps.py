@@ -7,12 +7,14 @@ the RESULT shows of the steps already run::
     {"input": "<the item's query or last user message>", "route": own route, "provider": own provider,
      "params": {own params}, "step": "<name of the step the row is at>",
      "steps": [{"name", "ok", "provider", "attempts", "latency_ms", "response", "error", "usage",
-                "served_by", "attempt_log", "retry_extra_tokens"}, …]}
+                "served_by"}, …],
+     "stats": [{"provider", "served_by", "attempt_log", "prompt_tokens", "completion_tokens",
+                "retry_extra_tokens"}, …]}
 
 The row's own route, payload and result columns are the current step's (``BatchItem.step_index``), so
-the dispatcher, the engine and the result writer treat a step like any item. ``attempt_log`` and
-``retry_extra_tokens`` of a finished step stay in its record (the batch's stats count them,
-batches.execution.steps ``add_earlier_steps``); the RESULT's ``steps`` leaves them out.
+the dispatcher, the engine and the result writer treat a step like any item. ``steps`` is what the
+RESULT shows of each finished step; ``stats`` (one entry per finished step, without its answer) is what
+the batch's stats count of it (batches.execution.steps ``add_earlier_steps``).
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 LITERAL_BRACES = {"{{": "{", "}}": "}"}
 # what the RESULT's ``steps`` shows of each step (the RESULT's own keys; custom_id and status left out)
 PUBLIC_KEYS = ("name", "ok", "provider", "attempts", "latency_ms", "response", "error", "usage", "served_by")
-# what a step record keeps for the stats only
-STATS_KEYS = ("attempt_log", "retry_extra_tokens")
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,7 @@ def new_record(
         "params": dict(params),
         "step": first.name,
         "steps": [],
+        "stats": [],
     }
 
 

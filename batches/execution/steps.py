@@ -25,7 +25,7 @@ from django.db import transaction
 
 from batches.models import Batch, BatchItem, ItemStatus
 from batches.scheduling.prefix import prefix_keyer
-from batches.steps import Step, answer_text, payload_of, steps_of, target_of
+from batches.steps import PUBLIC_KEYS, Step, answer_text, payload_of, steps_of, target_of
 from gateway_engine.items import ItemResult
 from gateway_engine.routing import preferred_provider
 from gateway_engine.stats import StatsBuilder
@@ -84,8 +84,12 @@ def _advance(batch_id: str, steps: tuple[Step, ...], moving: Sequence[Served], o
             if item.id not in owned or item.id in rows:
                 continue  # its claim was lost (the writer drops it), or a second entry of one item
             record, index, attempts, extra, log = owned[item.id]
-            done = step_record(steps[index].name, entry.stored_result, attempts, extra, log)
-            record = {**record, "steps": [*record["steps"], done]}
+            done, counted = step_record(steps[index].name, entry.stored_result, attempts, extra, log)
+            record = {
+                **record,
+                "steps": [*record["steps"], done],
+                "stats": [*record.get("stats", ()), counted],
+            }
             rows[item.id] = _next_step(item, steps[index + 1], index + 1, record, table, batch_id, prefix)
         BatchItem.objects.bulk_update(list(rows.values()), HANDOFF_FIELDS)
         moved = [(batch_id, s.item.custom_id) for s in moving if s.item.id in rows]
@@ -93,18 +97,24 @@ def _advance(batch_id: str, steps: tuple[Step, ...], moving: Sequence[Served], o
     return set(rows)
 
 
-def step_record(name: str, result: ItemResult, attempts: int, extra: int, log: list | None) -> dict[str, Any]:
-    """A finished step as the record keeps it: the RESULT's fields of that step, and its attempt log and
-    unused-attempt tokens (with what the journal folded onto the row before: those attempts were the
-    step's too) for the stats."""
+def step_record(
+    name: str, result: ItemResult, attempts: int, extra: int, log: list | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A finished step as the record keeps it: its RESULT fields (``steps``), and what the stats count
+    of it (``stats``: its provider, attempt log, tokens, unused-attempt tokens; kept apart so the stats
+    never read the answers). The attempts the journal folded onto the row before were the step's too."""
     public = result.as_result()
-    return {
-        "name": name,
-        **{k: public[k] for k in ("ok", "provider", "latency_ms", "response", "error", "usage", "served_by")},
-        "attempts": int(attempts or 0) + result.attempts,
+    shown = {"name": name, **{k: public[k] for k in PUBLIC_KEYS[1:]}}
+    shown["attempts"] = int(attempts or 0) + result.attempts
+    counted = {
+        "provider": result.provider,
+        "served_by": public["served_by"],
         "attempt_log": [*(log or []), *result.attempt_log],
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
         "retry_extra_tokens": int(extra or 0) + int(result.retry_extra_tokens or 0),
     }
+    return shown, counted
 
 
 def _next_step(
@@ -131,16 +141,15 @@ def add_earlier_steps(builder: StatsBuilder, batch: Batch, item_ids=None) -> Non
     items = BatchItem.objects.filter(batch_id=batch.id, step_index__gt=0)
     if item_ids is not None:
         items = items.filter(id__in=list(item_ids))
-    for record in items.values_list("pipeline", flat=True).iterator(chunk_size=2000):
-        for done in (record or {}).get("steps") or ():
-            usage = done.get("usage") or {}
-            if done.get("served_by") == CACHE_HIT:  # no call, nothing billed
-                builder.add_item(EARLIER_STEP, done.get("attempt_log"))
+    for counted in items.values_list("pipeline__stats", flat=True).iterator(chunk_size=2000):
+        for step in counted or ():
+            if step.get("served_by") == CACHE_HIT:  # no call, nothing billed
+                builder.add_item(EARLIER_STEP, step.get("attempt_log"))
                 continue
             builder.add_item(
                 EARLIER_STEP,
-                done.get("attempt_log"),
-                provider=done.get("provider") or "",
-                prompt_tokens=usage.get("prompt_tokens"),
-                completion_tokens=usage.get("completion_tokens"),
+                step.get("attempt_log"),
+                provider=step.get("provider") or "",
+                prompt_tokens=step.get("prompt_tokens"),
+                completion_tokens=step.get("completion_tokens"),
             )

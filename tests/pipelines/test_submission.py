@@ -74,7 +74,7 @@ def test_a_pipeline_is_stored_at_its_first_step(team, routes):
     }
     assert a.pipeline == {
         "input": "the roof leaks", "route": "", "provider": "", "params": {"temperature": 0},
-        "step": "classify", "steps": [],
+        "step": "classify", "steps": [], "stats": [],
     }  # fmt: skip
     assert b.pipeline["provider"] == "suma" and b.pipeline["input"] == "one"
     assert b.route == "classify"  # the step's own target goes before the item's
