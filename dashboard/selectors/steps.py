@@ -19,6 +19,7 @@ ENDED = (ItemStatus.CANCELLED, ItemStatus.EXPIRED)
 class StepRow:
     name: str
     target: str  # what the step sends to: its route or provider, its route_by routes, or "the item's"
+    answers: str = ""  # route_by's answers and their routes (the team's content: shown with the permission)
     reached: int = 0
     waiting: int = 0  # pending or in flight at this step
     done: int = 0  # finished this step (and went on, or ended the pipeline on it)
@@ -31,7 +32,7 @@ def step_rows(batch: Batch) -> list[StepRow]:
     steps = steps_of(batch.steps)
     if not steps:
         return []
-    rows = [StepRow(s.name, _target(s.route, s.provider, s.route_by)) for s in steps]
+    rows = [StepRow(s.name, _target(s.route, s.provider, s.route_by), _answers(s.route_by)) for s in steps]
     counts = BatchItem.objects.filter(batch=batch).values_list("step_index", "status").annotate(n=Count("id"))
     for index, status, n in counts.order_by():
         index = min(int(index), len(rows) - 1)
@@ -52,11 +53,16 @@ def step_rows(batch: Batch) -> list[StepRow]:
 
 
 def _target(route: str, provider: str, route_by) -> str:
-    if route_by:  # the default last (jsonb keeps no key order)
-        pairs = sorted(route_by.items(), key=lambda kv: (kv[0] == "*", kv[0]))
-        return "by answer: " + ", ".join(f"{k} → {v}" for k, v in pairs)
+    if route_by:
+        return "by answer: " + ", ".join(sorted(set(route_by.values())))
     if route:
         return f"route {route}"
     if provider:
         return f"provider {provider}"
     return "the item's route or provider"
+
+
+def _answers(route_by) -> str:
+    """``answer → route, …``, the default last (jsonb keeps no key order)."""
+    pairs = sorted(route_by.items(), key=lambda kv: (kv[0] == "*", kv[0]))
+    return ", ".join(f"{k} → {v}" for k, v in pairs)

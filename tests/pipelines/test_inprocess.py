@@ -5,7 +5,7 @@ RESULT's steps, the stats of every step, a failing step."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from batches import submission
@@ -91,10 +91,17 @@ def test_a_failing_step_ends_the_item_with_its_error(
         ("classify", 16, 0, 16, 0, 0),
         ("summary", 16, 0, 16 - len(failed), len(failed), 0),
     ]
-    assert rows[1].target == "by answer: [CLSA] tok  → sum_a, * → sum_b"  # the default last
+    assert rows[1].target == "by answer: sum_a, sum_b"
+    assert rows[1].answers == "[CLSA] tok  → sum_a, * → sum_b"  # the default last
     client.force_login(User.objects.create_user("ops", is_staff=True))
     page = client.get(reverse("dashboard:batch_detail", args=[batch.pk])).content.decode()
     assert "Pipeline steps" in page and "<code>summary</code>" in page
+    assert "by answer: sum_a, sum_b" in page and "[CLSA]" not in page  # the answers are the team's content
+    reader = User.objects.create_user("reader", is_staff=True)
+    reader.user_permissions.add(Permission.objects.get(codename="view_content"))
+    client.force_login(reader)
+    page = client.get(reverse("dashboard:batch_detail", args=[batch.pk])).content.decode()
+    assert "[CLSA] tok  → sum_a, * → sum_b" in page
 
 
 def test_a_failed_first_step_runs_no_later_one(sim_server, make_provider, make_route, team, redis_sync):
