@@ -165,6 +165,13 @@ def test_the_rest_api_takes_steps_and_shows_them(team, routes, api_key):
     )
     assert jsonl.status_code == 201, jsonl.content
     assert jsonl.json()["steps"][0]["name"] == "classify"
+    broken = client.generic(
+        "POST",
+        "/api/v1/batches?steps=[{",
+        '{"custom_id": "j", "query": "q"}\n',
+        content_type="application/jsonl",
+    )
+    assert broken.status_code == 400 and broken.json()["errors"][0]["field"] == "steps"
     plain = client.generic(
         "POST", "/api/v1/batches", json.dumps({"items": [{"custom_id": "p", "route": "sum_a", "query": "q"}]}),
         content_type="application/json",
