@@ -4,6 +4,8 @@ RESULT's steps, the stats of every step, a failing step."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
@@ -159,3 +161,30 @@ def test_retries_count_per_step(sim_server, make_provider, make_route, team, red
     assert (
         providers["clsa"]["errors_by_class"]["5xx"] == 2 and providers["suma"]["errors_by_class"]["5xx"] == 1
     )
+
+
+@pytest.mark.slow  # waits out a 10 s completion window
+def test_the_deadline_ends_the_later_steps(sim_server, make_provider, make_route, team, redis_sync):
+    """A 10 s completion window with summarisers held to 6 requests a minute: every document is
+    classified, most summaries are never sent and end expired, naming their step."""
+    sim = sim_server(sim_config())
+    slow = {"rpm": 6, "burst_seconds": 1, "max_concurrency": 1}
+    make_pipeline_providers(sim, make_provider, make_route, suma=slow, sumb=slow)
+    options = submission.BatchOptions(completion_window="10s", window=timedelta(seconds=10))
+    batch = submission.submit_batch(team=team, items=docs(10), steps=STEPS, options=options)
+    keepalive.ensure_local_dispatcher(background=True)
+    try:
+        wait_for(
+            lambda: Batch.objects.filter(id=batch.id, completed_at__isnull=False).exists(), 60, "the batch"
+        )
+    finally:
+        wait_for(lambda: not keepalive._local_state["running"], 60, "the dispatcher thread to end")
+    batch = Batch.objects.get(id=batch.id)
+    results = list(iter_results(batch))
+    assert batch.status == BatchStatus.EXPIRED and batch.expired_count >= 6
+    assert all(r["steps"][0]["ok"] for r in results)  # every document was classified
+    for r in results:
+        if r["status"] == "expired":
+            assert [s["name"] for s in r["steps"]] == ["classify", "summary"]
+            assert r["steps"][-1]["error"]["type"] == "expired" and r["steps"][-1]["attempts"] == 0
+    seen_once(sim, results)
