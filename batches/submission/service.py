@@ -19,7 +19,7 @@ from providers.adapters import routing_table_from_models
 from providers.models import Provider, RoutingRule
 from teams.models import ApiKey, Team
 
-from ..models import Batch, BatchStatus, ProviderBatchMode
+from ..models import Batch, BatchStatus
 from ..steps import Step
 from . import budget, enqueue, queue_limits
 from .caps import Limits
@@ -31,7 +31,7 @@ from .parsing import parse_body
 from .pipeline_items import pipeline_items, step_payloads
 from .provider_batch import check_provider_batch
 from .reach import Reach
-from .steps import check_steps, steps_query
+from .steps import check_steps, real_time_only, steps_query
 from .storage import insert_items
 from .targets import KnownTargets
 from .validation import ValidItem, check_items
@@ -98,7 +98,7 @@ def submit_batch(
     pipeline = check_steps(steps, targets)
     valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets, steps=pipeline)
     if pipeline:  # every step after the first is sent when the one before it ends: real time only
-        options = dataclasses.replace(options, provider_batch=ProviderBatchMode.NEVER.value)
+        options = dataclasses.replace(options, provider_batch=real_time_only(options.provider_batch))
     check_provider_batch(options, valid, targets.reach)
     check_budget(team, valid, pipeline)
     with transaction.atomic():

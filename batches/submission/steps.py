@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from batches.models import ProviderBatchMode
 from batches.steps import ANY_ANSWER, INPUT, STEP_PREFIX, Step, normalized, placeholders
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
@@ -216,3 +217,12 @@ def steps_query(value: str | None) -> Any:
         raise SubmissionError(
             400, [FieldError(None, "steps", f"not valid JSON: {parse_problem(exc)}")]
         ) from None
+
+
+def real_time_only(provider_batch: str) -> str:
+    """A pipeline's ``provider_batch``: ``never`` (each step is sent when the one before it ended, in
+    real time); ``always`` is refused naming the field (never turned into real time silently)."""
+    if provider_batch == ProviderBatchMode.ALWAYS:
+        message = "'always' cannot go with steps: each step is sent in real time when the one before it ends"
+        raise SubmissionError(400, [FieldError(None, "provider_batch", message)])
+    return ProviderBatchMode.NEVER.value

@@ -66,6 +66,9 @@ def test_a_pipeline_is_stored_at_its_first_step(team, routes):
     assert [s["name"] for s in batch.steps] == ["classify", "summary"]
     assert batch.steps[1]["route_by"] == {"Urgent": "sum_a", "*": "sum_b"}
     assert batch.provider_batch == "never"  # every step after the first is sent in real time
+    with pytest.raises(SubmissionError) as caught:
+        submit(team, [CLASSIFY], options=submission.BatchOptions(provider_batch="always"))
+    assert caught.value.errors[0].field == "provider_batch" and Batch.objects.count() == 1
     a, b = BatchItem.objects.filter(batch=batch).order_by("seq")
     assert (a.route, a.requested_provider, a.queue_provider, a.step_index) == ("classify", "", "clsa", 0)
     assert a.payload == {
