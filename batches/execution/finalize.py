@@ -24,6 +24,7 @@ from .claims import cancel_claimable
 from .common import OPEN_ITEM_STATUSES
 from .journal import enabled as shared_mode
 from .journal import shared_client
+from .steps import add_earlier_steps
 
 batch_log = logging.getLogger("batches.batchlog")
 log = logging.getLogger("batches.execution")
@@ -71,6 +72,7 @@ def batch_stats(batch: Batch, elapsed_ms: int, item_ids=None) -> tuple[dict, Sta
             counts = cache.setdefault(provider, [0, 0])
             counts[0] += cached or 0
             counts[1] += cache_write or 0
+    add_earlier_steps(builder, batch, item_ids)  # pipelines: the steps before each item's current one
     stats = with_cache_tokens(builder.build(str(batch.id), batch.total_count or total, elapsed_ms), cache)
     stats["cache_hits"] = hits
     with_provider_batch(stats, batched, batch.batch_api_calls)
