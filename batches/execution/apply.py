@@ -92,7 +92,9 @@ def _account(batch_id: str, outside: list[Served]) -> None:
     except (QuotaStoreUnavailable, *REDIS_ERRORS) as exc:
         # the ledger undercounts until it is re-seeded from the database (which holds these rows)
         log.warning("batch %s: budget ledger not charged for %d results: %s", batch_id, len(outside), exc)
-    observers.record_served(batch_id, batch.team.name, [(s.result, str(s.served_by)) for s in outside])
+    observers.record_served(
+        batch_id, batch.team.name, [(s.result, str(s.served_by), s.item.endpoint) for s in outside]
+    )
     if not finalize_batch_if_done(batch_id) or batch.completed_at is None:
         return
     # the batch was final before this apply: its usage did not count these items (a late result)
