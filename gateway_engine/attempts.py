@@ -23,7 +23,7 @@ from .admission import Admission, AdmissionRequest, Admitted, Stack
 from .breaker import Permit
 from .breaker_wakes import wait_for_close
 from .context import RunContext
-from .items import ItemResult, RetryState, WorkItem, estimate_split
+from .items import ItemResult, RetryState, WorkItem, item_estimate
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
@@ -356,7 +356,7 @@ def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:
     except RoutingError as exc:
         result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
         return result
-    est_input, est_output = estimate_split(item.messages, item.params, ctx.options.default_max_tokens)
+    est_input, est_output = item_estimate(item, ctx.options.default_max_tokens)
     state = ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
     if item.carried is not None:
         state.per_provider = dict(item.carried.tried)

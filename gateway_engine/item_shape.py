@@ -1,8 +1,11 @@
 """The shape of one contract ITEM, stated once: what every reader of an item checks before using it.
 
 An ITEM is an object with a string ``custom_id`` (not empty), exactly one of ``route``/``provider``,
-exactly one of ``messages``/``query`` (``query`` a string, ``messages`` a non-empty list) and, when
-given, ``params`` as an object. Two readers apply this rule: the engine's ``WorkItem.coerce`` and the
+an ``endpoint`` when given (``chat``, the default, or ``embeddings``: gateway_engine.endpoints), and its
+content: for a chat item exactly one of ``messages``/``query`` (``query`` a string, ``messages`` a
+non-empty list) and no ``input``; for an embeddings item an ``input`` (a non-empty string or a
+non-empty list of non-empty strings) and neither ``messages`` nor ``query``; when given, ``params`` as
+an object. Two readers apply this rule: the engine's ``WorkItem.coerce`` and the
 submission validator (``batches.submission.validation``), which adds its own limits on top (lengths,
 roles, known routes, ...).
 
@@ -11,7 +14,7 @@ The readers differ only in *what counts as given* (a ``Reading``) and in how the
 ``items[i].field``, the submission API lists every problem per field). The rule itself — which
 problems exist and in which order they are found — is here and nowhere else.
 
-Django-free; imports nothing of the engine.
+Django-free; imports nothing of the engine but the import-free ``endpoints``.
 """
 
 from __future__ import annotations
@@ -19,9 +22,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
+
+from .endpoints import CHAT, EMBEDDINGS
 
 __all__ = [
+    "CHAT_ENDPOINT",
+    "EMBEDDINGS_ENDPOINT",
+    "ITEM_ENDPOINTS",
     "LENIENT",
     "STRICT",
     "ItemShape",
@@ -29,6 +37,7 @@ __all__ = [
     "Reading",
     "ShapeProblem",
     "check_item_shape",
+    "input_problem",
 ]
 
 Given = Callable[[Mapping[str, Any], str], bool]
@@ -49,6 +58,20 @@ class Problem(enum.Enum):
     MESSAGES_NOT_A_LIST = "messages_not_a_list"
     MESSAGES_EMPTY = "messages_empty"
     PARAMS_NOT_AN_OBJECT = "params_not_an_object"
+    ENDPOINT_UNKNOWN = "endpoint_unknown"  # not one of ITEM_ENDPOINTS
+    INPUT_MISSING = "input_missing"  # an embeddings item without input
+    INPUT_NOT_FOR_CHAT = "input_not_for_chat"  # input on a chat item
+    CONTENT_NOT_FOR_EMBEDDINGS = "content_not_for_embeddings"  # messages/query on an embeddings item
+    INPUT_NOT_TEXT = "input_not_text"  # neither a string nor a list
+    INPUT_EMPTY = "input_empty"  # "" or []
+    INPUT_ELEMENT_NOT_TEXT = "input_element_not_text"  # a list element that is not a non-empty string
+
+
+# the endpoints an ITEM may name (gateway_engine.endpoints; the others are interactive surfaces whose
+# requests are chat items on the wire)
+CHAT_ENDPOINT: Final = CHAT
+EMBEDDINGS_ENDPOINT: Final = EMBEDDINGS
+ITEM_ENDPOINTS: Final = (CHAT_ENDPOINT, EMBEDDINGS_ENDPOINT)
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,8 @@ class Reading:
     messages: Given
     query: Given
     params: Given
+    endpoint: Given = _present
+    input: Given = _present
 
 
 # The engine (Python callers): any Mapping; an empty route/provider/params is absent, None messages/query too.
@@ -91,6 +116,8 @@ LENIENT = Reading(
     messages=_set,
     query=_set,
     params=_truthy,
+    endpoint=_truthy,
+    input=_set,
 )
 # The submission API (JSON bodies): a dict; a key that is there is given, whatever its value.
 STRICT = Reading(
@@ -110,7 +137,8 @@ class ItemShape:
 
     problems: tuple[ShapeProblem, ...]
     target: str = ""  # "route" or "provider"; "" when the target has a problem
-    content: str = ""  # "messages" or "query"; "" when the content has a problem
+    content: str = ""  # "messages", "query" or "input"; "" when the content has a problem
+    endpoint: str = CHAT_ENDPOINT  # the item's endpoint (ITEM_ENDPOINTS; "chat" when it is unknown)
 
     @property
     def ok(self) -> bool:
@@ -139,7 +167,44 @@ def _one_of(first: bool, second: bool, both: Problem, neither: Problem) -> Probl
     return None if first or second else neither
 
 
-def _content(item: Mapping[str, Any], reading: Reading) -> tuple[str, ShapeProblem | None]:
+def _endpoint(item: Mapping[str, Any], reading: Reading) -> tuple[str, ShapeProblem | None]:
+    if not reading.endpoint(item, "endpoint"):
+        return CHAT_ENDPOINT, None
+    value = item["endpoint"]
+    if isinstance(value, str) and value in ITEM_ENDPOINTS:
+        return value, None
+    return CHAT_ENDPOINT, ShapeProblem("endpoint", Problem.ENDPOINT_UNKNOWN)
+
+
+def input_problem(value: Any) -> Problem | None:
+    """What is wrong with an embeddings ``input`` (None: a non-empty string or a non-empty list of
+    non-empty strings); the interactive lane's ``/v1/embeddings`` reads it too."""
+    if isinstance(value, str):
+        return Problem.INPUT_EMPTY if not value else None
+    if not isinstance(value, list):
+        return Problem.INPUT_NOT_TEXT
+    if not value:
+        return Problem.INPUT_EMPTY
+    if not all(isinstance(text, str) and text for text in value):
+        return Problem.INPUT_ELEMENT_NOT_TEXT
+    return None
+
+
+def _embeddings_content(item: Mapping[str, Any], reading: Reading) -> tuple[str, ShapeProblem | None]:
+    for other in ("messages", "query"):
+        if getattr(reading, other)(item, other):
+            return "", ShapeProblem(other, Problem.CONTENT_NOT_FOR_EMBEDDINGS)
+    if not reading.input(item, "input"):
+        return "", ShapeProblem("input", Problem.INPUT_MISSING)
+    wrong = input_problem(item["input"])
+    return ("", ShapeProblem("input", wrong)) if wrong is not None else ("input", None)
+
+
+def _content(item: Mapping[str, Any], reading: Reading, endpoint: str) -> tuple[str, ShapeProblem | None]:
+    if endpoint == EMBEDDINGS_ENDPOINT:
+        return _embeddings_content(item, reading)
+    if reading.input(item, "input"):
+        return "", ShapeProblem("input", Problem.INPUT_NOT_FOR_CHAT)
     has_messages, has_query = reading.messages(item, "messages"), reading.query(item, "query")
     both = _one_of(has_messages, has_query, Problem.CONTENT_BOTH, Problem.CONTENT_NEITHER)
     if both is not None:
@@ -170,9 +235,14 @@ def check_item_shape(item: object, reading: Reading) -> ItemShape:
     if target_problem is not None:
         problems.append(ShapeProblem("route", target_problem))
     target = "" if target_problem is not None else ("route" if has_route else "provider")
-    content, content_problem = _content(item, reading)
-    if content_problem is not None:
-        problems.append(content_problem)
+    endpoint, endpoint_problem = _endpoint(item, reading)
+    if endpoint_problem is not None:
+        problems.append(endpoint_problem)
+        content = ""
+    else:
+        content, content_problem = _content(item, reading, endpoint)
+        if content_problem is not None:
+            problems.append(content_problem)
     if reading.params(item, "params") and not isinstance(item["params"], reading.object_type):
         problems.append(ShapeProblem("params", Problem.PARAMS_NOT_AN_OBJECT))
-    return ItemShape(tuple(problems), target, content)
+    return ItemShape(tuple(problems), target, content, endpoint)

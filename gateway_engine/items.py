@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypeAlias, TypedDict
 
-from .endpoints import CHAT, Endpoint
+from .endpoints import CHAT, EMBEDDINGS, Endpoint
 from .item_shape import LENIENT, Problem, check_item_shape
 from .result import result_dict
 
@@ -25,6 +25,9 @@ __all__ = [
     "WorkItem",
     "estimate_split",
     "estimate_tokens",
+    "input_tokens",
+    "item_estimate",
+    "text_tokens",
 ]
 
 
@@ -75,8 +78,9 @@ class WorkItem:
 
     @classmethod
     def coerce(cls, item: object, index: int = 0) -> WorkItem:
-        """From a WorkItem or a contract ITEM dict ({custom_id, route|provider, messages|query, params}),
-        checked by the one item-shape rule (gateway_engine.item_shape, read leniently)."""
+        """From a WorkItem or a contract ITEM dict ({custom_id, route|provider, messages|query, params},
+        or an embeddings item {…, "endpoint": "embeddings", input}), checked by the one item-shape rule
+        (gateway_engine.item_shape, read leniently)."""
         if isinstance(item, WorkItem):
             return item
         where = f"items[{index}]"
@@ -84,14 +88,19 @@ class WorkItem:
         if not shape.ok:
             raise ValueError(_shape_message(shape.problems[0].problem, where, item))
         assert isinstance(item, Mapping)  # the shape check passed: item is a Mapping
-        messages: list[Any] = (
-            [{"role": "user", "content": item["query"]}] if shape.content == "query" else item["messages"]
-        )
+        messages: list[Any] = []
+        if shape.content == "query":
+            messages = [{"role": "user", "content": item["query"]}]
+        elif shape.content == "messages":
+            messages = item["messages"]
         route, provider = item.get("route") or "", item.get("provider") or ""
         params = item.get("params") or {}
-        return cls(
+        work = cls(
             item["custom_id"], messages, dict(params), str(route), str(provider), str(item.get("key") or "")
         )
+        if shape.content == "input":
+            work.endpoint, work.input = EMBEDDINGS, item["input"]
+        return work
 
 
 # How WorkItem.coerce words each item-shape problem (after the item's path, e.g. "items[3]").
@@ -107,6 +116,13 @@ _SHAPE_MESSAGES = {
     Problem.MESSAGES_NOT_A_LIST: ".messages: must be a non-empty list",
     Problem.MESSAGES_EMPTY: ".messages: must be a non-empty list",
     Problem.PARAMS_NOT_AN_OBJECT: ".params: must be an object",
+    Problem.ENDPOINT_UNKNOWN: ".endpoint: must be 'chat' or 'embeddings'",
+    Problem.INPUT_MISSING: ".input: required for an embeddings item",
+    Problem.INPUT_NOT_FOR_CHAT: '.input: only for embeddings items ("endpoint": "embeddings")',
+    Problem.CONTENT_NOT_FOR_EMBEDDINGS: ": an embeddings item takes input, not messages/query",
+    Problem.INPUT_NOT_TEXT: ".input: must be a string or a list of strings",
+    Problem.INPUT_EMPTY: ".input: must not be empty",
+    Problem.INPUT_ELEMENT_NOT_TEXT: ".input: every element must be a non-empty string",
 }
 
 
@@ -193,14 +209,34 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
+def text_tokens(text: str) -> int:
+    """The estimate of one text's tokens: characters / 4, rounded up (at least 1 for a non-empty text)."""
+    return int(math.ceil(len(text) / 4))
+
+
+def input_tokens(embedding_input: str | list[str]) -> int:
+    """An embeddings input's estimate: every element of a list counts (``text_tokens`` each)."""
+    if isinstance(embedding_input, str):
+        return text_tokens(embedding_input)
+    return sum(text_tokens(text) for text in embedding_input if isinstance(text, str))
+
+
 def estimate_split(
-    messages: list[Any], params: Mapping[str, Any], default_max_tokens: int
+    messages: list[Any],
+    params: Mapping[str, Any],
+    default_max_tokens: int,
+    *,
+    embedding_input: str | list[str] | None = None,
 ) -> tuple[int, int]:
     """The reservation split as (input, output): input = prompt characters / 4; output = the completion
     budget × ``n`` choices. The budget is the larger of ``max_tokens`` and ``max_completion_tokens`` (a
     provider honours either), else the default (what a kind that requires ``max_tokens`` is sent);
     ``n`` (choices per request, each billed) multiplies it, so a request cannot reserve a fraction of
-    what it will be billed. Providers with ITPM / OTPM limits count the two apart (docs/quota.md)."""
+    what it will be billed. Providers with ITPM / OTPM limits count the two apart (docs/quota.md).
+    An embeddings item (``embedding_input`` given) reserves its input only (``input_tokens``: every
+    element of a list) and no output: an embedding has no completion."""
+    if embedding_input is not None:
+        return input_tokens(embedding_input), 0
     chars = 0
     for message in messages:
         content = message.get("content") if isinstance(message, Mapping) else message
@@ -213,10 +249,24 @@ def estimate_split(
     return int(math.ceil(chars / 4)), max(0, budget) * choices
 
 
-def estimate_tokens(messages: list[Any], params: Mapping[str, Any], default_max_tokens: int) -> int:
+def estimate_tokens(
+    messages: list[Any],
+    params: Mapping[str, Any],
+    default_max_tokens: int,
+    *,
+    embedding_input: str | list[str] | None = None,
+) -> int:
     """TPM reservation: the input and output estimates of ``estimate_split`` together."""
-    input_tokens, output_tokens = estimate_split(messages, params, default_max_tokens)
-    return input_tokens + output_tokens
+    est_input, est_output = estimate_split(
+        messages, params, default_max_tokens, embedding_input=embedding_input
+    )
+    return est_input + est_output
+
+
+def item_estimate(item: WorkItem, default_max_tokens: int) -> tuple[int, int]:
+    """``estimate_split`` of one work item (an embeddings item: its input, no output)."""
+    embedding_input = item.input if item.endpoint == EMBEDDINGS else None
+    return estimate_split(item.messages, item.params, default_max_tokens, embedding_input=embedding_input)
 
 
 # one work item as a caller hands it over: a WorkItem or a contract ITEM dict (WorkItem.coerce checks it)

@@ -83,6 +83,19 @@ class BatchApi:
 
 
 @dataclass(frozen=True)
+class EmbeddingsApi:
+    """A kind's embeddings API (gateway_engine/wire/embeddings.py speaks it) and its published
+    per-request input limits, enforced at submission naming ``input`` (token counts are the engine's
+    estimate, ``items.text_tokens``)."""
+
+    max_inputs: int  # inputs in one request (a list's elements)
+    max_input_tokens: int  # tokens of one input
+    max_request_tokens: int | None  # tokens summed over one request's inputs (None: no such limit)
+    max_dimensions: int | None  # the largest ``dimensions`` (None: the model decides)
+    source: str  # where the limits are documented
+
+
+@dataclass(frozen=True)
 class ProviderKind:
     """Everything that differs per kind outside its wire module (gateway_engine/wire/<kind>.py)."""
 
@@ -96,9 +109,16 @@ class ProviderKind:
     framing: str = SSE  # how its streams are cut into events (FRAMINGS)
     signed: bool = False  # each request is signed by the wire format (``sign``): no fixed auth header
     why_no_batch_api: str = ""  # said where batch_api is refused for this kind (batch_api None)
+    embeddings: EmbeddingsApi | None = None  # None: the kind serves no embeddings (why_no_embeddings)
+    why_no_embeddings: str = ""  # said where an embeddings item is refused for this kind
 
 
 _OPENAI_BATCH = BatchApi("openai", 50_000, 200 * 1024 * 1024)
+# platform.openai.com/docs/api-reference/embeddings/create: at most 2,048 inputs, 8,192 tokens each,
+# 300,000 tokens summed across a request's inputs (Azure OpenAI's embeddings reference says the same)
+_OPENAI_EMBEDDINGS = EmbeddingsApi(
+    2048, 8192, 300_000, None, "platform.openai.com/docs/api-reference/embeddings"
+)
 
 KINDS: Mapping[str, ProviderKind] = MappingProxyType(
     {
@@ -109,6 +129,7 @@ KINDS: Mapping[str, ProviderKind] = MappingProxyType(
                 UNTIL_RESET, UNTIL_RESET, "docs.anthropic.com/en/api/rate-limits", token_rounding=500
             ),
             batch_api=BatchApi("anthropic", 100_000, 256 * 1024 * 1024, line_model=""),
+            why_no_embeddings="Anthropic has no embeddings API (its docs point to Voyage AI)",
         ),
         AZURE_KIND: ProviderKind(
             AZURE_KIND,
@@ -124,6 +145,9 @@ KINDS: Mapping[str, ProviderKind] = MappingProxyType(
             ),
             defaults=MappingProxyType({"burst_seconds": AZURE_MAX_BURST_SECONDS}),
             max_burst_seconds=AZURE_MAX_BURST_SECONDS,
+            embeddings=EmbeddingsApi(
+                2048, 8192, 300_000, None, "learn.microsoft.com/azure/ai-foundry/openai/reference"
+            ),
         ),
         "bedrock": ProviderKind(
             "bedrock",
@@ -137,19 +161,38 @@ KINDS: Mapping[str, ProviderKind] = MappingProxyType(
                 "output to S3 under an IAM service role, and takes 100 records at least: the gateway has "
                 "no S3 store to stage lines in"
             ),
+            why_no_embeddings=(
+                "the gateway speaks Bedrock's Converse API only; Bedrock's embedding models are "
+                "InvokeModel calls with a body of each model's own"
+            ),
         ),
         "gemini": ProviderKind(
             "gemini",
             KindHeaders(NONE, NONE, "ai.google.dev/gemini-api/docs/rate-limits"),
             why_no_batch_api="the gateway does not speak Gemini's batch mode",
+            # ai.google.dev/api/embeddings: batchEmbedContents takes at most 100 requests ("at most 100
+            # requests can be batched"); gemini-embedding-001 takes 2,048 input tokens, 128-3072 dimensions
+            embeddings=EmbeddingsApi(100, 2048, None, 3072, "ai.google.dev/api/embeddings"),
         ),
         "openai": ProviderKind(
             "openai",
             KindHeaders(UNTIL_RESET, UNTIL_RESET, "platform.openai.com/docs/guides/rate-limits"),
             batch_api=_OPENAI_BATCH,
+            embeddings=_OPENAI_EMBEDDINGS,
         ),
     }
 )
+
+
+def embeddings_api(kind: str) -> EmbeddingsApi | None:
+    """The embeddings API of ``kind`` (None: it serves none, or the kind is unknown)."""
+    descriptor = KINDS.get(kind)
+    return descriptor.embeddings if descriptor is not None else None
+
+
+def embeddings_kinds() -> tuple[str, ...]:
+    """The kinds that serve embeddings, sorted (said in a refusal)."""
+    return tuple(sorted(k for k, d in KINDS.items() if d.embeddings is not None))
 
 
 def batch_protocol(kind: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterable, Iterable
 
 from .attempts import Finished, ItemLife, ItemState, Wait
 from .context import RunContext
-from .items import ItemResult, RawItem, WorkItem, estimate_tokens
+from .items import ItemResult, RawItem, WorkItem, item_estimate
 from .protocols import ItemSource, ResultSink
 from .routing import preferred_provider
 
@@ -67,7 +67,7 @@ class ProviderQueues:
         """Order every queue by estimated tokens (ties: input order)."""
         default = self.ctx.options.default_max_tokens
         for name, queue in self.queues.items():
-            est = {i: estimate_tokens(self.work[i].messages, self.work[i].params, default) for i in queue}
+            est = {i: sum(item_estimate(self.work[i], default)) for i in queue}
             self.queues[name] = deque(sorted(queue, key=lambda i: (est[i], i)))
 
     def staff(self, tg: asyncio.TaskGroup, name: str) -> None:

@@ -18,9 +18,15 @@ from teams.models import Team
 
 
 def estimate_payload_tokens(payloads: Iterable[dict[str, Any]]) -> int:
-    """The engine's estimate (prompt chars / 4 + max_tokens or GATEWAY_DEFAULT_MAX_TOKENS), summed."""
+    """The engine's estimate (prompt chars / 4 + max_tokens or GATEWAY_DEFAULT_MAX_TOKENS; an embeddings
+    item's input only), summed."""
     default = int(settings.GATEWAY_DEFAULT_MAX_TOKENS)
-    return sum(estimate_tokens(p.get("messages") or [], p.get("params") or {}, default) for p in payloads)
+    return sum(
+        estimate_tokens(
+            p.get("messages") or [], p.get("params") or {}, default, embedding_input=p.get("input")
+        )
+        for p in payloads
+    )
 
 
 def budget_refusal(team: Team, tokens: int) -> BudgetExceeded | None:

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway_engine.items import estimate_split
+from gateway_engine.kinds import embeddings_api
 from gateway_engine.quota import QuotaImpossible
 from gateway_engine.quota.token_ask import TokenAsk
 from gateway_engine.routing import ProviderConfig, RoutingTable
 from gateway_engine.wire import KNOWN_KINDS, ParamProblem, check_request
+from gateway_engine.wire.embeddings_check import check_embeddings, no_embeddings
 
 # (field, message) of one refusal
 Refusal = tuple[str, str]
@@ -62,9 +64,17 @@ class Reach:
         return cls({r: tuple(c) for r, c in routes.items()}, dict(table.providers), broken)
 
     def refusals(
-        self, route: str, provider: str, messages: list[Any], params: Mapping[str, Any]
+        self,
+        route: str,
+        provider: str,
+        messages: list[Any],
+        params: Mapping[str, Any],
+        *,
+        embedding_input: str | list[str] | None = None,
     ) -> list[Refusal]:
-        """Everything some reachable provider refuses in the item ([]: every one can take it)."""
+        """Everything some reachable provider refuses in the item ([]: every one can take it). An
+        embeddings item (``embedding_input`` given): a provider whose kind serves no embeddings, the
+        params its kind does not take, the input limits of one request (``wire.embeddings_check``)."""
         target = "route" if route else "provider"
         configs = self.routes.get(route, ()) if route else _one(self.providers.get(provider))
         out: list[Refusal] = []
@@ -72,13 +82,17 @@ class Reach:
         for config in configs:
             if config.name in self.broken:
                 found = [(target, self.broken[config.name])]
-            else:
+            elif embedding_input is None:
                 found = [_named(p, config) for p in check_request(config, messages, params)]
+            elif embeddings_api(config.kind) is None:
+                found = [(target, no_embeddings(config))]
+            else:
+                found = [_named(p, config) for p in check_embeddings(config, embedding_input, params)]
             for refusal in found:
                 if refusal not in seen:
                     seen.add(refusal)
                     out.append(refusal)
-        impossible = quota_refusal(configs, messages, params)
+        impossible = quota_refusal(configs, messages, params, embedding_input=embedding_input)
         return out if impossible is None else [*out, impossible]
 
 
@@ -89,15 +103,22 @@ _BUCKET_FIELDS = {"TPM": "params.max_tokens", "ITPM": "messages", "OTPM": "param
 
 
 def quota_refusal(
-    configs: tuple[ProviderConfig, ...], messages: list[Any], params: Mapping[str, Any]
+    configs: tuple[ProviderConfig, ...],
+    messages: list[Any],
+    params: Mapping[str, Any],
+    *,
+    embedding_input: str | list[str] | None = None,
 ) -> Refusal | None:
     """A refusal when NO reachable provider's token buckets (TPM, ITPM, OTPM) can ever hold the item's
     reservation — the prompt estimate plus ``max_tokens`` (or the provider's ``default_max_tokens``),
     as the engine reserves it (``estimate_split``, ``TokenAsk``): it would fail ``quota_impossible``
-    with 0 attempts. One provider that can hold it is enough (the engine falls back to it)."""
+    with 0 attempts. One provider that can hold it is enough (the engine falls back to it). An
+    embeddings item reserves its input only (its field is ``input``)."""
     problems: list[QuotaImpossible] = []
     for config in configs:
-        est_input, est_output = estimate_split(messages, params, config.default_max_tokens)
+        est_input, est_output = estimate_split(
+            messages, params, config.default_max_tokens, embedding_input=embedding_input
+        )
         try:
             TokenAsk(est_input + est_output, est_input, est_output).amounts(config.limits)
         except QuotaImpossible as exc:
@@ -106,9 +127,8 @@ def quota_refusal(
         return None
     if not problems:
         return None
-    return _BUCKET_FIELDS[problems[0].bucket], QUOTA_IMPOSSIBLE_PREFIX + "; ".join(
-        p.message for p in problems
-    )
+    field_name = "input" if embedding_input is not None else _BUCKET_FIELDS[problems[0].bucket]
+    return field_name, QUOTA_IMPOSSIBLE_PREFIX + "; ".join(p.message for p in problems)
 
 
 def _one(config: ProviderConfig | None) -> tuple[ProviderConfig, ...]:

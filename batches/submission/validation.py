@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from gateway_engine.item_shape import STRICT, ItemShape, Problem, check_item_shape
+from gateway_engine.item_shape import (
+    CHAT_ENDPOINT,
+    EMBEDDINGS_ENDPOINT,
+    STRICT,
+    ItemShape,
+    Problem,
+    check_item_shape,
+)
+from gateway_engine.wire.embeddings_check import EMBEDDINGS_RESERVED
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
 from .caps import MAX_CUSTOM_ID_CHARS, MAX_NAME_CHARS, MAX_PARAMS_DEPTH, Limits
@@ -29,7 +37,9 @@ from .targets import KnownTargets, unknown_provider, unknown_route
 # GC is paused only while validating one slice of this many items, never for the whole request.
 GC_SLICE_ITEMS = 5000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-ITEM_FIELDS = frozenset({"custom_id", "route", "provider", "messages", "query", "params"})
+ITEM_FIELDS = frozenset(
+    {"custom_id", "route", "provider", "endpoint", "messages", "query", "input", "params"}
+)
 
 # How submission words each item-shape problem: the item's value for the field is shown as {got}.
 SHAPE_MESSAGES = {
@@ -44,6 +54,13 @@ SHAPE_MESSAGES = {
     Problem.MESSAGES_NOT_A_LIST: "must be a list of {{role, content}} objects, got {got}",
     Problem.MESSAGES_EMPTY: "must contain at least one message",
     Problem.PARAMS_NOT_AN_OBJECT: "must be an object, got {got}",
+    Problem.ENDPOINT_UNKNOWN: "must be 'chat' or 'embeddings', got {got}",
+    Problem.INPUT_MISSING: "required for an embeddings item: a string or a list of strings",
+    Problem.INPUT_NOT_FOR_CHAT: 'only for embeddings items: add "endpoint": "embeddings", or use messages/query',
+    Problem.CONTENT_NOT_FOR_EMBEDDINGS: "not for an embeddings item: give its text as 'input'",
+    Problem.INPUT_NOT_TEXT: "must be a string or a list of strings, got {got}",
+    Problem.INPUT_EMPTY: "must not be empty",
+    Problem.INPUT_ELEMENT_NOT_TEXT: "every element must be a non-empty string",
 }
 
 
@@ -55,6 +72,7 @@ class ValidItem:
     provider: str
     payload: dict[str, Any]
     payload_json: str
+    endpoint: str = CHAT_ENDPOINT  # "chat" or "embeddings" (gateway_engine.endpoints): BatchItem.endpoint
 
 
 class ItemValidator:
@@ -86,13 +104,21 @@ class ItemValidator:
                     self.err(i, str(key)[:100], f"unknown field; allowed: {', '.join(sorted(ITEM_FIELDS))}")
         custom_id = self._custom_id(i, item, shape)
         route, provider = self._target(i, item, shape)
-        messages = self._messages(i, item, shape)
-        params = self._params(i, item, shape)
+        embeddings = shape.endpoint == EMBEDDINGS_ENDPOINT
+        self._shape_error(i, item, shape, "endpoint")
+        messages, text = (
+            ([], self._input(i, item, shape)) if embeddings else (self._messages(i, item, shape), None)
+        )
+        params = self._params(i, item, shape, embeddings=embeddings)
         if self.error_count == before:  # a well-formed item: what its reachable providers refuse
-            for field_name, message in self.targets.reach.refusals(route, provider, messages, params):
+            refused = self.targets.reach.refusals(route, provider, messages, params, embedding_input=text)
+            for field_name, message in refused:
                 self.err(i, field_name, message)
         if self.error_count != before:
             return None
+        if embeddings:
+            payload: dict[str, Any] = {"input": text, "params": params}
+            return self._stored(i, custom_id, route, provider, payload, raw_size, EMBEDDINGS_ENDPOINT)
         return self._stored(i, custom_id, route, provider, {"messages": messages, "params": params}, raw_size)
 
     def _shape_error(self, i: int, item: dict[str, Any], shape: ItemShape, field_name: str) -> bool:
@@ -104,7 +130,14 @@ class ItemValidator:
         return True
 
     def _stored(
-        self, i: int, custom_id: str, route: str, provider: str, payload: dict[str, Any], raw_size: int | None
+        self,
+        i: int,
+        custom_id: str,
+        route: str,
+        provider: str,
+        payload: dict[str, Any],
+        raw_size: int | None,
+        endpoint: str = CHAT_ENDPOINT,
     ) -> ValidItem | None:
         """The item as stored, or None after a problem with its JSON form (encoding, NUL, size)."""
         try:
@@ -128,7 +161,7 @@ class ItemValidator:
         if size > self.limits.max_item_bytes:
             self.err(i, "item", f"item is {size} bytes; at most {self.limits.max_item_bytes} bytes per item")
             return None
-        return ValidItem(i, custom_id, route, provider, payload, payload_json)
+        return ValidItem(i, custom_id, route, provider, payload, payload_json, endpoint)
 
     def _custom_id(self, i: int, item: dict[str, Any], shape: ItemShape) -> str:
         if self._shape_error(i, item, shape, "custom_id"):
@@ -190,22 +223,36 @@ class ItemValidator:
         return self.hints[key]
 
     def _messages(self, i: int, item: dict[str, Any], shape: ItemShape) -> list[Any]:
-        if self._shape_error(i, item, shape, "messages") or self._shape_error(i, item, shape, "query"):
+        if any(self._shape_error(i, item, shape, name) for name in ("messages", "query", "input")):
+            return []
+        if shape.content not in ("messages", "query"):  # the endpoint or input had the problem
             return []
         report: Report = partial(self.err, i)
         if shape.content == "query":
             return query_messages(item["query"], self.limits.max_item_bytes, report)
         return check_messages(item["messages"], report)
 
-    def _params(self, i: int, item: dict[str, Any], shape: ItemShape) -> dict[str, Any]:
+    def _input(self, i: int, item: dict[str, Any], shape: ItemShape) -> str | list[str] | None:
+        """An embeddings item's input (None after a shape problem: the problem is reported)."""
+        for field_name in ("messages", "query", "input"):
+            if self._shape_error(i, item, shape, field_name):
+                return None
+        text: str | list[str] = item["input"]
+        return text
+
+    def _params(
+        self, i: int, item: dict[str, Any], shape: ItemShape, *, embeddings: bool = False
+    ) -> dict[str, Any]:
         if "params" not in item or self._shape_error(i, item, shape, "params"):
             return {}
         params: dict[str, Any] = item["params"]
         for key in params:
-            if key in RESERVED_PARAMS:
+            if key in (EMBEDDINGS_RESERVED if embeddings else RESERVED_PARAMS):
                 self.err(i, f"params.{key}", "is set by the gateway; remove it")
         if depth(params, MAX_PARAMS_DEPTH) > MAX_PARAMS_DEPTH:
             self.err(i, "params", f"nested deeper than {MAX_PARAMS_DEPTH} levels")
+        if embeddings:
+            return params
         if "max_tokens" in params:
             value = params["max_tokens"]
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -69,3 +69,27 @@ def test_coerce_builds_the_work_item():
     item = WorkItem.coerce({"custom_id": "a", "provider": "p", "query": "hi", "params": None, "key": "k"})
     assert (item.custom_id, item.route, item.provider, item.key) == ("a", "", "p", "k")
     assert item.messages == [{"role": "user", "content": "hi"}] and item.params == {}
+
+
+def test_an_embeddings_item_names_input_as_its_content():
+    item = {"custom_id": "a", "route": "r", "endpoint": "embeddings", "input": ["x", "y"]}
+    shape = check_item_shape(item, STRICT)
+    assert shape.ok and (shape.content, shape.endpoint) == ("input", "embeddings")
+    assert (
+        check_item_shape({**item, "endpoint": None}, LENIENT).problem("input") is Problem.INPUT_NOT_FOR_CHAT
+    )
+    assert (
+        check_item_shape({**item, "endpoint": None}, STRICT).problem("endpoint") is Problem.ENDPOINT_UNKNOWN
+    )
+    assert check_item_shape({**item, "query": "q"}, STRICT).problem("query") is (
+        Problem.CONTENT_NOT_FOR_EMBEDDINGS
+    )
+
+
+def test_coerce_builds_an_embeddings_work_item():
+    work = WorkItem.coerce({"custom_id": "a", "provider": "p", "endpoint": "embeddings", "input": "hi"})
+    assert (work.endpoint, work.input, work.messages) == ("embeddings", "hi", [])
+    with pytest.raises(ValueError, match=r"items\[0\]\.input: must not be empty"):
+        WorkItem.coerce({"custom_id": "a", "provider": "p", "endpoint": "embeddings", "input": ""})
+    with pytest.raises(ValueError, match=r"items\[0\]\.endpoint: must be 'chat' or 'embeddings'"):
+        WorkItem.coerce({"custom_id": "a", "provider": "p", "endpoint": "x", "query": "q"})
