@@ -1,7 +1,10 @@
 """OpenAI Batch JSONL ⇄ native ITEMs and RESULTs. Pure functions: no ORM, no HTTP.
 
 Input line  {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": {"model", "messages", …}}
-→ native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body}.
+→ native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body};
+a "/v1/embeddings" line's body {"model", "input", …} → {…, "endpoint": "embeddings", "input", "params"}
+(``BODY_READERS``, by the batch's endpoint). An embeddings line's output ``response.body`` is the
+embeddings answer (``{"object": "list", "data": [{"object": "embedding", …}], "model", "usage"}``).
 
 RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
 "body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
@@ -25,7 +28,8 @@ from gateway_engine.error_kinds import error_kind, error_type_of_status
 from gateway_engine.errors import ApplicationError
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
-ENDPOINTS = (CHAT_COMPLETIONS,)
+EMBEDDINGS = "/v1/embeddings"
+ENDPOINTS = (CHAT_COMPLETIONS, EMBEDDINGS)
 LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
 MAX_LINE_ERRORS = 100
 UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows write one)
@@ -229,10 +233,29 @@ def native_item(
         item["route"] = model  # an unknown model is reported by the native validator as a route
     else:
         item["provider"] = model
-    if "messages" in body:
-        item["messages"] = body["messages"]
-    item["params"] = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    item.update(BODY_READERS.get(endpoint, _chat_body)(body))
     return item, errors
+
+
+def _chat_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A /v1/chat/completions body's ITEM fields: its messages, the rest as params."""
+    item: dict[str, Any] = {"messages": body["messages"]} if "messages" in body else {}
+    item["params"] = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    return item
+
+
+def _embeddings_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A /v1/embeddings body's ITEM fields: an embeddings item of its input (a missing input is the
+    native validator's ``input`` error), the rest (dimensions, encoding_format, user) as params."""
+    item: dict[str, Any] = {"endpoint": "embeddings"}
+    if "input" in body:
+        item["input"] = body["input"]
+    item["params"] = {k: v for k, v in body.items() if k not in ("model", "input")}
+    return item
+
+
+# the ITEM fields of a line's body, per batch endpoint
+BODY_READERS = {CHAT_COMPLETIONS: _chat_body, EMBEDDINGS: _embeddings_body}
 
 
 def line_error_from_native(
@@ -266,7 +289,7 @@ def line_error_from_native(
         return LineError(code, message, "custom_id", line)
     if field.startswith("params"):
         return LineError("invalid_request", message, "body" + field[len("params") :], line)
-    if field.startswith("messages"):
+    if field.startswith(("messages", "input")):
         return LineError("invalid_request", message, "body." + field, line)
     if field == "items":
         return LineError("too_many_requests" if "at most" in message else "empty_file", message, None, line)

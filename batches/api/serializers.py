@@ -103,11 +103,24 @@ class ItemSerializer(serializers.Serializer):
         max_length=MAX_NAME_CHARS,
         help_text="Send to this provider directly. Exactly one of route/provider.",
     )
+    endpoint = serializers.ChoiceField(
+        choices=["chat", "embeddings"],
+        required=False,
+        default="chat",
+        help_text="What the item asks for: `chat` (default: a chat completion from messages/query) or "
+        "`embeddings` (an OpenAI embeddings answer for `input`; no messages/query).",
+    )
     messages = MessageSerializer(
-        many=True, required=False, help_text="Chat messages. Exactly one of messages/query."
+        many=True, required=False, help_text="Chat messages. Exactly one of messages/query (chat items)."
     )
     query = serializers.CharField(
-        required=False, help_text="Shorthand for one user message. Exactly one of messages/query."
+        required=False,
+        help_text="Shorthand for one user message. Exactly one of messages/query (chat items).",
+    )
+    input = serializers.JSONField(
+        required=False,
+        help_text='Embeddings items only (`"endpoint": "embeddings"`), required there: a non-empty string '
+        "or a list of non-empty strings, within the provider's per-request limits (inputs, tokens).",
     )
     params = serializers.DictField(
         required=False,
