@@ -23,7 +23,9 @@ from .admission import Admission, AdmissionRequest, Admitted, Stack
 from .breaker import Permit
 from .breaker_wakes import wait_for_close
 from .context import RunContext
+from .endpoints import EMBEDDINGS, WIRE_FAMILY
 from .items import ItemResult, RetryState, WorkItem, item_estimate
+from .kinds import embeddings_api
 from .live_limits import LiveLimits
 from .outage import OutageRide, is_store_failure
 from .outcomes import HttpOutcome
@@ -35,6 +37,7 @@ from .routing import ProviderConfig, RoutingError, candidates, stable_draw
 from .sending import send_attempt
 from .stopping import Stopping
 from .waits import Wait, breaker_wait, retry_delay
+from .wire.embeddings_check import no_embeddings
 
 __all__ = ["Finished", "ItemLife", "ItemState", "OpenStream", "Wait"]
 
@@ -356,6 +359,14 @@ def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:
     except RoutingError as exc:
         result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
         return result
+    if (
+        WIRE_FAMILY[item.endpoint] == EMBEDDINGS
+    ):  # only kinds that serve embeddings (submission refuses others)
+        serving = [c for c in cands if embeddings_api(c.kind) is not None]
+        if not serving:
+            result.error_type, result.error_message = ErrorType.NO_PROVIDER, no_embeddings(cands[0])
+            return result
+        cands = serving
     est_input, est_output = item_estimate(item, ctx.options.default_max_tokens)
     state = ItemState(item, result, key, cands, est_input + est_output, est_input, est_output)
     if item.carried is not None:

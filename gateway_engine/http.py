@@ -32,9 +32,12 @@ import yarl
 from .answers import AnswerRejected, BoundedBody, declared_too_large
 from .kinds import KINDS
 from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, timed_out
+from .retry import ErrorType
 from .routing import ProviderConfig
 from .wire import DEFAULT_KIND, WireFormat, for_kind
-from .wire.base import SigningWire
+from .wire.base import AnswerReading, SigningWire
+from .wire.embeddings import embeddings_for_kind
+from .wire.embeddings_shape import ANSWER_BYTES_PER_INPUT
 
 # the engine's HTTP API (every call returns a gateway_engine.outcomes.HttpOutcome)
 __all__ = [
@@ -127,17 +130,50 @@ class AiohttpProviderClient:
         """One chat completion. ``on_sent`` is called once the request's headers are written to the
         connection (aiohttp's ``on_request_headers_sent``): after a connection was found or opened."""
         payload = self.wire.body(self.config, messages, params)
-        headers = self._headers
+        return await self._post(
+            self.url, self._headers, payload, self.wire, self.max_answer_bytes, request_id, on_sent
+        )
+
+    async def embed(
+        self,
+        embedding_input: str | list[str],
+        params: Mapping[str, Any] | None = None,
+        *,
+        request_id: str = "",
+        on_sent: Callable[[], None] | None = None,
+    ) -> HttpOutcome:
+        """One embeddings request (the kind's ``wire.embeddings`` family: URL, body, the answer read into
+        OpenAI's embeddings shape). Its answer may be larger than a chat answer: capped at
+        ``ANSWER_BYTES_PER_INPUT`` per input or the engine's cap, whichever is larger."""
+        try:
+            request = embeddings_for_kind(self.config).request(self.config, embedding_input, params or {})
+        except ValueError as exc:  # NoEmbeddings, RequestProblems: submission refuses these; never sent
+            return HttpOutcome(None, 0, error_type=ErrorType.CLIENT_ERROR, message=str(exc))
+        cap = max(self.max_answer_bytes, ANSWER_BYTES_PER_INPUT * request.inputs)
+        headers = {**REQUEST_HEADERS, **request.headers}
+        return await self._post(request.url, headers, request.body, request.reader, cap, request_id, on_sent)
+
+    async def _post(
+        self,
+        url: str,
+        headers: dict[str, str],
+        payload: Any,
+        reader: AnswerReading,
+        cap: int,
+        request_id: str,
+        on_sent: Callable[[], None] | None,
+    ) -> HttpOutcome:
+        """POST one JSON body under the provider's deadline and read the answer with ``reader``."""
         if request_id:
             headers = {**headers, "X-Request-ID": request_id}
         data = json.dumps(payload).encode()
-        headers = self.signed(self.url, headers, data)
+        headers = self.signed(url, headers, data)
         timeout = self.config.timeout_seconds
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
                 async with self._session.post(
-                    self.target(self.url),
+                    self.target(url),
                     data=data,
                     headers=headers,
                     allow_redirects=False,
@@ -145,17 +181,17 @@ class AiohttpProviderClient:
                 ) as response:
                     status, resp_headers = response.status, response.headers
                     try:
-                        raw = await self._read(response)
+                        raw = await self._read(response, cap)
                     except AnswerRejected as exc:
                         response.close()  # do not drain an unwanted body into a pooled connection
                         latency = int((time.monotonic() - started) * 1000)
-                        return rejected(self.wire, status, latency, resp_headers, exc)
+                        return rejected(reader, status, latency, resp_headers, exc)
         except TimeoutError:
             return timed_out(started, timeout)
         except (aiohttp.ClientError, OSError) as exc:
             return connection_failed(started, exc)
         latency = int((time.monotonic() - started) * 1000)
-        return from_answer(self.wire, status, latency, raw, resp_headers, self.config.api_key)
+        return from_answer(reader, status, latency, raw, resp_headers, self.config.api_key)
 
     async def open_stream(
         self,
@@ -188,13 +224,14 @@ class AiohttpProviderClient:
         """The whole (capped, decompressed) answer body (gateway_engine.http_stream reads error answers)."""
         return await self._read(response)
 
-    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+    async def _read(self, response: aiohttp.ClientResponse, cap: int | None = None) -> bytes:
+        limit = self.max_answer_bytes if cap is None else cap
         encoding = response.headers.get("Content-Encoding")
-        if declared_too_large(response.headers.get("Content-Length"), self.max_answer_bytes, encoding):
-            raise AnswerRejected(f"answer larger than {self.max_answer_bytes} bytes")
+        if declared_too_large(response.headers.get("Content-Length"), limit, encoding):
+            raise AnswerRejected(f"answer larger than {limit} bytes")
         if encoding is None and response.content_length is not None:
             return await response.read()  # identity, declared length within the cap: aiohttp stops there
-        body = BoundedBody(self.max_answer_bytes, encoding)
+        body = BoundedBody(limit, encoding)
         async for chunk in response.content.iter_chunked(READ_CHUNK):
             body.feed(chunk)
         return body.finish()

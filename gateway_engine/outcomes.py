@@ -24,7 +24,8 @@ from .answers import (
     without_secret,
 )
 from .retry import ErrorType
-from .wire import Pause, WireFormat
+from .wire import Pause
+from .wire.base import AnswerReading
 
 
 @dataclass
@@ -48,7 +49,7 @@ class HttpOutcome:
         return not self.error_type
 
 
-def kept_headers(wire: WireFormat, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
+def kept_headers(wire: AnswerReading, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
     return {h: kept_header(v) for h, v in wire.rate_limit_headers(headers, body).items()}
 
 
@@ -72,7 +73,7 @@ def connection_failed(started: float, exc: BaseException) -> HttpOutcome:
 
 
 def rejected(
-    wire: WireFormat, status: int, latency: int, headers: Mapping[str, str], exc: AnswerRejected
+    wire: AnswerReading, status: int, latency: int, headers: Mapping[str, str], exc: AnswerRejected
 ) -> HttpOutcome:
     """An answer we refused to read or keep. On a 2xx it is ``invalid_response``; on an error status
     the status decides the type (the body was never needed)."""
@@ -90,7 +91,7 @@ def rejected(
 
 
 def from_answer(
-    wire: WireFormat, status: int, latency: int, raw: bytes, headers: Mapping[str, str], secret: str = ""
+    wire: AnswerReading, status: int, latency: int, raw: bytes, headers: Mapping[str, str], secret: str = ""
 ) -> HttpOutcome:
     """An HttpOutcome from a complete answer (status, decompressed body bytes, response headers).
     ``secret``: the key the request carried, taken out of the answer before anything reads it
@@ -99,7 +100,7 @@ def from_answer(
 
 
 def _from_clean_answer(
-    wire: WireFormat, status: int, latency: int, raw: bytes, headers: Mapping[str, str]
+    wire: AnswerReading, status: int, latency: int, raw: bytes, headers: Mapping[str, str]
 ) -> HttpOutcome:
     try:
         body = parse_answer(raw)

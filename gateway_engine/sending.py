@@ -4,10 +4,12 @@ slot stays with the caller. Returns the outcome and when it was sent."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from .endpoints import EMBEDDINGS, WIRE_FAMILY
 from .outage import is_store_failure
 from .outcomes import HttpOutcome
 from .routing import ProviderConfig
@@ -29,7 +31,8 @@ def now_iso() -> str:
 async def send_attempt(
     ctx: RunContext, state: ItemState, choice: ProviderConfig, admitted: Admitted
 ) -> tuple[HttpOutcome, str]:
-    """The call (``open_stream`` when the item streams, else ``chat``) and when it was sent. An
+    """The call (``embed`` for an embeddings item: ``endpoints.WIRE_FAMILY``; ``open_stream`` when the
+    item streams, else ``chat``) and when it was sent. An
     exception without an answer closes the slot and propagates; a store failure while giving the lease
     back after the answer is logged (the lease expires by itself)."""
     sent: HttpOutcome | None = None
@@ -40,13 +43,12 @@ async def send_attempt(
             started = now_iso()
             item, attempt, journal = state.item, state.result.attempts + 1, ctx.journal
             client = ctx.http.get(choice)
-            call = client.open_stream if state.stream else client.chat
-            sent = await call(
-                item.messages,
-                item.params,
-                request_id=state.key,
-                on_sent=lambda: journal.sent(item, attempt),
-            )
+            on_sent = functools.partial(journal.sent, item, attempt)
+            if WIRE_FAMILY[item.endpoint] == EMBEDDINGS and item.input is not None:
+                sent = await client.embed(item.input, item.params, request_id=state.key, on_sent=on_sent)
+            else:
+                call = client.open_stream if state.stream else client.chat
+                sent = await call(item.messages, item.params, request_id=state.key, on_sent=on_sent)
             streaming = sent.stream is not None
         finally:
             if not streaming:

@@ -31,7 +31,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from gateway_site.ingress import stream_send, stream_too_long_event
-from interactive import views
+from interactive import embeddings, views
 from observability.logs import clean_request_id, request_id_var
 
 log = logging.getLogger("django.request")
@@ -39,6 +39,7 @@ log = logging.getLogger("django.request")
 VIEWS: dict[str, Callable[[Any], Awaitable[HttpResponseBase]]] = {
     "/v1/chat/completions": views.chat_completions,
     "/v1/models": views.models,
+    "/v1/embeddings": embeddings.embeddings,
 }
 BODY_SLACK = 64 * 1024  # the JSON envelope around the largest item the settings allow
 

@@ -4,6 +4,7 @@ from django.shortcuts import redirect
 from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_control
 
+from interactive import embeddings as interactive_embeddings
 from interactive import views as interactive
 from observability import views as ops
 
@@ -47,6 +48,7 @@ urlpatterns = [
     # the interactive lane (async views: served by gateway_site.asgi, docs/interactive.md)
     path("v1/chat/completions", interactive.chat_completions, name="chat-completions"),
     path("v1/models", interactive.models, name="models"),
+    path("v1/embeddings", interactive_embeddings.embeddings, name="embeddings"),
     path("v1/", include("openai_api.urls")),
     path("favicon.ico", favicon, name="favicon"),
     # Keep this last: whatever nothing above matched under /api/ and /v1/ answers JSON (gateway_site/errors.py).

@@ -47,6 +47,7 @@ def finish_record(
             queue_ms=queue_ms,
             request_body=call.body if keep else None,
             response_body=answer if keep else None,
+            endpoint=call.item.endpoint,
         )
     )
 

@@ -72,6 +72,9 @@ class ProviderCounters:
     streams_aborted_by_client: int = 0
     by_status: Counter = field(default_factory=Counter)
     by_form: Counter = field(default_factory=Counter)  # named forms answered (scripts, triggers, windows)
+    # requests per endpoint ("chat", "embeddings": sim/kinds.py endpoint_of), every answer included
+    by_endpoint: Counter = field(default_factory=Counter)
+    embedding_inputs: int = 0  # inputs embedded in the 200 answers of embeddings requests
     # requests per X-Request-ID header ("" = no header), every answer included: GET /_sim/requests
     by_request_id: dict[str, int] = field(default_factory=dict)
     first_accepted_at: float | None = None
@@ -92,9 +95,10 @@ class ProviderCounters:
         self._in_window.add(now, uncached_input)
         self._out_window.add(now, output)
 
-    def record_request(self, request_id: str) -> None:
-        """A request reached the provider's chat route (counted before anything can answer it)."""
+    def record_request(self, request_id: str, endpoint: str = "chat") -> None:
+        """A request reached one of the provider's routes (counted before anything can answer it)."""
         self.requests += 1
+        self.by_endpoint[endpoint] += 1
         self.by_request_id[request_id] = self.by_request_id.get(request_id, 0) + 1
 
     def record_status(self, status: int) -> None:
@@ -200,6 +204,8 @@ class ProviderCounters:
             "streams_aborted_by_client": self.streams_aborted_by_client,
             "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
             "by_form": dict(sorted(self.by_form.items())),
+            "by_endpoint": dict(sorted(self.by_endpoint.items())),
+            "embedding_inputs": self.embedding_inputs,
             "active_seconds": (
                 round(self.last_finished_at - self.first_accepted_at, 3)
                 if self.first_accepted_at is not None and self.last_finished_at is not None

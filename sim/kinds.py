@@ -13,6 +13,7 @@ import math
 from sim import sigv4
 from sim import wire_anthropic as anthropic
 from sim import wire_bedrock as bedrock
+from sim import wire_embeddings as embeddings
 from sim import wire_gemini as gemini
 from sim import wire_openai as openai
 from sim.config import ProviderConfig
@@ -20,6 +21,15 @@ from sim.streaming import StreamPlan
 from sim.wire_common import Call, Reply, Usage
 
 ANSWER_FORMS = {"blocked", "output_filter", "refusal"}  # processed (and billed), answered differently
+
+
+def endpoint_of(request) -> str:
+    """ "embeddings" for a request on an embeddings route (OpenAI's / Azure's ``/embeddings``, Gemini's
+    ``:embedContent`` / ``:batchEmbedContents``), else "chat"."""
+    if request.match_info.get("endpoint") == "embeddings":
+        return "embeddings"
+    method = request.match_info.get("model_method", "").partition(":")[2]
+    return "embeddings" if method in embeddings.GEMINI_METHODS else "chat"
 
 
 def fmt_duration(seconds: float) -> str:
@@ -52,10 +62,14 @@ class OpenAIKind:
         return openai.invalid("Request body is not valid JSON.")
 
     def validate(self, body, request) -> Reply | None:
+        if endpoint_of(request) == "embeddings":
+            return embeddings.validate_openai(body, self.cfg.model)
         problem = openai.validate_openai(body)
         return openai.invalid(problem) if problem else openai.stream_problem(body)
 
     def call(self, body: dict, request) -> Call:
+        if endpoint_of(request) == "embeddings":
+            return embeddings.openai_call(body, self.cfg.model)
         return openai.call(body, self.cfg.model, self.cfg.default_max_tokens)
 
     def headers(self, state) -> dict[str, str]:
@@ -98,6 +112,8 @@ class OpenAIKind:
                                             "overloaded"))  # fmt: skip
 
     def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
+        if call.endpoint == "embeddings":
+            return embeddings.openai_answer(call, usage)
         return openai.answer(self.cfg.name, call, usage)
 
     def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
@@ -122,11 +138,16 @@ class AzureKind(OpenAIKind):
         return None
 
     def validate(self, body, request) -> Reply | None:
+        if endpoint_of(request) == "embeddings":
+            return embeddings.validate_openai(body, self.cfg.model, azure=True)
         return openai.validate_azure(body)
 
     def call(self, body: dict, request) -> Call:
         # the deployment, not the body's model, picks the model (an answer names the deployed model)
-        c = openai.call(body, self.cfg.model, self.cfg.default_max_tokens)
+        if endpoint_of(request) == "embeddings":
+            c = embeddings.openai_call(body, self.cfg.model)
+        else:
+            c = openai.call(body, self.cfg.model, self.cfg.default_max_tokens)
         c.model = self.cfg.model
         c.api_version = self.api_version(request)
         return c
@@ -141,6 +162,8 @@ class AzureKind(OpenAIKind):
         return openai.azure_form(name, call.api_version if call else "")
 
     def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
+        if call.endpoint == "embeddings":
+            return embeddings.openai_answer(call, usage)
         return openai.answer(self.cfg.name, call, usage, azure=True, filtered=form == "output_filter")
 
     def stream_plan(self, call: Call, usage: Usage, form: str | None, chunks: int) -> StreamPlan:
@@ -200,13 +223,13 @@ class GeminiKind(OpenAIKind):
     name = "gemini"
     input_only_tpm = True  # Gemini's token quota counts input tokens
 
-    METHODS = ("generateContent", "streamGenerateContent")
+    METHODS = ("generateContent", "streamGenerateContent", *embeddings.GEMINI_METHODS)
 
     def preflight(self, request) -> Reply | None:
         model, _, method = request.match_info.get("model_method", "").partition(":")
         if method not in self.METHODS:
-            return gemini.invalid(f"Method '{method}' is not served by the simulator (generateContent and "
-                                  f"streamGenerateContent only).")  # fmt: skip
+            return gemini.invalid(f"Method '{method}' is not served by the simulator (generateContent, "
+                                  f"streamGenerateContent, embedContent and batchEmbedContents only).")  # fmt: skip
         if method == "streamGenerateContent" and request.query.get("alt", "json") not in ("json", "sse"):
             return gemini.invalid(f"Invalid value at 'alt' ({request.query['alt']!r}): streamGenerateContent "
                                   f"answers alt=sse (Server-Sent Events) or alt=json (a JSON array).")  # fmt: skip
@@ -221,9 +244,19 @@ class GeminiKind(OpenAIKind):
         return gemini.invalid("Invalid JSON payload received. Unexpected token.")
 
     def validate(self, body, request) -> Reply | None:
+        if endpoint_of(request) == "embeddings":
+            parsed = embeddings.gemini_parse(body, self._method(request), self.cfg.model)
+            return parsed if isinstance(parsed, Reply) else None
         return gemini.validate(body)
 
+    def _method(self, request) -> str:
+        return request.match_info.get("model_method", "").partition(":")[2]
+
     def call(self, body: dict, request) -> Call:
+        if endpoint_of(request) == "embeddings":
+            parsed = embeddings.gemini_parse(body, self._method(request), self.cfg.model)
+            assert isinstance(parsed, Call)  # validate() refused the others
+            return parsed
         stream = None
         if request.match_info.get("model_method", "").endswith(":streamGenerateContent"):
             stream = "sse" if request.query.get("alt") == "sse" else "json"
@@ -257,6 +290,8 @@ class GeminiKind(OpenAIKind):
         return self.form("overloaded", None)
 
     def answer(self, call: Call, usage: Usage, form: str | None) -> dict:
+        if call.endpoint == "embeddings":
+            return embeddings.gemini_answer(call)
         if form == "blocked":
             return gemini.blocked(call, usage)
         return gemini.answer(self.cfg.name, call, usage)

@@ -36,13 +36,14 @@ from aiohttp import web
 from sim.config import ProviderConfig
 from sim.counters import ProviderCounters
 from sim.kind_config import KIND_FORMS
-from sim.kinds import ANSWER_FORMS, adapter
+from sim.kinds import ANSWER_FORMS, adapter, endpoint_of
 from sim.limits import Charge, Limits
 from sim.prompt_cache import PromptCache
 from sim.stream_answer import stream_answer
 from sim.streaming import StreamShape, stream_shape
 from sim.tokens import estimate_text_tokens
 from sim.wire_common import Call, Reply, Usage, split_cache
+from sim.wire_embeddings import embedding_tokens
 
 
 class SimProvider:
@@ -158,6 +159,9 @@ class SimProvider:
         """The call's usage (cache reads / writes: the fixed ratios when configured, else the prompt
         cache's rule; sim/prompt_cache.py) and what the rate limiter charges for it."""
         native = self.cfg.native
+        if call.endpoint == "embeddings":  # every input counted on its own; no prompt cache, no completion
+            prompt = embedding_tokens(call.texts)
+            return Usage(prompt, 0), Charge(1, prompt, prompt, 0)
         prompt = estimate_text_tokens(call.texts)
         write = native.cache_write_ratio if self.cfg.kind == "anthropic" else 0.0
         if native.cache_read_ratio or write:
@@ -171,7 +175,7 @@ class SimProvider:
 
     async def _handle(self, request: web.Request, route_kind: str, box: dict) -> web.StreamResponse:
         c = self.counters
-        c.record_request(request.headers.get("X-Request-ID", ""))
+        c.record_request(request.headers.get("X-Request-ID", ""), endpoint_of(request))
         cfg = self.cfg
         loop_time = asyncio.get_running_loop().time
 
@@ -234,7 +238,8 @@ class SimProvider:
         c.record_accept(loop_time())
         c.record_cache(split.cache_read, split.cache_write)
         self.served += 1
-        completion = 0 if answer_form == "blocked" else self.completion_tokens(call.max_tokens)
+        no_completion = answer_form == "blocked" or call.endpoint == "embeddings"
+        completion = 0 if no_completion else self.completion_tokens(call.max_tokens)
         hang = cfg.hang_rate > 0 and self.rng.random() < cfg.hang_rate
         fail = cfg.error_rate_500 > 0 and self.rng.random() < cfg.error_rate_500
         delay = cfg.hang_seconds if hang else self.latency_s()
@@ -260,6 +265,8 @@ class SimProvider:
             failed.headers = {**failed.headers, **headers}
             return self.reply(failed)
         c.deliver(split.prompt, completion)
+        if call.endpoint == "embeddings":
+            c.embedding_inputs += len(call.texts)
         if answer_form is not None:
             c.by_form[answer_form] += 1
         usage = Usage(split.prompt, completion, split.cache_read, split.cache_write)

@@ -2,16 +2,20 @@
 
 Routes (one port, many providers; a provider answers only on its kind's route, any other -> 404):
   POST /{name}/v1/chat/completions               kind openai (base_url http://HOST:PORT/{name}/v1)
+  POST /{name}/v1/embeddings                     kind openai embeddings (sim/wire_embeddings.py)
   POST /{name}/v1/messages                       kind anthropic (base_url .../{name}/v1)
   POST /{name}/v1beta/models/{model}:generateContent
   POST /{name}/v1beta/models/{model}:streamGenerateContent[?alt=sse]
+  POST /{name}/v1beta/models/{model}:embedContent | :batchEmbedContents
                                                  kind gemini (base_url .../{name}/v1beta; also /v1/...)
   POST /{name}/openai/deployments/{deployment}/chat/completions?api-version=...
+  POST /{name}/openai/deployments/{deployment}/embeddings?api-version=...
                                                  kind azure_openai (base_url .../{name})
   POST /{name}/model/{modelId}/converse[-stream] kind bedrock (base_url .../{name}; SigV4-signed)
   GET  /{name}/v1/models             the provider's model
   GET  /_sim/health                  liveness + provider names (+ kinds)
-  GET  /_sim/counters                per-provider counters (see sim/counters.py), shape_rejections included
+  GET  /_sim/counters                per-provider counters (see sim/counters.py), shape_rejections included,
+                                     requests by_endpoint (chat, embeddings) and embedding_inputs
   GET  /_sim/requests                {"providers": {name: {request_id: count}}}: every request that reached
                                      a provider's route, whatever its answer (400/401/404, 429, forced,
                                      outage, 503, 529, 500, hang, disconnect), by its X-Request-ID header
@@ -168,9 +172,13 @@ def build_app(config: SimConfig | dict | str) -> web.Application:
     app.on_cleanup.append(stop_outside)
     control.register(app, state)  # /_sim/*, before the provider routes' catch-all
     app.router.add_post("/{name}/v1/chat/completions", route("openai"))
+    app.router.add_post("/{name}/v1/{endpoint:embeddings}", route("openai"))
     app.router.add_post("/{name}/v1/messages", route("anthropic"))
     app.router.add_post("/{name}/{version:v1beta|v1}/models/{model_method:[^/]+}", route("gemini"))
     app.router.add_post("/{name}/openai/deployments/{deployment}/chat/completions", route("azure_openai"))
+    app.router.add_post(
+        "/{name}/openai/deployments/{deployment}/{endpoint:embeddings}", route("azure_openai")
+    )
     app.router.add_post("/{name}/model/{model_id}/{op:converse|converse-stream}", route("bedrock"))
     batches_openai.register(app, state.batch_stores)
     batches_anthropic.register(app, state.batch_stores)

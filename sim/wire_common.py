@@ -36,6 +36,12 @@ class Call:
     # (sim/prompt_cache.py); other kinds cache automatically
     breakpoints: list[int] = field(default_factory=list)
     cache_lookup: Any = None  # the provider's prompt-cache lookup for this call (sim/prompt_cache.Lookup)
+    # "embeddings" (sim/wire_embeddings.py): ``texts`` are the inputs, one vector each; no completion
+    endpoint: str = "chat"
+    dimensions: int | None = None  # OpenAI ``dimensions``
+    encoding_format: str = "float"  # OpenAI ``encoding_format``
+    dimensions_each: list[int | None] = field(default_factory=list)  # Gemini outputDimensionality per input
+    single: bool = False  # Gemini embedContent (one input) rather than batchEmbedContents
 
     def trigger(self, forms) -> str | None:
         """The form named by the first content trigger in the prompt that is one of ``forms`` (the

@@ -96,6 +96,30 @@ class Answer:
     refusal: ErrorVerdict | None = None
 
 
+class AnswerReading(Protocol):
+    """What reads one answer (``outcomes.from_answer``): a 2xx → ``Answer``, the usage, the rate-limit
+    headers, an error's verdict. Every ``WireFormat`` is one; an embeddings request carries its own
+    (``wire.embeddings.EmbeddingsRequest.reader``: a translated answer needs the request's inputs)."""
+
+    def read_answer(self, body: dict[str, Any]) -> Answer:
+        """A 2xx JSON-object answer → the OpenAI-shaped response, the native answer, the normalized
+        usage, or a refusal."""
+        ...
+
+    def usage(self, body: Any) -> Usage | None:
+        """The normalized usage (USAGE_KEYS, clamped) reported in an answer — also error answers,
+        which can be billed — or None."""
+        ...
+
+    def rate_limit_headers(self, headers: Mapping[str, str], body: Any = None) -> dict[str, str]:
+        """The rate-limit signals of a response, named as the engine reads them (see WireFormat)."""
+        ...
+
+    def classify_error(self, status: int, body: Any) -> ErrorVerdict:
+        """An error answer (a non-2xx status, its parsed body or None) → its verdict."""
+        ...
+
+
 class WireFormat(Protocol):
     """One provider API's request shape, answer reading and error meaning (no I/O, no state)."""
 

@@ -344,7 +344,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # the interactive lane is served outside DRF (gateway_site.asgi_interactive): documented by a hook
-    "PREPROCESSING_HOOKS": ["openai_api.interactive_schema.add_interactive_endpoints"],
+    "PREPROCESSING_HOOKS": [
+        "openai_api.interactive_schema.add_interactive_endpoints",
+        "interactive.embeddings_schema.add_embeddings_endpoint",
+    ],
 }
 
 # --- observability (docs/operations.md) -------------------------------------------------------------

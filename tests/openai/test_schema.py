@@ -33,7 +33,7 @@ OPERATIONS = {
     ("/v1/batches/{batch_id}/cancel", "post"),
 }
 # served by the interactive lane's ASGI path, documented by openai_api/interactive_schema.py
-INTERACTIVE = {("/v1/chat/completions", "post"), ("/v1/models", "get")}
+INTERACTIVE = {("/v1/chat/completions", "post"), ("/v1/models", "get"), ("/v1/embeddings", "post")}
 
 
 @pytest.fixture
