@@ -123,3 +123,16 @@ def test_served_results_count_tokens_and_cost_per_endpoint(team, priced):
     record_served_results("b", team.name, [(_result("e0", 3_000_000, 0), "provider_batch", "embeddings")])
     assert sample("gateway_provider_tokens_total", **labels) - before[0] == 3_000_000
     assert sample("gateway_provider_cost_total", endpoint="embeddings") - before[1] == pytest.approx(3.0)
+
+
+def test_the_pages_show_each_endpoint(team, priced, client):
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    batch = _finished(team)
+    client.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-ops-123456"))
+    page = client.get(reverse("dashboard:batch_detail", args=[batch.pk])).content.decode()
+    assert "embeddings: prompt 2,000,000 · completion 0 tokens · cost 2.0000" in page
+    assert "chat: prompt 100,000 · completion 50,000 tokens · cost 2.0000" in page
+    usage = client.get(reverse("dashboard:usage")).content.decode()
+    assert "<th>Endpoint</th>" in usage and "<td>embeddings</td>" in usage
