@@ -69,17 +69,24 @@ class _Part:
 
 
 def batch_stats(batch: Batch, elapsed_ms: int, item_ids=None) -> tuple[dict, StatsBuilder]:
-    """The stats of the batch's items (``item_ids``: of those only), priced per endpoint."""
+    """The stats of the batch's items (``item_ids``: of those only), priced per endpoint. One pass over
+    the items when they are of one endpoint (the common case: that endpoint's part is the whole); a
+    batch of several endpoints reads them once more for the whole."""
     items = BatchItem.objects.filter(batch_id=batch.id)
     if item_ids is not None:
         items = items.filter(id__in=list(item_ids))
-    whole, parts = _Part(), {}
+    parts: dict[str, _Part] = {}
     for *row, endpoint in items.values_list(*STATS_COLUMNS).iterator(chunk_size=2000):
-        whole.add(*row)
         part = parts.get(endpoint)
         if part is None:
             part = parts[endpoint] = _Part()
         part.add(*row)
+    if len(parts) == 1:
+        whole = next(iter(parts.values()))
+    else:
+        whole = _Part()
+        for *row, _endpoint in items.values_list(*STATS_COLUMNS).iterator(chunk_size=2000):
+            whole.add(*row)
     batch_id = str(batch.id)
     stats = whole.stats(batch_id, batch.total_count or whole.total, elapsed_ms, batch.batch_api_calls)
     prices = prices_by_provider()
