@@ -2,11 +2,10 @@
 whitespace, UTF-8), pure.
 
 Cache key: team (unless teams share the cache: GATEWAY_CACHE_SHARED_ACROSS_TEAMS), provider name,
-provider model, messages (a ``query`` expanded to one user message, as submission stores it) and every
+provider model, messages (a ``query`` expanded to one user message, as submission stores it; an embeddings
+item's input: ``keyed_content``) and every
 param except EXCLUDED_PARAMS. Dedup key: the same with the item's target (route or provider) in place
-of the provider: identical items of one team are sent once whichever provider answers. An item of
-another endpoint than chat (issue #39: embeddings, whose text is ``input``, not messages) adds its
-endpoint and input to both keys; a chat item's keys are what they were before endpoints existed.
+of the provider: identical items of one team are sent once whichever provider answers.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from gateway_engine.endpoints import CHAT
 
 # params that do not change the answer's content (who asked, how it is delivered)
 EXCLUDED_PARAMS = frozenset({"user", "metadata", "stream", "stream_options"})
@@ -35,6 +32,15 @@ def expand_messages(messages: Sequence[Any] | None, query: str | None = None) ->
     return list(messages or [])
 
 
+def keyed_content(payload: Mapping[str, Any]) -> list[Any]:
+    """What a stored item's key is taken over besides its params: its messages, or for an embeddings
+    item (``input``, gateway_engine.item_shape) one entry naming the endpoint and the input — so no two
+    embedding items share a key, and none shares one with a chat item."""
+    if payload.get("input") is not None:
+        return [{"endpoint": "embeddings", "input": payload["input"]}]
+    return expand_messages(payload.get("messages"))
+
+
 def keyed_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Every param but EXCLUDED_PARAMS."""
     return {k: v for k, v in (params or {}).items() if k not in EXCLUDED_PARAMS}
@@ -48,23 +54,10 @@ def team_part(team_id: int | str | None, shared: bool) -> str:
     return SHARED if shared or team_id is None else str(team_id)
 
 
-def _request(endpoint: str, text: Any) -> dict[str, Any]:
-    """What an item of another endpoint than chat adds to its keys (nothing for chat)."""
-    return {} if endpoint == CHAT else {"endpoint": endpoint, "input": text}
-
-
 def cache_key(
-    *,
-    team: str,
-    provider: str,
-    model: str,
-    messages: Sequence[Any],
-    params: Mapping[str, Any] | None,
-    endpoint: str = CHAT,
-    text: Any = None,
+    *, team: str, provider: str, model: str, messages: Sequence[Any], params: Mapping[str, Any] | None
 ) -> str:
-    """The key an answer of ``provider`` (its ``model``) to these messages (or, for ``endpoint``
-    embeddings, this input ``text``) and params is stored under."""
+    """The key an answer of ``provider`` (its ``model``) to these messages and params is stored under."""
     return _digest(
         {
             "team": team,
@@ -72,27 +65,12 @@ def cache_key(
             "model": model,
             "messages": list(messages),
             "params": keyed_params(params),
-            **_request(endpoint, text),
         }
     )
 
 
-def dedup_key(
-    *,
-    team: str,
-    target: str,
-    messages: Sequence[Any],
-    params: Mapping[str, Any] | None,
-    endpoint: str = CHAT,
-    text: Any = None,
-) -> str:
+def dedup_key(*, team: str, target: str, messages: Sequence[Any], params: Mapping[str, Any] | None) -> str:
     """Identical items of one team (``target``: "route:NAME" or "provider:NAME") share this key."""
     return _digest(
-        {
-            "team": team,
-            "target": target,
-            "messages": list(messages),
-            "params": keyed_params(params),
-            **_request(endpoint, text),
-        }
+        {"team": team, "target": target, "messages": list(messages), "params": keyed_params(params)}
     )

@@ -51,8 +51,6 @@ class Cached:
     params: dict[str, Any]
     lookups: tuple[str, ...]  # cache keys of the route's providers, in routing order
     dedup: str
-    endpoint: str = "chat"  # an embeddings item's keys hold its endpoint and input (response_cache.keys)
-    text: Any = None
 
 
 def hit_result(row: BatchItem, provider: str, answer: Mapping[str, Any]) -> ItemResult:
@@ -160,17 +158,14 @@ class CacheStage:
         except RoutingError:
             return None  # the engine fails it as it would
         team = keys.team_part(team_id, self.shared)
-        messages = keys.expand_messages(payload.get("messages"))
-        request = {"endpoint": row.endpoint, "text": payload.get("input")}
+        messages = keys.keyed_content(payload)
         lookups = tuple(
-            keys.cache_key(
-                team=team, provider=p.name, model=p.model, messages=messages, params=params, **request
-            )
+            keys.cache_key(team=team, provider=p.name, model=p.model, messages=messages, params=params)
             for p in order
         )
         target = f"provider:{row.requested_provider}" if row.requested_provider else f"route:{row.route}"
-        dedup = keys.dedup_key(team=team, target=target, messages=messages, params=params, **request)
-        return Cached(team_id, team, messages, params, lookups, dedup, **request)
+        dedup = keys.dedup_key(team=team, target=target, messages=messages, params=params)
+        return Cached(team_id, team, messages, params, lookups, dedup)
 
     # -- after the engine --
 
@@ -191,7 +186,7 @@ class CacheStage:
                 model = self.table.providers[result.provider].model
                 key = keys.cache_key(
                     team=info.team, provider=result.provider, model=model,
-                    messages=info.messages, params=info.params, endpoint=info.endpoint, text=info.text,
+                    messages=info.messages, params=info.params,
                 )  # fmt: skip
                 new.append(services.NewEntry(key, info.team_id, result.provider, answer_of(result)))
             if info.dedup in self.leading:

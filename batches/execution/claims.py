@@ -33,6 +33,7 @@ CLAIM_FIELDS = (
     "payload",
     "retry_state",
     "started_at",
+    "endpoint",  # engine_wiring.work_item reads it: a deferred field would cost a SELECT per item
 )
 ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
 # real-time claims take only items on the real-time path: an item bound for its provider's batch API

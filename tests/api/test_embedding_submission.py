@@ -1,6 +1,6 @@
 """POST /api/v1/batches with embedding items (issue #39): ``"endpoint": "embeddings"`` + ``input`` is
 stored with its endpoint and input (never half-stored), routed like a chat item, kept off the
-provider-batch route and out of prefix groups; a bad item refuses the whole batch naming its field."""
+provider-batch route and out of prefix groups (their cache keys: tests/cache/test_embedding_keys.py); a bad item refuses the whole batch naming its field."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 
 from batches.models import Batch, BatchItem, ServedVia
 from providers.models import Provider
-from response_cache import keys
 
 from .helpers import post_json, post_jsonl
 
@@ -75,16 +74,3 @@ def test_provider_batch_always_refuses_embedding_items(client, routes):
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "provider_batch"
     assert not Batch.objects.exists()
-
-
-def test_the_cache_keys_of_embedding_items_hold_their_input():
-    base = dict(team="1", provider="p", model="m", messages=[], params={})
-    chat = keys.cache_key(**base)
-    one = keys.cache_key(**base, endpoint="embeddings", text="a")
-    other = keys.cache_key(**base, endpoint="embeddings", text="b")
-    assert len({chat, one, other}) == 3
-    assert keys.cache_key(**base, endpoint="chat", text=None) == chat  # chat keys are unchanged
-    dedup = dict(team="1", target="route:r", messages=[], params={})
-    assert keys.dedup_key(**dedup, endpoint="embeddings", text=["a"]) != keys.dedup_key(
-        **dedup, endpoint="embeddings", text=["b"]
-    )
