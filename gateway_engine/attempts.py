@@ -359,9 +359,7 @@ def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:
     except RoutingError as exc:
         result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
         return result
-    if (
-        WIRE_FAMILY[item.endpoint] == EMBEDDINGS
-    ):  # only kinds that serve embeddings (submission refuses others)
+    if WIRE_FAMILY[item.endpoint] == EMBEDDINGS:  # only kinds that serve them (submission refuses others)
         serving = [c for c in cands if embeddings_api(c.kind) is not None]
         if not serving:
             result.error_type, result.error_message = ErrorType.NO_PROVIDER, no_embeddings(cands[0])

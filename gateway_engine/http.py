@@ -30,6 +30,7 @@ import aiohttp
 import yarl
 
 from .answers import AnswerRejected, BoundedBody, declared_too_large
+from .items import EmbeddingInput
 from .kinds import KINDS
 from .outcomes import HttpOutcome, connection_failed, from_answer, rejected, timed_out
 from .retry import ErrorType
@@ -136,7 +137,7 @@ class AiohttpProviderClient:
 
     async def embed(
         self,
-        embedding_input: str | list[str],
+        embedding_input: EmbeddingInput,
         params: Mapping[str, Any] | None = None,
         *,
         request_id: str = "",

@@ -4,7 +4,7 @@ An ITEM is an object with a string ``custom_id`` (not empty), exactly one of ``r
 an ``endpoint`` when given (``chat``, the default, or ``embeddings``: gateway_engine.endpoints), and its
 content: for a chat item exactly one of ``messages``/``query`` (``query`` a string, ``messages`` a
 non-empty list) and no ``input``; for an embeddings item an ``input`` (a non-empty string or a
-non-empty list of non-empty strings) and neither ``messages`` nor ``query``; when given, ``params`` as
+non-empty list of non-empty strings; or OpenAI's token arrays) and neither ``messages`` nor ``query``; when given, ``params`` as
 an object. Two readers apply this rule: the engine's ``WorkItem.coerce`` and the
 submission validator (``batches.submission.validation``), which adds its own limits on top (lengths,
 roles, known routes, ...).
@@ -38,6 +38,7 @@ __all__ = [
     "ShapeProblem",
     "check_item_shape",
     "input_problem",
+    "token_array",
 ]
 
 Given = Callable[[Mapping[str, Any], str], bool]
@@ -176,18 +177,27 @@ def _endpoint(item: Mapping[str, Any], reading: Reading) -> tuple[str, ShapeProb
     return CHAT_ENDPOINT, ShapeProblem("endpoint", Problem.ENDPOINT_UNKNOWN)
 
 
+def token_array(value: Any) -> bool:
+    """A non-empty list of token ids (integers >= 0, not booleans): OpenAI's pre-tokenized input."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value)
+    )
+
+
 def input_problem(value: Any) -> Problem | None:
-    """What is wrong with an embeddings ``input`` (None: a non-empty string or a non-empty list of
-    non-empty strings); the interactive lane's ``/v1/embeddings`` reads it too."""
+    """What is wrong with an embeddings ``input`` (None: a non-empty string, a non-empty list of
+    non-empty strings, or — as OpenAI takes them — one token array or a list of token arrays)."""
     if isinstance(value, str):
         return Problem.INPUT_EMPTY if not value else None
     if not isinstance(value, list):
         return Problem.INPUT_NOT_TEXT
     if not value:
         return Problem.INPUT_EMPTY
-    if not all(isinstance(text, str) and text for text in value):
-        return Problem.INPUT_ELEMENT_NOT_TEXT
-    return None
+    if all(isinstance(text, str) and text for text in value) or token_array(value):
+        return None
+    return None if all(token_array(one) for one in value) else Problem.INPUT_ELEMENT_NOT_TEXT
 
 
 def _embeddings_content(item: Mapping[str, Any], reading: Reading) -> tuple[str, ShapeProblem | None]:

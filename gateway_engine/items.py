@@ -11,24 +11,31 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypeAlias, TypedDict
+from typing import Any, NotRequired, TypeAlias, TypedDict, cast
 
 from .endpoints import CHAT, EMBEDDINGS, Endpoint
-from .item_shape import LENIENT, Problem, check_item_shape
+from .item_shape import LENIENT, Problem, check_item_shape, token_array
 from .result import result_dict
 
 __all__ = [
     "AttemptEntry",
+    "EmbeddingInput",
     "ItemResult",
     "RawItem",
     "RetryState",
     "WorkItem",
     "estimate_split",
     "estimate_tokens",
+    "embedding_inputs",
     "input_tokens",
+    "one_input_tokens",
     "item_estimate",
     "text_tokens",
 ]
+
+
+# an embeddings item's input: a text, a list of texts, one token array or a list of token arrays
+EmbeddingInput: TypeAlias = "str | list[str] | list[int] | list[list[int]]"
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,7 @@ class WorkItem:
     # the surface it came in on (gateway_engine.endpoints): "embeddings" items carry ``input`` (a string
     # or a list of strings) and no messages; the others are chat requests on the wire
     endpoint: Endpoint = CHAT
-    input: str | list[str] | None = None
+    input: EmbeddingInput | None = None
 
     @classmethod
     def coerce(cls, item: object, index: int = 0) -> WorkItem:
@@ -122,7 +129,7 @@ _SHAPE_MESSAGES = {
     Problem.CONTENT_NOT_FOR_EMBEDDINGS: ": an embeddings item takes input, not messages/query",
     Problem.INPUT_NOT_TEXT: ".input: must be a string or a list of strings",
     Problem.INPUT_EMPTY: ".input: must not be empty",
-    Problem.INPUT_ELEMENT_NOT_TEXT: ".input: every element must be a non-empty string",
+    Problem.INPUT_ELEMENT_NOT_TEXT: ".input: every element must be a non-empty string (or every one a token array)",
 }
 
 
@@ -214,11 +221,21 @@ def text_tokens(text: str) -> int:
     return int(math.ceil(len(text) / 4))
 
 
-def input_tokens(embedding_input: str | list[str]) -> int:
-    """An embeddings input's estimate: every element of a list counts (``text_tokens`` each)."""
-    if isinstance(embedding_input, str):
-        return text_tokens(embedding_input)
-    return sum(text_tokens(text) for text in embedding_input if isinstance(text, str))
+def embedding_inputs(embedding_input: EmbeddingInput) -> list[str | list[int]]:
+    """One entry per input the request embeds: a text, or a token array (one token array is one input)."""
+    if isinstance(embedding_input, str) or token_array(embedding_input):
+        return [cast("str | list[int]", embedding_input)]
+    return list(cast("list[str | list[int]]", embedding_input))
+
+
+def one_input_tokens(one: str | list[int]) -> int:
+    """One input's estimate: a text's ``text_tokens``, a token array's length (exact)."""
+    return text_tokens(one) if isinstance(one, str) else len(one)
+
+
+def input_tokens(embedding_input: EmbeddingInput) -> int:
+    """An embeddings input's estimate: every input of a list counts (``one_input_tokens`` each)."""
+    return sum(one_input_tokens(one) for one in embedding_inputs(embedding_input))
 
 
 def estimate_split(
@@ -226,7 +243,7 @@ def estimate_split(
     params: Mapping[str, Any],
     default_max_tokens: int,
     *,
-    embedding_input: str | list[str] | None = None,
+    embedding_input: EmbeddingInput | None = None,
 ) -> tuple[int, int]:
     """The reservation split as (input, output): input = prompt characters / 4; output = the completion
     budget × ``n`` choices. The budget is the larger of ``max_tokens`` and ``max_completion_tokens`` (a
@@ -254,7 +271,7 @@ def estimate_tokens(
     params: Mapping[str, Any],
     default_max_tokens: int,
     *,
-    embedding_input: str | list[str] | None = None,
+    embedding_input: EmbeddingInput | None = None,
 ) -> int:
     """TPM reservation: the input and output estimates of ``estimate_split`` together."""
     est_input, est_output = estimate_split(

@@ -93,6 +93,8 @@ class EmbeddingsApi:
     max_request_tokens: int | None  # tokens summed over one request's inputs (None: no such limit)
     max_dimensions: int | None  # the largest ``dimensions`` (None: the model decides)
     source: str  # where the limits are documented
+    takes_user: bool = True  # the request carries OpenAI's ``user`` param
+    takes_tokens: bool = True  # ``input`` may be token arrays (else text only)
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,9 @@ KINDS: Mapping[str, ProviderKind] = MappingProxyType(
             why_no_batch_api="the gateway does not speak Gemini's batch mode",
             # ai.google.dev/api/embeddings: batchEmbedContents takes at most 100 requests ("at most 100
             # requests can be batched"); gemini-embedding-001 takes 2,048 input tokens, 128-3072 dimensions
-            embeddings=EmbeddingsApi(100, 2048, None, 3072, "ai.google.dev/api/embeddings"),
+            embeddings=EmbeddingsApi(
+                100, 2048, None, 3072, "ai.google.dev/api/embeddings", takes_user=False, takes_tokens=False
+            ),
         ),
         "openai": ProviderKind(
             "openai",

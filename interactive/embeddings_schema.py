@@ -22,7 +22,8 @@ class EmbeddingsRequestSerializer(serializers.Serializer):
     model = serializers.CharField(help_text="A route of the gateway, else a provider (GET /v1/models).")
     input = serializers.JSONField(
         help_text="A non-empty string, or a list of non-empty strings (at most what one request of every "
-        "provider the model can reach takes: 2,048 for OpenAI and Azure, 100 for Gemini)."
+        "provider the model can reach takes: 2,048 for OpenAI and Azure, 100 for Gemini); OpenAI's token "
+        "arrays for OpenAI and Azure providers."
     )
     dimensions = serializers.IntegerField(required=False, min_value=1)
     encoding_format = serializers.ChoiceField(choices=["float", "base64"], required=False)

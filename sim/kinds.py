@@ -156,7 +156,8 @@ class AzureKind(OpenAIKind):
         return openai.azure_headers(state)
 
     def rate_limited(self, limit: str, wait: float, state, call: Call) -> Reply:
-        return openai.azure_rate_limited(limit, wait, call.api_version if call else "", state)
+        operation = "Embeddings" if call is not None and call.endpoint == "embeddings" else "ChatCompletions"
+        return openai.azure_rate_limited(limit, wait, call.api_version if call else "", state, operation)
 
     def form(self, name: str, call: Call | None) -> Reply:
         return openai.azure_form(name, call.api_version if call else "")

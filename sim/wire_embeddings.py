@@ -85,20 +85,25 @@ def encoded(values: list[float]) -> str:
 # ---- OpenAI and Azure --------------------------------------------------------------------------------
 
 
+def _tokens_text(tokens: list[int]) -> str:
+    """A token array as a text of 4 characters per token: its tokens count exactly, its vector is its own."""
+    return "".join(f"{t % 10000:04d}" for t in tokens)
+
+
 def _openai_inputs(value) -> list[str] | None:
-    """The input's texts, or None when OpenAI would call it invalid (token arrays are taken as text)."""
+    """The input's texts, or None when OpenAI would call it invalid (a token array: ``_tokens_text``)."""
     if isinstance(value, str):
         return [value] if value else None
     if not isinstance(value, list) or not value or len(value) > MAX_INPUTS:
         return None
-    if all(is_int(t) for t in value):  # one token array
-        return [" " * 4 * len(value)]
+    if all(is_int(t) and t >= 0 for t in value):  # one token array
+        return [_tokens_text(value)]
     texts = []
     for one in value:
         if isinstance(one, str) and one:
             texts.append(one)
-        elif isinstance(one, list) and one and all(is_int(t) for t in one):
-            texts.append(" " * 4 * len(one))
+        elif isinstance(one, list) and one and all(is_int(t) and t >= 0 for t in one):
+            texts.append(_tokens_text(one))
         else:
             return None
     return texts

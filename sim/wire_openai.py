@@ -286,10 +286,12 @@ def azure_headers(state: dict[str, tuple[int, int, float]]) -> dict[str, str]:
     return h
 
 
-def azure_rate_limited(limit: str, wait: float, api_version: str, state) -> Reply:
+def azure_rate_limited(
+    limit: str, wait: float, api_version: str, state, operation: str = "ChatCompletions"
+) -> Reply:
     seconds = max(1, math.ceil(wait))
     what = "call rate limit" if limit == "requests" else "token rate limit"
-    reply = azure_error(429, "429", f"Requests to the ChatCompletions_Create Operation under Azure OpenAI API "
+    reply = azure_error(429, "429", f"Requests to the {operation}_Create Operation under Azure OpenAI API "
                         f"version {api_version} have exceeded {what} of your current OpenAI S0 pricing tier. "
                         f"Please retry after {seconds} seconds. Please go here: https://aka.ms/oai/quotaincrease "
                         f"if you would like to further increase the default rate limit.")  # fmt: skip

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway_engine.items import estimate_split
+from gateway_engine.items import EmbeddingInput, estimate_split
 from gateway_engine.kinds import embeddings_api
 from gateway_engine.quota import QuotaImpossible
 from gateway_engine.quota.token_ask import TokenAsk
@@ -70,7 +70,7 @@ class Reach:
         messages: list[Any],
         params: Mapping[str, Any],
         *,
-        embedding_input: str | list[str] | None = None,
+        embedding_input: EmbeddingInput | None = None,
     ) -> list[Refusal]:
         """Everything some reachable provider refuses in the item ([]: every one can take it). An
         embeddings item (``embedding_input`` given): a provider whose kind serves no embeddings, the
@@ -107,7 +107,7 @@ def quota_refusal(
     messages: list[Any],
     params: Mapping[str, Any],
     *,
-    embedding_input: str | list[str] | None = None,
+    embedding_input: EmbeddingInput | None = None,
 ) -> Refusal | None:
     """A refusal when NO reachable provider's token buckets (TPM, ITPM, OTPM) can ever hold the item's
     reservation — the prompt estimate plus ``max_tokens`` (or the provider's ``default_max_tokens``),

@@ -24,6 +24,7 @@ from gateway_engine.item_shape import (
     Problem,
     check_item_shape,
 )
+from gateway_engine.items import EmbeddingInput
 from gateway_engine.wire.embeddings_check import EMBEDDINGS_RESERVED
 from gateway_engine.wire.openai import RESERVED_PARAMS
 
@@ -60,7 +61,7 @@ SHAPE_MESSAGES = {
     Problem.CONTENT_NOT_FOR_EMBEDDINGS: "not for an embeddings item: give its text as 'input'",
     Problem.INPUT_NOT_TEXT: "must be a string or a list of strings, got {got}",
     Problem.INPUT_EMPTY: "must not be empty",
-    Problem.INPUT_ELEMENT_NOT_TEXT: "every element must be a non-empty string",
+    Problem.INPUT_ELEMENT_NOT_TEXT: "every element must be a non-empty string (or every one a token array)",
 }
 
 
@@ -232,12 +233,12 @@ class ItemValidator:
             return query_messages(item["query"], self.limits.max_item_bytes, report)
         return check_messages(item["messages"], report)
 
-    def _input(self, i: int, item: dict[str, Any], shape: ItemShape) -> str | list[str] | None:
+    def _input(self, i: int, item: dict[str, Any], shape: ItemShape) -> EmbeddingInput | None:
         """An embeddings item's input (None after a shape problem: the problem is reported)."""
         for field_name in ("messages", "query", "input"):
             if self._shape_error(i, item, shape, field_name):
                 return None
-        text: str | list[str] = item["input"]
+        text: EmbeddingInput = item["input"]
         return text
 
     def _params(

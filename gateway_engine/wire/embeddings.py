@@ -21,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..items import EmbeddingInput
 from ..kinds import KINDS
 from ..routing import ProviderConfig
 from .embeddings_check import no_embeddings
 from .embeddings_shape import EmbeddingsRequest
 from .gemini_embeddings import GeminiEmbeddings
-from .openai_embeddings import AzureOpenAIEmbeddings, OpenAIEmbeddings
+from .openai_embeddings import OpenAIEmbeddings
 
 
 class NoEmbeddings(ValueError):
@@ -41,14 +42,14 @@ class EmbeddingsWire(Protocol):
     def kind(self) -> str: ...
 
     def request(
-        self, config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
+        self, config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]
     ) -> EmbeddingsRequest:
         """The request for one embeddings item; RequestProblems when the item breaks the kind's rules
         (submission refuses those first)."""
         ...
 
 
-_WIRES: tuple[EmbeddingsWire, ...] = (OpenAIEmbeddings(), AzureOpenAIEmbeddings(), GeminiEmbeddings())
+_WIRES: tuple[EmbeddingsWire, ...] = (OpenAIEmbeddings(), OpenAIEmbeddings(azure=True), GeminiEmbeddings())
 _EMBEDDINGS: dict[str, EmbeddingsWire] = {w.kind: w for w in _WIRES}
 EMBEDDINGS_WIRE_KINDS: tuple[str, ...] = tuple(sorted(_EMBEDDINGS))
 

@@ -5,9 +5,9 @@ each problem a ``ParamProblem`` naming the field and the provider, checked at su
 the request sent never disagree.
 
 Params (the OpenAI embeddings request's): ``dimensions`` (a positive integer, at most the kind's
-``max_dimensions``), ``encoding_format`` (``float`` or ``base64``), ``user`` (a string; kinds openai
-and azure_openai only: Gemini has no such field). ``model`` and ``input`` are the gateway's own
-(``EMBEDDINGS_RESERVED``). Limits (``EmbeddingsApi``): inputs per request, tokens per input, tokens
+``max_dimensions``), ``encoding_format`` (``float`` or ``base64``), ``user`` (a string, where the kind's
+``EmbeddingsApi.takes_user``; Gemini has no such field); token arrays as input where it
+``takes_tokens``. ``model`` and ``input`` are the gateway's own (``EMBEDDINGS_RESERVED``). Limits (``EmbeddingsApi``): inputs per request, tokens per input, tokens
 summed over the request — counted with the engine's estimate (``items.text_tokens``).
 """
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..items import text_tokens
+from ..item_shape import token_array
+from ..items import EmbeddingInput, embedding_inputs, one_input_tokens
 from ..kinds import KINDS, EmbeddingsApi, embeddings_api, embeddings_kinds
 from ..routing import ProviderConfig
 from .base import ParamProblem
@@ -25,21 +26,19 @@ from .params import Spec, check, integer, problem, text
 # set by the gateway: the provider's model, the item's input
 EMBEDDINGS_RESERVED = frozenset({"model", "input"})
 ENCODING_FORMATS = ("float", "base64")
-# kinds whose request carries ``user`` (Gemini's embedContent has no such field)
-_USER_KINDS = frozenset({"openai", "azure_openai"})
 
 
 def encoding_format(value: Any) -> str | None:
     return None if value in ENCODING_FORMATS else f"{value!r} is not one of {', '.join(ENCODING_FORMATS)}"
 
 
-def param_specs(kind: str, api: EmbeddingsApi) -> dict[str, Spec]:
-    """The embeddings params kind ``kind`` takes, with their specs."""
+def param_specs(api: EmbeddingsApi) -> dict[str, Spec]:
+    """The embeddings params a kind with embeddings API ``api`` takes, with their specs."""
     specs: dict[str, Spec] = {
         "dimensions": integer(1, api.max_dimensions),
         "encoding_format": encoding_format,
     }
-    if kind in _USER_KINDS:
+    if api.takes_user:
         specs["user"] = text
     return specs
 
@@ -65,28 +64,31 @@ def check_params(config: ProviderConfig, params: Mapping[str, Any]) -> list[Para
     if api is None:
         return []
     rest = {k: v for k, v in params.items() if k not in EMBEDDINGS_RESERVED}  # submission refuses those
-    return check(config, rest, param_specs(config.kind, api))
+    return check(config, rest, param_specs(api))
 
 
-def input_problems(config: ProviderConfig, embedding_input: str | list[str]) -> list[ParamProblem]:
+def input_problems(config: ProviderConfig, embedding_input: EmbeddingInput) -> list[ParamProblem]:
     """The provider's per-request input limits the input breaks: more inputs than one request takes,
     an input over the tokens one may have (naming ``input[i]``), more tokens summed than a request may
-    carry."""
+    carry; token arrays for a kind that takes text only."""
     api = embeddings_api(config.kind)
     if api is None:
         return []
-    texts = [embedding_input] if isinstance(embedding_input, str) else embedding_input
+    inputs = embedding_inputs(embedding_input)
+    single = isinstance(embedding_input, str) or token_array(embedding_input)  # one input, named "input"
     found: list[ParamProblem] = []
-    if len(texts) > api.max_inputs:
+    if not api.takes_tokens and any(not isinstance(one, str) for one in inputs):
+        found.append(problem(config, "input", "token arrays are not taken (give the texts)"))
+    if len(inputs) > api.max_inputs:
         found.append(
-            problem(config, "input", f"{len(texts)} inputs, more than the {api.max_inputs} of one request")
+            problem(config, "input", f"{len(inputs)} inputs, more than the {api.max_inputs} of one request")
         )
     total = 0
-    for i, one in enumerate(texts):
-        tokens = text_tokens(one)
+    for i, one in enumerate(inputs):
+        tokens = one_input_tokens(one)
         total += tokens
         if tokens > api.max_input_tokens and len(found) < 5:
-            where = "input" if isinstance(embedding_input, str) else f"input[{i}]"
+            where = "input" if single else f"input[{i}]"
             found.append(
                 problem(
                     config, where, f"about {tokens} tokens, more than the {api.max_input_tokens} of one input"
@@ -104,7 +106,7 @@ def input_problems(config: ProviderConfig, embedding_input: str | list[str]) -> 
 
 
 def check_embeddings(
-    config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
+    config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]
 ) -> list[ParamProblem]:
     """Everything ``config`` refuses in an embeddings item: its params and its input's limits."""
     return check_params(config, params) + input_problems(config, embedding_input)

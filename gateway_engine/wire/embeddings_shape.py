@@ -1,6 +1,6 @@
-"""The parts every kind's embeddings wire shares (wire.embeddings): the request as sent, the input as
-texts, the check before a body is built, and OpenAI's embeddings answer (``embedding_object``,
-``embeddings_answer``; ``encoded`` is OpenAI's base64 form: little-endian float32)."""
+"""The parts every kind's embeddings wire shares (wire.embeddings): the request as sent, the check before
+a body is built, and OpenAI's embeddings answer (``embedding_object``, ``embeddings_answer``; ``encoded``
+is OpenAI's base64 form: little-endian float32)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..items import EmbeddingInput
 from ..routing import ProviderConfig
 from .base import AnswerReading
 from .embeddings_check import check_embeddings
@@ -32,12 +33,7 @@ class EmbeddingsRequest:
     inputs: int  # how many inputs it carries (the answer cap, the count an answer must have)
 
 
-def texts_of(embedding_input: str | list[str]) -> list[str]:
-    """The input as a list of texts (a string is one)."""
-    return [embedding_input] if isinstance(embedding_input, str) else list(embedding_input)
-
-
-def checked(config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]) -> None:
+def checked(config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]) -> None:
     """Raise RequestProblems when ``config`` refuses the item (never send what submission refuses)."""
     problems = check_embeddings(config, embedding_input, params)
     if problems:

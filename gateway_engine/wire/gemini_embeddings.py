@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..answers import clamp_count
-from ..items import input_tokens
+from ..items import EmbeddingInput, embedding_inputs, input_tokens
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from . import gemini
 from .base import Answer, ErrorVerdict, Usage
 from .chat_shape import normalized_usage
-from .embeddings_shape import EmbeddingsRequest, checked, embedding_object, embeddings_answer, texts_of
+from .embeddings_shape import EmbeddingsRequest, checked, embedding_object, embeddings_answer
 
 
 def _values(entry: Any) -> list[float] | None:
@@ -93,11 +93,11 @@ class GeminiEmbeddings:
     kind = gemini.KIND
 
     def request(
-        self, config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
+        self, config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]
     ) -> EmbeddingsRequest:
         checked(config, embedding_input, params)
         model = config.model.removeprefix("models/")
-        texts = texts_of(embedding_input)
+        texts = [str(one) for one in embedding_inputs(embedding_input)]  # texts: checked() refuses tokens
         one: dict[str, Any] = {"model": f"models/{model}"}
         if "dimensions" in params:
             one["outputDimensionality"] = params["dimensions"]

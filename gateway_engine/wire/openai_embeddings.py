@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from ..items import EmbeddingInput, embedding_inputs
 from ..retry import ErrorType
 from ..routing import ProviderConfig
 from . import azure_openai, openai
 from .base import Answer, ErrorVerdict, Usage
 from .embeddings_check import EMBEDDINGS_RESERVED
-from .embeddings_shape import EmbeddingsRequest, checked, texts_of
+from .embeddings_shape import EmbeddingsRequest, checked
 
 
 def embeddings_url(base_url: str) -> str:
@@ -85,33 +86,26 @@ class OpenAIEmbeddingsReader:
 
 
 class OpenAIEmbeddings:
-    """Kind ``openai`` (implements ``wire.embeddings.EmbeddingsWire``)."""
+    """Kinds ``openai`` and (``azure``) ``azure_openai`` (implements ``wire.embeddings.EmbeddingsWire``):
+    the same body but for the model, which Azure's deployment URL names instead."""
 
-    kind = openai.KIND
-
-    def request(
-        self, config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
-    ) -> EmbeddingsRequest:
-        checked(config, embedding_input, params)
-        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        body = {"model": config.model, "input": embedding_input, **body_params(params)}
-        inputs = len(texts_of(embedding_input))
-        return EmbeddingsRequest(
-            embeddings_url(config.base_url), headers, body, OpenAIEmbeddingsReader(inputs), inputs
-        )
-
-
-class AzureOpenAIEmbeddings:
-    """Kind ``azure_openai`` (implements ``wire.embeddings.EmbeddingsWire``)."""
-
-    kind = azure_openai.KIND
+    def __init__(self, *, azure: bool = False) -> None:
+        self.azure = azure
+        self.kind = azure_openai.KIND if azure else openai.KIND
 
     def request(
-        self, config: ProviderConfig, embedding_input: str | list[str], params: Mapping[str, Any]
+        self, config: ProviderConfig, embedding_input: EmbeddingInput, params: Mapping[str, Any]
     ) -> EmbeddingsRequest:
         checked(config, embedding_input, params)
-        headers = {"api-key": config.api_key} if config.api_key else {}
-        body = {"input": embedding_input, **body_params(params)}
-        inputs = len(texts_of(embedding_input))
-        reader = OpenAIEmbeddingsReader(inputs, azure=True)
-        return EmbeddingsRequest(azure_embeddings_url(config), headers, body, reader, inputs)
+        key = config.api_key
+        body: dict[str, Any] = {"input": embedding_input, **body_params(params)}
+        if self.azure:
+            url, headers = azure_embeddings_url(config), ({"api-key": key} if key else {})
+        else:
+            url, headers = (
+                embeddings_url(config.base_url),
+                ({"Authorization": f"Bearer {key}"} if key else {}),
+            )
+            body = {"model": config.model, **body}
+        inputs = len(embedding_inputs(embedding_input))
+        return EmbeddingsRequest(url, headers, body, OpenAIEmbeddingsReader(inputs, azure=self.azure), inputs)

@@ -21,7 +21,14 @@ from .test_batcher import provider
 
 @pytest.mark.parametrize(
     ("embedding_input", "expected"),
-    [("abcd", 1), ("abcde", 2), (["abcd", "abcdefgh", "x"], 1 + 2 + 1), (["y" * 400] * 100, 100 * 100)],
+    [
+        ("abcd", 1),
+        ("abcde", 2),
+        (["abcd", "abcdefgh", "x"], 1 + 2 + 1),
+        (["y" * 400] * 100, 100 * 100),
+        ([5, 6, 7], 3),  # a token array counts its tokens exactly
+        ([[5, 6], [7]], 3),
+    ],
 )
 def test_the_estimate_is_the_input_only_every_element_counted(embedding_input, expected):
     assert estimate_split([], {"max_tokens": 500}, 256, embedding_input=embedding_input) == (expected, 0)

@@ -66,17 +66,26 @@ def test_the_sdk_embeds_one_input_a_list_of_100_and_dimensions(sim_server, make_
     )
     assert [len(d.embedding) for d in again.data] == [64, 64] and unit(again.data[0].embedding)
     assert again.data[0].embedding != again.data[1].embedding
+    if name == "gemini":  # text only: token arrays are refused naming input, nothing sent
+        with pytest.raises(openai.BadRequestError) as tokens:
+            client.embeddings.create(model=f"e-{name}", input=[[1, 2, 3]])
+        assert tokens.value.param == "input" and "token arrays are not taken" in tokens.value.message
+    else:  # OpenAI's pre-tokenized input (what LangChain sends): counted exactly
+        tokens = client.embeddings.create(model=f"e-{name}", input=[[1, 2, 3], [4, 5]])
+        assert len(tokens.data) == 2 and tokens.usage.prompt_tokens == 5
+        assert tokens.data[0].embedding != tokens.data[1].embedding
+    calls = 3 if name == "gemini" else 4
     seen = sim.provider_counters(name)
-    assert seen["by_endpoint"] == {"embeddings": 3} and seen["embedding_inputs"] == 103
+    assert seen["by_endpoint"] == {"embeddings": calls} and seen["embedding_inputs"] == 103 + (calls - 3) * 2
     assert seen["shape_rejections"] == 0 and seen["billed_completion_tokens"] == 0
-    rows = logged_calls(3)
+    rows = logged_calls(calls)
     assert {(r.endpoint, r.provider, r.status, r.http_status) for r in rows} == {
         ("embeddings", name, "succeeded", 200)
     }
     assert sim.request_counts()[name] == {r.call_id: 1 for r in rows}  # one request per call at its provider
     assert sum(r.completion_tokens for r in rows) == 0
     usage = TeamUsageDaily.objects.get(team=team, provider=name)
-    assert usage.prompt_tokens == 4 + many.usage.prompt_tokens + again.usage.prompt_tokens
+    assert usage.prompt_tokens == 4 + many.usage.prompt_tokens + again.usage.prompt_tokens + (calls - 3) * 5
 
 
 def test_the_sdk_gets_its_usual_errors(sim_server, make_provider, make_route, team, sdk, gateway):

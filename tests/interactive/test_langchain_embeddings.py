@@ -3,8 +3,8 @@
 Every chunk is embedded once and the provider never answers 429: the gateway reserves each request's
 input tokens exactly as the provider counts them (characters / 4 per input, no completion) and queues
 the rest under the provider's quota. ``check_embedding_ctx_length=False``: LangChain would otherwise
-tokenize with tiktoken (its encodings are downloaded, which this machine cannot) and send token arrays,
-which the gateway refuses naming ``input`` (docs/interactive.md)."""
+tokenize with tiktoken, whose encodings are downloaded, which this machine cannot (the token arrays it
+would send are taken too: tests/interactive/test_embeddings.py)."""
 
 from __future__ import annotations
 

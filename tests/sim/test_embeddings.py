@@ -211,3 +211,28 @@ def test_the_token_bucket_counts_input_only(sim):
     assert statuses == [200, 429]
     counters = sim.provider_counters("tight")
     assert counters["max_charged_tokens_per_minute"] == 10 and counters["billed_completion_tokens"] == 0
+
+
+def test_token_arrays_count_their_tokens_and_get_their_own_vectors(sim):
+    answer = openai_post(sim, "gpt", {"model": "text-embedding-3-small", "input": [[1, 2, 3], [4, 5]]}).json()
+    assert answer["usage"]["prompt_tokens"] == 5
+    assert answer["data"][0]["embedding"] != answer["data"][1]["embedding"]
+    one = openai_post(sim, "gpt", {"model": "text-embedding-3-small", "input": [7, 8]}).json()
+    assert len(one["data"]) == 1 and one["usage"]["prompt_tokens"] == 2
+    assert openai_post(sim, "gpt", {"model": "text-embedding-3-small", "input": [[1, -2]]}).status_code == 400
+
+
+def test_azure_names_the_embeddings_operation_in_its_429(sim):
+    configured = HTTP.post(f"{sim.base_url}/_sim/config", json={"providers": {"az": {
+        "kind": "azure_openai", "model": "text-embedding-3-small", "api_key": "zk", "median_ms": 0, "tpm": 60}}})  # fmt: skip
+    assert configured.status_code == 200, configured.text
+    try:
+        statuses = [azure_post(sim, {"input": "x" * 200}) for _ in range(2)]  # 50 tokens of 60
+        assert [r.status_code for r in statuses] == [200, 429]
+        message = statuses[1].json()["error"]["message"]
+        assert (
+            message.startswith("Requests to the Embeddings_Create Operation")
+            and statuses[1].headers["retry-after-ms"]
+        )
+    finally:
+        HTTP.post(f"{sim.base_url}/_sim/config", json=CONFIG)

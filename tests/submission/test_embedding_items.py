@@ -90,8 +90,14 @@ def test_an_embedding_item_is_stored_with_its_input_and_endpoint():
     [
         (emb(text=""), [("input", "must not be empty")]),
         (emb(text=[]), [("input", "must not be empty")]),
-        (emb(text=["a", ""]), [("input", "every element must be a non-empty string")]),
-        (emb(text=[[1, 2]]), [("input", "every element must be a non-empty string")]),
+        (
+            emb(text=["a", ""]),
+            [("input", "every element must be a non-empty string (or every one a token array)")],
+        ),
+        (
+            emb(text=[[1, 2], "x"]),
+            [("input", "every element must be a non-empty string (or every one a token array)")],
+        ),
         (emb(text=5), [("input", "must be a string or a list of strings, got a number")]),
         (
             {"custom_id": "a", "route": "embed", "endpoint": "embeddings"},
@@ -170,3 +176,25 @@ def test_a_bucket_that_can_never_hold_the_input_is_refused_on_input():
     found = problems([emb(text="z" * 4000, provider="small")])  # 1,000 tokens, a bucket of 100
     assert [f for f, _ in found] == ["input"] and found[0][1].startswith("quota_impossible: ")
     assert check_items([emb(text="z" * 200, provider="small")], KNOWN, LIMITS)  # 50 tokens, no completion
+
+
+def test_token_arrays_as_openai_takes_them():
+    """One token array, or a list of them (what LangChain sends after tokenizing): counted exactly, taken
+    by kinds openai and azure_openai, refused for gemini naming input; mixed lists are refused."""
+    valid = check_items(
+        [emb("a", [1, 2, 3], provider="gpt"), emb("b", [[1, 2], [3]], provider="az")], KNOWN, LIMITS
+    )
+    assert [v.payload["input"] for v in valid] == [[1, 2, 3], [[1, 2], [3]]]
+    assert problems([emb(text=[[1], [2]], provider="gem")]) == [
+        ("input", "token arrays are not taken (give the texts) for provider 'gem' (kind gemini)")
+    ]
+    assert problems([emb(text=["a", [1]], provider="gpt")]) == [
+        ("input", "every element must be a non-empty string (or every one a token array)")
+    ]
+    assert problems([emb(text=[[1, -2]], provider="gpt")]) == [
+        ("input", "every element must be a non-empty string (or every one a token array)")
+    ]
+    assert problems([emb(text=[0] * 8193, provider="gpt")]) == [
+        ("input", "about 8193 tokens, more than the 8192 of one input for provider 'gpt' (kind openai)")
+    ]
+    assert problems([emb(text=[[0], [0] * 8193], provider="gpt")])[0][0] == "input[1]"
