@@ -206,6 +206,16 @@ class TokenUsageSerializer(serializers.Serializer):
     )
 
 
+class EndpointStatsSerializer(serializers.Serializer):
+    """One endpoint's part of the stats (batches/execution/stats.py): its items only."""
+
+    success_count = serializers.IntegerField()
+    failed_count = serializers.IntegerField()
+    cache_hits = serializers.IntegerField()
+    providers = serializers.DictField(child=ProviderStatsSerializer(), help_text="Keyed by provider name.")
+    token_usage = TokenUsageSerializer(help_text="Priced at the providers' prices for this endpoint.")
+
+
 class StatsSerializer(serializers.Serializer):
     batch_id = serializers.UUIDField()
     task_total = serializers.IntegerField()
@@ -216,6 +226,10 @@ class StatsSerializer(serializers.Serializer):
     token_usage = TokenUsageSerializer()
     cache_hits = serializers.IntegerField(
         help_text="Items answered by the response cache or by an identical item's answer (no call, nothing billed)."
+    )
+    endpoints = serializers.DictField(
+        child=EndpointStatsSerializer(),
+        help_text="The same numbers per endpoint the items asked for (chat, embeddings): keyed by endpoint.",
     )
 
 
@@ -235,6 +249,7 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
             "cache_write_tokens": 0,
         },
         "cache_hits": 0,
+        "endpoints": {},
     }
 
 
