@@ -26,10 +26,13 @@ vanished); a live item's list is refreshed by every attempt.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import NoScriptError
 
 from .items import WorkItem
 
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
     from .quota.redis_store import RedisQuotaStore
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+# one round trip and one command per note: the entry pushed and the list's expiry refreshed together
+NOTE_SCRIPT = "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('EXPIRE', KEYS[1], ARGV[2])"
+NOTE_SHA = hashlib.sha1(NOTE_SCRIPT.encode()).hexdigest()
 log = logging.getLogger("gateway_engine.journal")
 
 
@@ -82,7 +88,8 @@ class NullJournal:
 
 class RedisAttemptJournal:
     """The journal of one claim owner (one dispatcher slice) in the quota store's Redis: one pipelined
-    ``RPUSH`` + ``EXPIRE`` per attempt on the store's connection of the running loop."""
+    ``RPUSH`` + ``EXPIRE`` per attempt (one script: NOTE_SCRIPT) on the store's connection of the running
+    loop, and the ``sent`` mark's ``RPUSH``."""
 
     def __init__(self, store: RedisQuotaStore, owner: str, *, ttl_seconds: int = DEFAULT_TTL_SECONDS):
         if not owner:
@@ -93,10 +100,11 @@ class RedisAttemptJournal:
 
     async def before_send(self, item: WorkItem, provider: str, attempt: int, est_tokens: int) -> None:
         k = key(self.store.prefix, self.owner, item.batch_id, item.custom_id)
-        push = self.store.command("RPUSH", k, entry(provider, attempt, est_tokens, _now_iso()))
-        expire = self.store.command("EXPIRE", k, str(self.ttl_seconds))
-        await push
-        await expire
+        args = (k, entry(provider, attempt, est_tokens, _now_iso()), str(self.ttl_seconds))
+        try:
+            await self.store.command("EVALSHA", NOTE_SHA, 1, *args)
+        except NoScriptError:  # a restarted or flushed Redis: EVAL loads it again
+            await self.store.command("EVAL", NOTE_SCRIPT, 1, *args)
 
     def sent(self, item: WorkItem, attempt: int) -> None:
         k = key(self.store.prefix, self.owner, item.batch_id, item.custom_id)

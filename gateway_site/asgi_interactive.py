@@ -28,10 +28,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
-from gateway_site.ingress import stream_send, stream_too_long_event
+from gateway_site.ingress import stream_send, stream_too_long_event, stream_too_long_message
 from interactive import embeddings, views
+from interactive.errors import CallError
 from observability.logs import clean_request_id, request_id_var
 
 log = logging.getLogger("django.request")
@@ -39,16 +40,17 @@ log = logging.getLogger("django.request")
 VIEWS: dict[str, Callable[[Any], Awaitable[HttpResponseBase]]] = {
     "/v1/chat/completions": views.chat_completions,
     "/v1/models": views.models,
+    "/v1/responses": views.responses,
+    "/v1/messages": views.messages,
     "/v1/embeddings": embeddings.embeddings,
 }
 BODY_SLACK = 64 * 1024  # the JSON envelope around the largest item the settings allow
 
 
-def _error(status: int, message: str, code: str) -> JsonResponse:
+def _error(status: int, message: str, code: str, path: str = "") -> HttpResponse:
+    """The path's own error shape (OpenAI's; Anthropic's on /v1/messages: views.error_answer)."""
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JsonResponse(
-        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status=status
-    )
+    return views.error_answer(path, CallError(status, message, kind, None, code))
 
 
 async def _read_body(receive) -> tuple[bytes | None, bool]:
@@ -85,7 +87,7 @@ async def interactive_app(scope, receive, send) -> None:
         if not present:
             return
         if body is None:
-            response: HttpResponseBase = _error(413, "request body too large", "request_too_large")
+            response: HttpResponseBase = _error(413, "request body too large", "request_too_large", path)
         else:
             answered = await _unless_gone(_answer(scope, body, path), receive)
             if answered is None:
@@ -108,15 +110,17 @@ async def _answer(scope, body: bytes, path: str) -> HttpResponseBase:
     try:
         request.get_host()
     except DisallowedHost:
-        return _error(400, "Invalid Host header: this gateway does not serve that host name", "invalid_host")
+        return _error(
+            400, "Invalid Host header: this gateway does not serve that host name", "invalid_host", path
+        )
     try:
         return await VIEWS[path](request)
     except RequestDataTooBig:
-        return _error(413, "request body too large", "request_too_large")
-    except Exception:  # noqa: BLE001 - a bug answers 500 in OpenAI's shape, and is logged with its traceback
+        return _error(413, "request body too large", "request_too_large", path)
+    except Exception:  # noqa: BLE001 - a bug answers 500 in the path's shape, and is logged with its traceback
         log.exception("interactive view failed: %s", path)
         return _error(
-            500, "internal server error; the request id is in the X-Request-ID header", "server_error"
+            500, "internal server error; the request id is in the X-Request-ID header", "server_error", path
         )
 
 
@@ -179,18 +183,20 @@ async def _stream(response: StreamingHttpResponse, receive, send) -> None:
                 task.cancel()
         await asyncio.gather(sender, watcher, limit, return_exceptions=True)
         if limit.done() and not limit.cancelled():
-            await _end_too_long(send)
+            await _end_too_long(send, response)
         if sender.done() and not sender.cancelled() and sender.exception() is not None:
             exc = sender.exception()
             if not isinstance(exc, OSError):
                 raise exc
 
 
-async def _end_too_long(send) -> None:
+async def _end_too_long(send, response: StreamingHttpResponse) -> None:
     """A stream past GATEWAY_STREAM_MAX_SECONDS: its generator is closed (the call's lease released); the
     client gets an error event and the stream's end."""
     try:
-        await send({"type": "http.response.body", "body": stream_too_long_event(), "more_body": True})
+        cut = getattr(response, "cut_event", None)  # the surface's own last event (interactive.streams)
+        event = cut("stream_too_long", stream_too_long_message()) if cut else stream_too_long_event()
+        await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
     except OSError:
         pass

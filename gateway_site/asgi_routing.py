@@ -16,7 +16,9 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 
 # the paths the async handler serves; everything else goes to the WSGI application
-INTERACTIVE_PATHS = frozenset({"/v1/chat/completions", "/v1/models", "/v1/embeddings"})
+INTERACTIVE_PATHS = frozenset(
+    {"/v1/chat/completions", "/v1/models", "/v1/responses", "/v1/messages", "/v1/embeddings"}
+)
 
 # async-capable middleware only (no thread hop per request): the request id, the Host check, and the
 # response headers the security middleware would add to an API answer

@@ -35,11 +35,13 @@ from django.core.handlers.asgi import ASGIRequest
 
 from interactive.auth import authenticate
 from interactive.errors import CallError
+from interactive.surfaces import messages as anthropic_messages
 from observability.logs import clean_request_id
 
 BODY_SLACK = 64 * 1024  # the JSON envelope around the largest body a surface allows
 MULTIPART_SLACK = 1024 * 1024  # the multipart envelope around the largest /v1/files upload
 FILES_PATH = "/v1/files"
+MESSAGES_PATH = "/v1/messages"  # Anthropic's Messages API: its error shape (interactive/surfaces/)
 DISCONNECT = {"type": "http.disconnect"}
 
 
@@ -173,11 +175,14 @@ def timed_out() -> CallError:
 
 
 async def refuse(send, scope, kind: str | None, error: CallError) -> None:
-    """The gate's answer in the surface's shape: OpenAI's error object on ``/v1/``, ``{"detail"}`` on
-    ``/api/`` (+ ``dependency`` on a 503, ``WWW-Authenticate: Bearer realm="api"`` on a 401), plain
-    ``{"detail"}`` elsewhere; always with ``Connection: close``."""
+    """The gate's answer in the surface's shape: OpenAI's error object on ``/v1/`` (Anthropic's on
+    ``/v1/messages``), ``{"detail"}`` on ``/api/`` (+ ``dependency`` on a 503, ``WWW-Authenticate:
+    Bearer realm="api"`` on a 401), plain ``{"detail"}`` elsewhere; always with ``Connection: close``."""
     headers = dict(error.headers)
-    if kind == "v1":
+    status = error.status
+    if kind == "v1" and scope.get("path", "").rstrip("/") == MESSAGES_PATH:  # Anthropic's error shape
+        status, body = anthropic_messages.error_body(error)
+    elif kind == "v1":
         body: dict[str, Any] = error.body()
     else:
         body = {"detail": error.message}
@@ -192,7 +197,7 @@ async def refuse(send, scope, kind: str | None, error: CallError) -> None:
            (b"connection", b"close")]  # fmt: skip
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
     try:
-        await send({"type": "http.response.start", "status": error.status, "headers": raw})
+        await send({"type": "http.response.start", "status": status, "headers": raw})
         await send({"type": "http.response.body", "body": payload})
     except OSError:  # the client is gone already
         pass
@@ -212,8 +217,12 @@ def stream_send(send: Callable[[dict], Awaitable[None]]) -> Callable[[dict], Awa
     return bounded
 
 
+def stream_too_long_message() -> str:
+    return f"the stream exceeded GATEWAY_STREAM_MAX_SECONDS ({settings.GATEWAY_STREAM_MAX_SECONDS:g} s)"
+
+
 def stream_too_long_event() -> bytes:
-    """The last event of a stream cut at GATEWAY_STREAM_MAX_SECONDS (OpenAI's error object in an SSE event)."""
-    error = CallError(504, f"the stream exceeded GATEWAY_STREAM_MAX_SECONDS ({settings.GATEWAY_STREAM_MAX_SECONDS:g} s)",
-                      "server_error", None, "stream_too_long")  # fmt: skip
+    """The last event of a stream cut at GATEWAY_STREAM_MAX_SECONDS (OpenAI's error object in an SSE event;
+    a surface's stream ends with its own: its writer's ``cut``)."""
+    error = CallError(504, stream_too_long_message(), "server_error", None, "stream_too_long")
     return b"data: " + json.dumps(error.body()).encode() + b"\n\n"

@@ -48,6 +48,8 @@ urlpatterns = [
     # the interactive lane (async views: served by gateway_site.asgi, docs/interactive.md)
     path("v1/chat/completions", interactive.chat_completions, name="chat-completions"),
     path("v1/models", interactive.models, name="models"),
+    path("v1/responses", interactive.responses, name="responses"),
+    path("v1/messages", interactive.messages, name="messages"),
     path("v1/embeddings", interactive_embeddings.embeddings, name="embeddings"),
     path("v1/", include("openai_api.urls")),
     path("favicon.ico", favicon, name="favicon"),

@@ -1,4 +1,5 @@
-"""Bearer keys for the interactive lane: the REST API's own check (batches.api.auth: digest lookup,
+"""Keys for the interactive lane — ``Authorization: Bearer <key>``, or ``x-api-key: <key>`` (what
+Anthropic's API and SDKs use) when there is no Authorization header: the REST API's own check (batches.api.auth: digest lookup,
 revoked keys refused, failed attempts throttled per address), run in a thread on a miss, and its
 answer remembered for KEY_CACHE_SECONDS per key digest, so a busy key costs no query per call.
 
@@ -27,7 +28,16 @@ _cache: dict[bytes, tuple[float, ApiClient]] = {}
 _checking: dict[bytes, asyncio.Future[ApiClient]] = {}  # digest -> the check under way (single flight)
 
 
+def key_header(request: HttpRequest) -> str:
+    """The caller's credentials as an Authorization header value (``x-api-key`` as a Bearer key)."""
+    header = request.headers.get("Authorization")
+    if header is None and (api_key := request.headers.get("x-api-key")) is not None:
+        return f"Bearer {api_key}"
+    return header or ""
+
+
 def _check(request: HttpRequest) -> ApiClient:
+    request.META["HTTP_AUTHORIZATION"] = key_header(request)  # the REST check reads the header
     try:
         found = ApiKeyAuthentication().authenticate(request)  # type: ignore[arg-type]
     finally:
@@ -39,7 +49,7 @@ def _check(request: HttpRequest) -> ApiClient:
 async def authenticate(request: HttpRequest) -> ApiClient:
     """The calling key's team, or a CallError (401 invalid_api_key, 429 too many failed attempts from
     this address, 503 when Redis cannot count failures)."""
-    header = request.headers.get("Authorization", "")
+    header = key_header(request)
     digest = hashlib.sha256(header.encode("utf-8", "surrogatepass")).digest()
     now = time.monotonic()
     held = _cache.get(digest)

@@ -1,5 +1,5 @@
-"""One ``/v1/chat/completions`` request as the engine runs it: the body read and checked with the same
-rules as a batch item (batches.submission: message shapes, sizes, and the params every provider the
+"""One interactive request as the engine runs it: its surface's body (interactive/surfaces/: chat,
+responses, messages) translated to a chat request, checked with the same rules as a batch item (batches.submission: message shapes, sizes, and the params every provider the
 model can reach would refuse, #18), ``model`` resolved to a route (else a provider), the caller's max
 wait, and the engine's ``WorkItem`` with its queue deadline. Pure apart from the clock: the routing
 data comes in as a value (targets.Targets)."""
@@ -11,7 +11,7 @@ import math
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from batches.submission.caps import Limits
@@ -22,14 +22,14 @@ from gateway_engine.items import WorkItem
 from gateway_engine.retry import ErrorType
 
 from .errors import CallError, refusal
+from .surfaces.base import Surface
+from .surfaces.chat import CHAT
 
 MAX_WAIT_HEADER = "X-Gateway-Max-Wait"
 # the engine's deadline is never closer than this: a call that may not wait at all (0) still gets its
 # grant's round trips to the shared store (budget, bucket, lease, slot) — served if the quota is there
 # now; a bucket that would make it wait longer for a refill ends it at once with the gateway's 429
 GRANT_SECONDS = 0.25
-# what the request body carries that is not an item param: the gateway sets these itself
-LANE_FIELDS = frozenset({"model", "messages", "stream", "stream_options"})
 _ITEM_PARAM = re.compile(r"^params\.")
 
 
@@ -46,6 +46,12 @@ class Call:
     body: dict[str, Any]
     received: float  # time.monotonic() the request came in
     received_at: float = 0.0  # time.time() the request came in (the attempt log's clock)
+    surface: Surface = CHAT  # the shape it came in (and is answered) in
+    echo: dict[str, Any] = field(default_factory=dict)  # what the surface's answer repeats of the request
+
+    @property
+    def endpoint(self) -> str:
+        return self.surface.endpoint
 
 
 def max_wait(header: str | None, setting: float) -> float:
@@ -75,47 +81,26 @@ def read_body(raw: bytes, limit: int) -> dict[str, Any]:
     return body
 
 
-def _stream_fields(body: dict[str, Any]) -> tuple[bool, bool]:
-    stream = body.get("stream", False)
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise CallError(400, "stream: must be a boolean", param="stream", code="invalid_type")
-    options = body.get("stream_options")
-    if options is None:
-        return stream, False
-    if not stream:
-        raise CallError(400, "stream_options: only allowed when stream is true", param="stream_options",
-                        code="invalid_value")  # fmt: skip
-    if not isinstance(options, dict) or set(options) - {"include_usage", "include_obfuscation"}:
-        raise CallError(400, "stream_options: must be an object with include_usage", param="stream_options",
-                        code="invalid_value")  # fmt: skip
-    include = options.get("include_usage", False)
-    if not isinstance(include, bool):
-        raise CallError(400, "stream_options.include_usage: must be a boolean",
-                        param="stream_options.include_usage", code="invalid_type")  # fmt: skip
-    return stream, include
-
-
 def prepare(
-    body: dict[str, Any], *, team: str, targets: KnownTargets, limits: Limits, wait: float, raw_size: int
+    body: dict[str, Any],
+    *,
+    team: str,
+    targets: KnownTargets,
+    limits: Limits,
+    wait: float,
+    raw_size: int,
+    surface: Surface = CHAT,
 ) -> Call:
-    """The checked call, or the first problem as a CallError naming its param (an unknown model: 404
-    model_not_found, as OpenAI answers)."""
+    """The checked call, or the first problem as a CallError naming its param in the surface's terms
+    (an unknown model: 404 model_not_found, as OpenAI answers)."""
     received = time.monotonic()
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise CallError(400, "model: required, the name of a route or a provider", param="model",
                         code="missing_required_parameter")  # fmt: skip
-    stream, include_usage = _stream_fields(body)
-    if "messages" not in body:
-        raise CallError(400, "messages: required", param="messages", code="missing_required_parameter")
-    call_id = f"chatcmpl-{uuid.uuid4().hex}"
-    item: dict[str, Any] = {
-        "custom_id": call_id,
-        "messages": body["messages"],
-        "params": {k: v for k, v in body.items() if k not in LANE_FIELDS},
-    }
+    ask = surface.chat_request(body)
+    call_id = f"{surface.id_prefix}{uuid.uuid4().hex}"
+    item: dict[str, Any] = {"custom_id": call_id, "messages": ask.messages, "params": ask.params}
     if model in targets.routes or model not in targets.providers:
         item["route"] = model  # an unknown model is reported as an unknown route (→ 404)
     else:
@@ -123,7 +108,7 @@ def prepare(
     validator = ItemValidator(limits, targets)
     valid = validator.item(0, item, raw_size)
     if valid is None:
-        raise _refusal(validator, model, targets)
+        raise _refusal(validator, model, targets, surface)
     work = WorkItem(
         custom_id=call_id,
         messages=valid.payload["messages"],
@@ -133,18 +118,20 @@ def prepare(
         key=call_id,
         deadline=time.time() + max(wait, GRANT_SECONDS),
         team=team,
+        endpoint=surface.endpoint,  # type: ignore[arg-type]  # a surface's endpoint is one of ENDPOINTS
     )
-    return Call(call_id, work, model, stream, include_usage, wait, body, received, time.time())
+    return Call(call_id, work, model, ask.stream, ask.include_usage, wait, body, received, time.time(),
+                surface, ask.echo)  # fmt: skip
 
 
-def _refusal(validator: ItemValidator, model: str, targets: KnownTargets) -> CallError:
+def _refusal(validator: ItemValidator, model: str, targets: KnownTargets, surface: Surface) -> CallError:
     error = validator.errors[0]
-    field, message = error.field, error.message
-    if field in ("route", "provider"):
+    where, message = error.field, error.message
+    if where in ("route", "provider"):
         if message.startswith("unknown"):
             return CallError(404, _unknown_model(model, targets), param="model", code="model_not_found")
         return CallError(400, f"model: {message}", param="model", code="invalid_value")
-    param = _ITEM_PARAM.sub("", field) if field != "item" else None
+    param = surface.param(_ITEM_PARAM.sub("", where)) if where != "item" else None
     if message.startswith(QUOTA_IMPOSSIBLE_PREFIX):  # no reachable provider's buckets can ever hold it
         return refusal(ErrorType.QUOTA_IMPOSSIBLE, message[len(QUOTA_IMPOSSIBLE_PREFIX) :], param=param)
     return CallError(400, f"{param or 'request'}: {message}", param=param, code="invalid_value")

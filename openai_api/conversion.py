@@ -1,10 +1,12 @@
 """OpenAI Batch JSONL ⇄ native ITEMs and RESULTs. Pure functions: no ORM, no HTTP.
 
 Input line  {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": {"model", "messages", …}}
-→ native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body};
-a "/v1/embeddings" line's body {"model", "input", …} → {…, "endpoint": "embeddings", "input", "params"}
-(``BODY_READERS``, by the batch's endpoint). An embeddings line's output ``response.body`` is the
-embeddings answer (``{"object": "list", "data": [{"object": "embedding", …}], "model", "usage"}``).
+→ native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body}.
+A ``/v1/responses`` line's body is a Responses request, read as the interactive lane reads one
+(interactive/surfaces/responses_request.py) into the same chat ITEM; its output line's ``response.body``
+is a Response object (``responses.from_chat``). A ``/v1/embeddings`` line's body {"model", "input", …}
+is an embeddings ITEM ({…, "endpoint": "embeddings", "input", "params"}); its output line's
+``response.body`` the embeddings answer. Each endpoint's reader and writer: line_bodies.py.
 
 RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
 "body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
@@ -27,9 +29,9 @@ from typing import IO, Any
 from gateway_engine.error_kinds import error_kind, error_type_of_status
 from gateway_engine.errors import ApplicationError
 
-CHAT_COMPLETIONS = "/v1/chat/completions"
-EMBEDDINGS = "/v1/embeddings"
-ENDPOINTS = (CHAT_COMPLETIONS, EMBEDDINGS)
+from .line_bodies import CHAT_COMPLETIONS, EMBEDDINGS, RESPONSES, line_body
+
+ENDPOINTS = (CHAT_COMPLETIONS, EMBEDDINGS, RESPONSES)
 LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
 MAX_LINE_ERRORS = 100
 UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows write one)
@@ -233,29 +235,11 @@ def native_item(
         item["route"] = model  # an unknown model is reported by the native validator as a route
     else:
         item["provider"] = model
-    item.update(BODY_READERS.get(endpoint, _chat_body)(body))
+    fields, problem = line_body(endpoint).read(body)
+    if problem is not None:
+        return {}, [*errors, LineError(*problem, lineno)]
+    item.update(fields)
     return item, errors
-
-
-def _chat_body(body: dict[str, Any]) -> dict[str, Any]:
-    """A /v1/chat/completions body's ITEM fields: its messages, the rest as params."""
-    item: dict[str, Any] = {"messages": body["messages"]} if "messages" in body else {}
-    item["params"] = {k: v for k, v in body.items() if k not in ("model", "messages")}
-    return item
-
-
-def _embeddings_body(body: dict[str, Any]) -> dict[str, Any]:
-    """A /v1/embeddings body's ITEM fields: an embeddings item of its input (a missing input is the
-    native validator's ``input`` error), the rest (dimensions, encoding_format, user) as params."""
-    item: dict[str, Any] = {"endpoint": "embeddings"}
-    if "input" in body:
-        item["input"] = body["input"]
-    item["params"] = {k: v for k, v in body.items() if k not in ("model", "input")}
-    return item
-
-
-# the ITEM fields of a line's body, per batch endpoint
-BODY_READERS = {CHAT_COMPLETIONS: _chat_body, EMBEDDINGS: _embeddings_body}
 
 
 def line_error_from_native(
@@ -310,13 +294,16 @@ def request_line_id(batch_key: str, custom_id: str) -> str:
     return f"batch_req_{uuid.uuid5(uuid.NAMESPACE_URL, f'{batch_key}/{custom_id}').hex}"
 
 
-def result_line(result: dict[str, Any], batch_key: str) -> tuple[bool, dict[str, Any]]:
-    """(goes to the output file?, the line) for one native RESULT."""
+def result_line(
+    result: dict[str, Any], batch_key: str, endpoint: str = CHAT_COMPLETIONS
+) -> tuple[bool, dict[str, Any]]:
+    """(goes to the output file?, the line) for one native RESULT (its answer in ``endpoint``'s shape)."""
     custom_id = result["custom_id"]
     line_id = request_line_id(batch_key, custom_id)
     request_id = f"req_{line_id[len('batch_req_') :]}"
     if result["ok"]:
-        response = {"status_code": 200, "request_id": request_id, "body": result["response"]}
+        body = line_body(endpoint).write(result["response"], line_id)
+        response = {"status_code": 200, "request_id": request_id, "body": body}
         return True, {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
     error = result["error"] or {}
     status = result.get("status") or ""
@@ -337,9 +324,11 @@ def result_line(result: dict[str, Any], batch_key: str) -> tuple[bool, dict[str,
     }
 
 
-def split_results(results: Iterable[dict[str, Any]], batch_key: str) -> Iterator[tuple[bool, bytes]]:
+def split_results(
+    results: Iterable[dict[str, Any]], batch_key: str, endpoint: str = CHAT_COMPLETIONS
+) -> Iterator[tuple[bool, bytes]]:
     """(to output file?, one encoded JSONL line) per RESULT, in submission order."""
     for result in results:
-        ok, line = result_line(result, batch_key)
+        ok, line = result_line(result, batch_key, endpoint)
         text = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
         yield ok, text.encode("utf-8", "backslashreplace")

@@ -17,6 +17,7 @@ from batches.api.auth import ApiKeyAuthentication
 from interactive.calls import MAX_WAIT_HEADER
 
 from .serializers import OpenAIErrorSerializer
+from .surfaces_schema import SURFACE_ENDPOINTS
 
 CHAT_PATH, MODELS_PATH = "/v1/chat/completions", "/v1/models"
 TAG = ["OpenAI-compatible (/v1)"]
@@ -207,5 +208,6 @@ ENDPOINTS = [
 
 
 def add_interactive_endpoints(endpoints: list) -> list:
-    """drf-spectacular preprocessing hook: the interactive lane's two operations, documented here."""
-    return [*endpoints, *ENDPOINTS]
+    """drf-spectacular preprocessing hook: the interactive lane's operations, documented here and in
+    surfaces_schema.py."""
+    return [*endpoints, *ENDPOINTS, *SURFACE_ENDPOINTS]

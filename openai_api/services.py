@@ -343,7 +343,7 @@ def write_result_files(ob_id: str) -> None:
         try:
             with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
                 sizes = {True: 0, False: 0}
-                for ok, line in split_results(batch_selectors.iter_results(batch), ob.id):
+                for ok, line in split_results(batch_selectors.iter_results(batch), ob.id, ob.endpoint):
                     (out if ok else err).write(line)
                     sizes[ok] += len(line)
                 files = {}

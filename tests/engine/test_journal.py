@@ -152,3 +152,34 @@ def test_claims_need_an_owner(team, make_provider):
         claim(str(batch.id), owner="")
     with pytest.raises(ValueError, match="owner"):
         execution.release_claims("")
+
+
+def test_a_note_is_one_script_call_that_pushes_and_sets_the_expiry_even_after_a_script_flush(redis_sync):
+    """before_send: one EVALSHA (RPUSH + EXPIRE together); a flushed script cache is loaded again."""
+    import asyncio
+
+    from gateway_engine.items import WorkItem
+    from gateway_engine.journal import RedisAttemptJournal
+    from gateway_engine.quota.redis_store import RedisQuotaStore
+
+    store = RedisQuotaStore(settings.REDIS_URL, prefix=settings.GATEWAY_REDIS_PREFIX)
+    sent: list[str] = []
+    command = store.command
+    store.command = lambda *args: (sent.append(str(args[0])), command(*args))[1]  # type: ignore[method-assign]
+    item = WorkItem("n1", [{"role": "user", "content": "x"}], batch_id="b-note")
+    k = key(settings.GATEWAY_REDIS_PREFIX, "owner-n", "b-note", "n1")
+
+    async def note(attempt: int) -> None:
+        try:
+            await RedisAttemptJournal(store, "owner-n", ttl_seconds=600).before_send(item, "p", attempt, 7)
+        finally:
+            await store.aclose()
+
+    asyncio.run(note(1))
+    assert sent == ["EVALSHA"]
+    redis_sync.script_flush()
+    asyncio.run(note(2))
+    assert sent == ["EVALSHA", "EVALSHA", "EVAL"]  # the second found no script: EVAL loads it
+    assert [json.loads(e)["attempt"] for e in redis_sync.lrange(k, 0, -1)] == [1, 2]
+    assert 590 <= redis_sync.ttl(k) <= 600
+    redis_sync.delete(k)

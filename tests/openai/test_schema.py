@@ -33,7 +33,13 @@ OPERATIONS = {
     ("/v1/batches/{batch_id}/cancel", "post"),
 }
 # served by the interactive lane's ASGI path, documented by openai_api/interactive_schema.py
-INTERACTIVE = {("/v1/chat/completions", "post"), ("/v1/models", "get"), ("/v1/embeddings", "post")}
+INTERACTIVE = {
+    ("/v1/chat/completions", "post"),
+    ("/v1/models", "get"),
+    ("/v1/responses", "post"),
+    ("/v1/embeddings", "post"),
+}
+ANTHROPIC = {("/v1/messages", "post")}  # the anthropic SDK's surface: Anthropic's error shape
 
 
 @pytest.fixture
@@ -60,13 +66,16 @@ def upload(client, lines) -> dict:
 
 
 def test_every_v1_operation_is_documented_with_bearer_auth_and_openai_errors(document):
-    assert_operations_with_bearer_auth(document, "/v1/", OPERATIONS | INTERACTIVE)
+    assert_operations_with_bearer_auth(document, "/v1/", OPERATIONS | INTERACTIVE | ANTHROPIC)
     schemas = document["components"]["schemas"]
-    for path, method in OPERATIONS | INTERACTIVE:
+    for path, method in OPERATIONS | INTERACTIVE | ANTHROPIC:
         operation = document["paths"][path][method]
         for code in ("401", "429"):
             ref = operation["responses"][code]["content"]["application/json"]["schema"]["$ref"]
-            assert ref.endswith("/OpenAIError"), (path, method, code)
+            assert ref.endswith("/AnthropicError" if (path, method) in ANTHROPIC else "/OpenAIError"), (
+                path,
+                code,
+            )
     assert set(schemas["OpenAIErrorDetail"]["properties"]) == {"message", "type", "param", "code"}
     upload_body = document["paths"]["/v1/files"]["post"]["requestBody"]["content"]
     assert set(upload_body) == {"multipart/form-data"}
