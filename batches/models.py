@@ -87,6 +87,9 @@ class Batch(models.Model):
     # HTTP calls made to providers' batch APIs for this batch (uploads, creates, polls, downloads): the
     # stats' ``batch_api_calls``, apart from ``request_count`` (which counts its lines)
     batch_api_calls = models.PositiveIntegerField(default=0)
+    # The pipeline (docs/contract.md §4 "steps"): every item runs through these steps in order, as
+    # checked at submission (batches.steps.Step.as_dict each); [] = one request per item.
+    steps = models.JSONField(default=list, blank=True, db_default=[])
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
@@ -203,6 +206,11 @@ class BatchItem(models.Model):
     # backoff (gateway_engine.items.RetryState: {"tried": {provider: attempts}, "breaker_waited": s}),
     # read by its next claim so max_retries and the breaker-wait limit hold across claims. null = none.
     retry_state = models.JSONField(null=True, blank=True)
+    # A pipeline item (its batch has ``steps``): the step it is at (0-based; the row's route, payload and
+    # result columns are that step's) and its record (batches.steps: the item's own input, target and
+    # params, and each finished earlier step's outcome). null / 0 for an item of a batch without steps.
+    step_index = models.PositiveSmallIntegerField(default=0, db_default=0)
+    pipeline = models.JSONField(null=True, blank=True)
     # Claim lease: a worker owns a running item until claim_expires_at; a dead worker's items are
     # claimed again after that.
     claimed_by = models.CharField(max_length=100, blank=True, default="")

@@ -3,6 +3,7 @@
 The new batch goes through `batches.submission.submit_batch` like any other submission: every item is
 validated again (a route deleted since fails with a 400 naming it, and nothing is stored), and it keeps
 the original's custom_ids, route or provider, messages and params, priority, completion window and cache.
+A pipeline (``steps``) is retried whole: its failed items run every step again from their own input.
 Its metadata is the original's plus ``"retry_of": "<original batch id>"``; a batch is retried at most
 once (retry the retry batch to go again), so a double click does not send the items twice.
 """
@@ -51,10 +52,13 @@ def failed_items_as_submission(batch: Batch) -> list[dict[str, Any]]:
     rows = (
         BatchItem.objects.filter(batch=batch, status=ItemStatus.FAILED)
         .order_by("seq")
-        .values_list("custom_id", "route", "requested_provider", "payload")
+        .values_list("custom_id", "route", "requested_provider", "payload", "pipeline")
     )
     items = []
-    for custom_id, route, requested_provider, payload in rows:
+    for custom_id, route, requested_provider, payload, pipeline in rows:
+        if pipeline is not None:  # a pipeline item runs every step again, from its own input
+            items.append(pipeline_item(custom_id, pipeline))
+            continue
         item: dict[str, Any] = {"custom_id": custom_id, "messages": payload["messages"]}
         if route:
             item["route"] = route
@@ -64,6 +68,15 @@ def failed_items_as_submission(batch: Batch) -> list[dict[str, Any]]:
             item["params"] = payload["params"]
         items.append(item)
     return items
+
+
+def pipeline_item(custom_id: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A pipeline item as submitted: its input, its own target and params (batches.steps record)."""
+    item: dict[str, Any] = {"custom_id": custom_id, "query": record.get("input") or ""}
+    for key in ("route", "provider", "params"):
+        if record.get(key):
+            item[key] = record[key]
+    return item
 
 
 def _options_of(batch: Batch) -> BatchOptions:
@@ -103,6 +116,7 @@ def retry_failed(batch: Batch, *, api_key: ApiKey | None = None) -> Batch:
         metadata=metadata,
         api_key=api_key,
         options=_options_of(batch),
+        steps=batch.steps or None,
     )
     signals.batch_action.send(
         sender=Batch, model="batch", object_id=str(batch.id), object_repr=f"{batch.team.name} {batch.id}",

@@ -14,6 +14,7 @@ from teams.models import Team
 from teams.usage import rate_limits, team_usage
 
 from .models import Batch, BatchItem, ItemStatus, TeamUsageDaily
+from .steps import public_steps
 
 # Columns a RESULT is built from (values_list order matters: see result_from_row).
 RESULT_COLUMNS = (
@@ -38,6 +39,8 @@ RESULT_COLUMNS = (
 # → ``native_response``, the provider's own answer (null for kind openai, whose answer IS ``response``).
 RESULT_INCLUDES = ("native",)
 NATIVE_COLUMN = "native_response"
+# A pipeline item's record (batches.steps): the RESULT gains ``steps``. Read after RESULT_COLUMNS.
+PIPELINE_COLUMN = "pipeline"
 
 USAGE_GROUPS = ("day", "provider", "endpoint")
 # TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
@@ -81,13 +84,16 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 
 def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
-    """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order, built by the
-    engine's own builder (gateway_engine.result.result_dict). With ``native`` the row ends with the
-    NATIVE_COLUMN and the RESULT gains ``native_response`` (``?include=native``)."""
+    """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order then the
+    PIPELINE_COLUMN, built by the engine's own builder (gateway_engine.result.result_dict); a pipeline
+    item's RESULT gains ``steps``. With ``native`` the row ends with the NATIVE_COLUMN and the RESULT
+    gains ``native_response`` (``?include=native``)."""
     if native:
         *row, native_response = row
-    _seq, custom_id, status, *values = row
+    _seq, custom_id, status, *values, pipeline = row
     result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
+    if pipeline is not None:  # a pipeline item: every step run, the last one's fields at the top
+        result["steps"] = public_steps(pipeline, result)
     if native:
         result["native_response"] = native_response
     return result
@@ -98,7 +104,9 @@ def _result_rows(batch: Batch, statuses: Sequence[str] | None = None, native: bo
     if statuses:
         qs = qs.filter(status__in=statuses)
     # the native answer is read only when asked for: it can be as large as the response itself
-    return qs.order_by("seq").values_list(*RESULT_COLUMNS, *([NATIVE_COLUMN] if native else []))
+    return qs.order_by("seq").values_list(
+        *RESULT_COLUMNS, PIPELINE_COLUMN, *([NATIVE_COLUMN] if native else [])
+    )
 
 
 def result_page(

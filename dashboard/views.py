@@ -32,6 +32,7 @@ from .selectors import interactive as interactive_reads
 from .selectors import provider_rate as rate_reads
 from .selectors import providers as provider_reads
 from .selectors import queues as queue_reads
+from .selectors import steps as step_reads
 from .selectors import usage as usage_reads
 from .usage_csv import usage_csv_lines
 
@@ -109,6 +110,7 @@ def batch_detail(request, batch_id):
             "can_cancel": cancellable(batch) and request.user.has_perm("batches.cancel_batch"),
             "retry_origin": detail_reads.retry_origin(batch),
             "providers": detail_reads.provider_breakdown(batch),
+            "steps": step_reads.step_rows(batch),
             "provider_batches": provider_batch_reads.provider_batches_of(batch),
             "error_classes": error_classes.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},

@@ -3,51 +3,55 @@
 ``Admission.admit(request)`` is the one way in (the seam later lanes and dimensions extend):
 
     1. team budget:    store.reserve_budget(team, estimated tokens)  — BudgetExceeded: not sent, not retried
-    2. bucket token:   store.acquire(limits, estimated tokens, input_tokens=, output_tokens=)  — waits
-                       only on THIS provider's buckets (RPM, TPM, and ITPM / OTPM where it sets them;
-                       the team's: its per-provider share bucket, its RPM / TPM across all providers;
-                       quota/team_quota.py), all in one atomic grant, holding nothing else
-    3. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
-    4. provider lease: store.try_lease(limits)                   — cross-worker concurrency slot, no wait
-    5. in-flight slot: store.try_global_slot()                   — per-process cap, no wait
+    2. bucket token    store.admit(limits, estimated tokens, input_tokens=, output_tokens=)  — ONE atomic
+       + provider      grant of the bucket token (RPM, TPM, ITPM / OTPM where set; the team's share
+         lease:        bucket and RPM / TPM: quota/team_quota.py) and the provider's cross-worker
+                       concurrency lease (lua.py ADMIT): both are taken, or — every lease held — neither
+                       (LeaseBusy). Waits only on THIS provider's buckets, holding nothing else.
+    3. in-flight slot: this process's cap, a local check taken just around each try of 2 (held only
+                       while the store is asked, kept with the grant, given back when the try is
+                       refused: quota/slots.py LocalSlotHold) — and the cluster cap's lease after it
+    4. (long items)    the long-item lane (at most 3/4 of the in-flight slots)   — taken without waiting
 
 The rule, stated and enforced here and nowhere else: **bucket token first, then the concurrency
-slots, never the reverse; no idle token holders.** If 3, 4 or 5 is busy, everything taken so far goes
-back, the bucket token included (store.release: 1 request + the reserved tokens), the item waits until
-that one looks free (woken at once by a release in this process, short polling across processes) and
-starts again at 2. A send therefore follows its grant at once, and the provider never sees more than
-capacity + rate × window. ``settle`` reconciles the grant to the provider's reported usage after the
-send; ``release`` gives back a grant that will not be used.
+slots, never the reverse; no idle token holders.** Taking token and lease in one atomic step satisfies
+it: no attempt ever holds a lease while it waits for a token, nor a token while it waits for a lease —
+a busy lease takes nothing, so there is nothing to give back (no RELEASE round trip), and the item waits
+for a lease holding nothing; a full process waits for its slot before asking, holding nothing either.
+If the cluster cap or 4 is busy, everything taken so far goes back, the lease and the bucket token
+included (store.release: 1 request + the reserved tokens), the item waits until that one
+looks free (woken at once by a release in this process, short polling across processes) and starts
+again at 2. A send therefore follows its grant at once, and the provider never sees more than capacity
++ rate × window. ``settle`` reconciles the grant to the provider's reported usage after the send;
+``release`` gives back a grant that will not be used.
 
 The interactive lane waits for its turn first: one provider's callers of one event loop take turns in
 fair order over teams (quota/fair_gate.py: SFQ by weight, the share cap, ``max_waiting_calls``), and
-the caller whose turn it is does 2-5 alone, keeping the turn while it waits for a busy lease or slot.
+the caller whose turn it is does 2-4 alone, keeping the turn while it waits for a busy lease or slot.
 
-A paused provider (billing exhausted, per-day quota: ``store.pause_provider``) makes 2 or 4 raise
-``ProviderPaused``; it propagates out of ``admit`` unchanged with nothing held (the grant given back,
-the budget refunded), and the engine falls back to the next provider.
+A paused provider (billing exhausted, per-day quota: ``store.pause_provider``) makes 2 raise
+``ProviderPaused`` (checked in the same atomic step); it propagates out of ``admit`` unchanged with
+nothing held (the budget refunded), and the engine falls back to the next provider.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
-from typing import Literal, TypeAlias
+from typing import Any, TypeAlias
 
+from .admission_slots import AttemptSlots, Blocked, Granted, Stack
 from .live_limits import LiveLimits, TeamAsk, TeamTurns
 from .options import EngineOptions
 from .protocols import QuotaStore
 from .quota.fair_gate import FairGate, FairGates, Seat, TeamPlace, TeamShareWait
 from .quota.lease_window import LeaseWindow
-from .quota.types import BudgetReservation, Lane, ProviderLimits, Reservation
+from .quota.types import BudgetReservation, Lane, LeaseBusy, ProviderLimits, Reservation, SettleOutcome
 
 __all__ = ["Admission", "AdmissionRequest", "Admitted", "Dimension", "Lane", "Stack"]
 
-Stack: TypeAlias = "AsyncExitStack[bool | None]"
 _Live: TypeAlias = "tuple[Callable[[], ProviderLimits], TeamAsk]"  # the live provider limits, the team
-_Blocked: TypeAlias = Literal["", "lane", "lease", "slot"]  # what was busy when taking slots ("": nothing)
 DIMENSIONS = ("rpm", "tpm", "itpm", "otpm")
 
 
@@ -130,8 +134,8 @@ class Admitted:
 
 
 class Admission:
-    """One run's admission: the team budget, the buckets, this run's per-provider gates, the long lane,
-    the provider leases and the in-flight slots, in that order (module docstring)."""
+    """One run's admission: the team budget, this run's per-provider gates, the buckets and provider
+    leases (one grant), the long lane and the in-flight slots, in that order (module docstring)."""
 
     def __init__(
         self,
@@ -146,13 +150,14 @@ class Admission:
         self.long_item_tokens = options.long_item_tokens
         slots = max(1, int(store.global_max_in_flight))
         self.long_lane = asyncio.Semaphore(max(1, int(slots * options.long_lane_share)))
+        self.slots = AttemptSlots(store, self.long_lane)  # steps 3-4 (admission_slots.py)
         self._gates: dict[tuple[str, int], LeaseWindow] = {}
         self.fair = FairGates()  # the interactive lane's queues, fair over teams (quota/fair_gate.py)
         self.team_turns = TeamTurns()  # batch items whose team's own buckets are short (live_limits.py)
 
     async def admit(self, request: AdmissionRequest) -> Admitted | None:
-        """Team budget, then bucket token, then — without waiting — long lane, provider lease and
-        in-flight slot. None when the batch was cancelled (and ``check_cancel`` is set) before anything
+        """Team budget, then bucket token and provider lease (one atomic grant), then — without waiting
+        — long lane and in-flight slot. None when the batch was cancelled (and ``check_cancel`` is set) before anything
         was sent; then nothing is held.
 
         The estimated tokens are first reserved against the team's day and month budgets
@@ -182,19 +187,23 @@ class Admission:
         admitted.slot.push_async_callback(store.give_back_budget, budget)  # no-op once settled
         return replace(admitted, reservation=replace(admitted.reservation, budget=budget))
 
-    async def settle(self, admitted: Admitted, usage: Mapping[str, int]) -> None:
+    async def settle(
+        self, admitted: Admitted, usage: Mapping[str, int], also: SettleOutcome | None = None
+    ) -> Any:
         """Reconcile the grant (and the team budget with it) to the provider's reported usage: TPM with
         total_tokens, ITPM with prompt_tokens − cached_tokens (cache reads do not count toward a
         provider's input limit; cache writes do, and prompt_tokens includes them) and OTPM with
-        completion_tokens. A part the usage does not report stays as reserved."""
+        completion_tokens. A part the usage does not report stays as reserved. ``also`` (the breaker's
+        success): run in the same atomic settle where the store can — its answer, else None."""
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         actual_input = None if prompt is None else max(0, int(prompt) - int(usage.get("cached_tokens") or 0))
-        await self.store.reconcile(
+        return await self.store.reconcile(
             admitted.request.limits,
             admitted.reservation,
             usage["total_tokens"],
             actual_input=actual_input,
             actual_output=None if completion is None else int(completion),
+            also=also,
         )
 
     async def release(self, admitted: Admitted) -> None:
@@ -207,37 +216,51 @@ class Admission:
         self, request: AdmissionRequest, limits: ProviderLimits, team: TeamAsk
     ) -> Admitted | None:
         """The interactive lane: wait for the provider's asking turn in fair order over teams
-        (quota/fair_gate.py), then, as the only asker of this loop, bucket token, lane, lease and
-        in-flight slot (waiting for a busy one while keeping the turn, holding nothing else)."""
-        store, live = self.store, self.limits.current(limits)
+        (quota/fair_gate.py), then, as the only asker of this loop, bucket token and lease (one atomic
+        grant), lane and in-flight slot (waiting for a busy one while keeping the turn, holding nothing)."""
+        store, live, long_item = (
+            self.store,
+            self.limits.current(limits),
+            request.tokens > self.long_item_tokens,
+        )
         gate = self.fair.gate(limits.name)
         seat = await self._seat(gate, TeamPlace.of(request.team, team.limits), limits)
         try:
             while True:
-                reservation = await self._interactive_token(gate, seat, (live, team), request)
-                limits = live()
+                granted = await self._interactive_grant(gate, seat, (live, team), request, long_item)
+                if granted is None:
+                    continue  # waited for a busy lane or lease, holding nothing
+                reservation, limits = granted[0], live()
                 if request.check_cancel and self.should_cancel():
-                    await store.release(limits, reservation)
+                    await self.slots.give_back(self.slots.holding(None, limits, granted), limits, reservation)
                     gate.close(seat)
                     return None
-                try:
-                    blocked, held, slot = await self._take_slots(
-                        None, limits, request.tokens > self.long_item_tokens
-                    )
-                except BaseException:
-                    await store.release(limits, reservation)
-                    raise
+                blocked, held, slot = await self.slots.take(None, limits, granted, long_item)
                 if not blocked:
                     gate.sent(seat)
                     held.callback(gate.close, seat)
                     return Admitted(request, team.live(reservation, live), held, slot)
-                await held.aclose()
-                await store.release(limits, reservation)  # no idle token holders; the turn is kept
-                async with store.interactive_waiting(limits.name):  # batch asks of every worker yield
-                    await self._wait_until_free(blocked, limits)
+                await self.slots.give_back(held, limits, reservation)  # no idle token holders; turn kept
+                async with store.interactive_waiting(limits.name):
+                    await self.slots.wait_until_free(blocked, limits)
         except BaseException:
             gate.close(seat)
             raise
+
+    async def _interactive_grant(
+        self, gate: FairGate, seat: Seat, live: _Live, request: AdmissionRequest, long_item: bool
+    ) -> Granted | None:
+        """The seat's grant and lease; None after waiting (holding nothing, the turn kept, batch asks of
+        every worker yielding) for a busy long lane or for a lease when every one was held."""
+        blocked: Blocked = "lane" if long_item and self.long_lane.locked() else ""
+        if not blocked:
+            try:
+                return await self._interactive_token(gate, seat, live, request)
+            except LeaseBusy:
+                blocked = "lease"  # nothing was taken
+        async with self.store.interactive_waiting(request.limits.name):
+            await self.slots.wait_until_free(blocked, live[0]())
+        return None
 
     async def _seat(self, gate: FairGate, place: TeamPlace, limits: ProviderLimits) -> Seat:
         """The asking turn: at once if the provider's queue is empty, else after the teams before it."""
@@ -249,12 +272,12 @@ class Admission:
 
     async def _interactive_token(
         self, gate: FairGate, seat: Seat, live: _Live, request: AdmissionRequest
-    ) -> Reservation:
-        """The bucket grant for the seat's call; while only its team's buckets are short, the turn
-        goes to the other teams meanwhile."""
+    ) -> Granted:
+        """The bucket grant and lease for the seat's call; while only its team's buckets are short,
+        the turn goes to the other teams meanwhile."""
         while True:
             try:
-                return await self._grant(live, request, step_aside=True)
+                return await self._grant(live, request)
             except TeamShareWait as capped:
                 async with self.store.interactive_waiting(capped.provider):
                     await gate.step_aside(seat, capped.seconds)
@@ -262,8 +285,8 @@ class Admission:
     def _gate(self, limits: ProviderLimits) -> LeaseWindow:
         """At most max_concurrency items of this run between "asking the bucket" and "answer in" per
         provider, fewer while other processes hold the provider's leases (quota/lease_window.py): the
-        others wait here, locally, instead of taking a bucket token, failing to get a lease and giving
-        the token back (three store round trips for nothing). No token is held while waiting here."""
+        others wait here, locally, instead of asking the store for a grant and a lease and being told
+        every lease is held (a round trip for nothing). No token is held while waiting here."""
         key = (limits.name, max(1, int(limits.max_concurrency)))
         gate = self._gates.get(key)
         if gate is None:
@@ -273,41 +296,43 @@ class Admission:
     async def _admit_provider(
         self, request: AdmissionRequest, limits: ProviderLimits, team: TeamAsk
     ) -> Admitted | None:
-        """Bucket token, lane, lease, in-flight slot; everything back and start over when one is busy."""
-        store, est = self.store, request.tokens
-        long_item = est > self.long_item_tokens
+        """Bucket token and lease (one atomic grant; nothing taken while every lease is held), lane,
+        in-flight slot; everything back and start over when one is busy."""
+        store, long_item = self.store, request.tokens > self.long_item_tokens
         live = self.limits.current(limits)
         gate = self._gate(limits)
         while True:
-            reservation = await self._bucket_token(gate, (live, team), request)
-            limits = live()
-            if request.check_cancel and self.should_cancel():
-                gate.release()
-                await store.release(limits, reservation)
-                return None
+            if long_item and self.long_lane.locked():
+                await self.slots.wait_until_free("lane", limits)  # holding nothing
             try:
-                blocked, held, slot = await self._take_slots(gate, limits, long_item)
-            except BaseException:  # ProviderPaused (paused since the grant), the store down, a cancel
-                await store.release(limits, reservation)
-                raise
+                granted = await self._bucket_token(gate, (live, team), request)
+            except LeaseBusy:  # nothing taken (the gate given back): wait for a lease, ask again
+                gate.lease_refused()
+                await store.wait_for_lease(limits)
+                if request.check_cancel and self.should_cancel():
+                    return None
+                continue
+            reservation, limits = granted[0], live()
+            if request.check_cancel and self.should_cancel():
+                await self.slots.give_back(self.slots.holding(gate, limits, granted), limits, reservation)
+                return None
+            blocked, held, slot = await self.slots.take(gate, limits, granted, long_item)
             if not blocked:
                 gate.lease_taken()
                 return Admitted(request, team.live(reservation, live), held, slot)
-            if blocked == "lease":
-                gate.lease_refused()
-            await held.aclose()
-            await store.release(limits, reservation)  # no idle token holders
-            await self._wait_until_free(blocked, limits)
+            await self.slots.give_back(held, limits, reservation)  # no idle token holders
+            await self.slots.wait_until_free(blocked, limits)
             if request.check_cancel and self.should_cancel():
                 return None
 
-    async def _bucket_token(self, gate: LeaseWindow, live: _Live, request: AdmissionRequest) -> Reservation:
-        """Pass this run's gate for the provider, then wait for the buckets' grant (gate held after).
-        While only the team's own buckets are short, wait holding no gate slot (the team's turn)."""
+    async def _bucket_token(self, gate: LeaseWindow, live: _Live, request: AdmissionRequest) -> Granted:
+        """Pass this run's gate for the provider, then wait for the buckets' grant and the lease (gate
+        held after). While only the team's own buckets are short, wait holding no gate slot (the team's
+        turn). LeaseBusy (the gate given back): every lease is held, nothing was taken."""
         while True:
             await gate.acquire()
             try:
-                return await self._grant(live, request, step_aside=True)
+                return await self._grant(live, request)
             except TeamShareWait as capped:
                 gate.release()
                 await self.team_turns.wait(capped)
@@ -315,62 +340,18 @@ class Admission:
                 gate.release()
                 raise
 
-    async def _grant(self, live: _Live, request: AdmissionRequest, step_aside: bool = False) -> Reservation:
-        """The provider's and the team's buckets' grant for ``request``, asked with their live limits."""
+    async def _grant(self, live: _Live, request: AdmissionRequest) -> Granted:
+        """The provider's and the team's buckets' grant for ``request``, asked with their live limits,
+        and the provider's lease with it (store.admit: both or neither)."""
         current, team = live
-        return await self.store.acquire(
+        return await self.store.admit(
             current(),
             request.tokens,
             current=current,
             input_tokens=request.input_tokens,
             output_tokens=request.output_tokens,
             lane=request.lane,
-            step_aside=step_aside,
+            step_aside=True,
             team=team.current(),
             current_team=team.current,
         )
-
-    async def _take_slots(
-        self, gate: LeaseWindow | None, limits: ProviderLimits, long_item: bool
-    ) -> tuple[_Blocked, Stack, Stack]:
-        """Without waiting: the long lane (long items only), the provider lease, the in-flight slot.
-        Returns what was busy ("" when everything was taken), ``held`` (gate, lane, lease) and ``slot``
-        (in-flight). On an exception everything taken is given back. (``gate`` None: the interactive
-        lane, whose seat the caller holds itself.)"""
-        held, slot = AsyncExitStack(), AsyncExitStack()
-        if gate is not None:
-            held.callback(gate.release)
-        try:
-            blocked = await self._try_slots(held, slot, limits, long_item)
-        except BaseException:
-            await slot.aclose()
-            await held.aclose()
-            raise
-        return blocked, held, slot
-
-    async def _try_slots(self, held: Stack, slot: Stack, limits: ProviderLimits, long_item: bool) -> _Blocked:
-        store = self.store
-        if long_item:
-            if self.long_lane.locked():
-                return "lane"
-            await self.long_lane.acquire()  # free: returns without yielding
-            held.callback(self.long_lane.release)
-        lease = await store.try_lease(limits)
-        if lease is None:
-            return "lease"
-        held.push_async_callback(store.release_lease, limits, lease)
-        global_slot = await store.try_global_slot()
-        if global_slot is None:
-            return "slot"
-        slot.push_async_callback(store.release_global_slot, global_slot)
-        return ""
-
-    async def _wait_until_free(self, blocked: _Blocked, limits: ProviderLimits) -> None:
-        """Wait (holding nothing) until what was busy looks free."""
-        if blocked == "lane":
-            await self.long_lane.acquire()  # FIFO; hand it straight on, we start over at the bucket
-            self.long_lane.release()
-        elif blocked == "lease":
-            await self.store.wait_for_lease(limits)
-        else:
-            await self.store.wait_for_global_slot()

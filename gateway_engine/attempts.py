@@ -260,7 +260,7 @@ class ItemLife:
         if admitted is None:  # stopped before the send (nothing held, token given back)
             return Finished(self.stopping.end(result, self.stopping.stop_reason(item, result) or "cancelled"))
         self.ctx.observer.on_quota_wait(choice.name, self.ctx.clock() - waited_from)
-        outcome, started = await send_attempt(self.ctx, state, choice, admitted)
+        outcome, started = await send_attempt(self.ctx, state, choice, admitted, self.outcomes.pause_first)
         if outcome.stream is not None:  # streaming: the answer is the caller's to read, then end_stream
             return Finished(
                 result, admitted.slot, OpenStream(state, choice, probe, admitted, outcome, started)

@@ -224,6 +224,14 @@ class LocalBreaker:
         log_transition(provider, before, after, retry_after_seconds)
         return after
 
+    def success_part(self, provider: str) -> None:
+        """No step to fold into a store's settle: this breaker costs no round trip (breaker_redis.py)."""
+        return None
+
+    def learn_folded(self, provider: str, reply: Any) -> str:
+        """Never called (``success_part`` is None): the state Redis' SETTLE answered, as RedisBreaker."""
+        return str(reply[1])
+
     def snapshot_sync(self, providers: Iterable[str]) -> dict[str, BreakerState]:
         with self._lock:
             now = self._now()

@@ -42,6 +42,7 @@ class HttpOutcome:
     detail: str = ""  # staff only: the (cleaned, capped) error body or exception text
     native: Any = None  # the provider's own answer when ``body`` is its OpenAI translation (wire.Answer)
     pause: Pause | None = None  # the provider refuses everyone for a while (wire.ErrorVerdict.pause)
+    pause_applied: bool = False  # the pause is in the store already (applied before the lease went back)
     stream: Any = None  # an open gateway_engine.streaming.UpstreamStream (``open_stream`` succeeded)
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .items import ItemResult, RawItem, WorkItem
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # annotations only
     from .quota.ledger import BudgetSeed
     from .quota.slots import GlobalSlot
     from .quota.team_quota import TeamLimits, TeamQuota
-    from .quota.types import BudgetReservation, Lane, PauseState, ProviderLimits, Reservation
+    from .quota.types import BudgetReservation, Lane, PauseState, ProviderLimits, Reservation, SettleOutcome
 
 __all__ = [
     "AsyncCloseable",
@@ -86,6 +86,25 @@ class QuotaStore(AsyncCloseable, Protocol):
         share, RPM and TPM buckets taken in the same grant (``current_team()``: their live value)."""
         ...
 
+    async def admit(
+        self,
+        limits: ProviderLimits,
+        tokens: int = 0,
+        *,
+        current: Callable[[], ProviderLimits] | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        lane: Lane = "batch",
+        step_aside: bool = False,
+        team: TeamQuota | None = None,
+        current_team: Callable[[], TeamQuota | None] | None = None,
+    ) -> tuple[Reservation, Lease, GlobalSlot | None]:
+        """``acquire`` and the provider's concurrency lease in one atomic step: both, or — every lease
+        held — neither (LeaseBusy: wait_for_lease, then ask again). The lease heartbeats until
+        ``release_lease``. With them this process's in-flight slot (``release_global_slot``; None: the
+        cluster cap is busy — give back the rest and wait_for_global_slot)."""
+        ...
+
     def interactive_waiting(self, provider: str) -> AbstractAsyncContextManager[None]:
         """Hold this process's interactive mark on the provider while an interactive caller waits
         (batch asks of every worker yield meanwhile)."""
@@ -102,9 +121,12 @@ class QuotaStore(AsyncCloseable, Protocol):
         *,
         actual_input: int | None = None,
         actual_output: int | None = None,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Any:
         """Settle a grant with the provider's reported usage (and the team budget with it); the ITPM /
-        OTPM buckets with the input tokens that count there (cache reads do not) and the output tokens."""
+        OTPM buckets with the input tokens that count there (cache reads do not) and the output tokens.
+        ``also``: a caller's step (the breaker's success) run in the same atomic settle where the store
+        can (its answer returned), else None — then the caller takes that step itself."""
 
     async def pause_provider(
         self, provider: str, reason: str, until_epoch: float | None = None, message: str = ""
@@ -173,6 +195,16 @@ class Breaker(AsyncCloseable, Protocol):
 
     async def record(self, provider: str, ok: bool, retry_after_seconds: float | None = None) -> str:
         """One call's health signal; returns the state after it."""
+        ...
+
+    def success_part(self, provider: str) -> SettleOutcome | None:
+        """The step that records one success, for the quota store to fold into the grant's settle
+        (``store.reconcile(also=)``); None: nothing to fold (an in-process breaker)."""
+        ...
+
+    def learn_folded(self, provider: str, reply: Any) -> str:
+        """The answer of a success folded into the settle: the next ``record(provider, ok=True)`` is
+        answered from it, not sent again. Returns the state."""
         ...
 
 

@@ -12,6 +12,7 @@ retry there, the item falls back at once)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from .admission import Admission, Admitted
@@ -64,13 +65,25 @@ class OutcomeRecorder:
         tell the observer."""
         usage = outcome.usage
         if usage is not None:
-            await self.ride("reconcile", self.admission.settle, admitted, usage)
+            await self.settle(choice, admitted, outcome, usage)
         await self.follow(choice, admitted, outcome)
         entry = attempt_entry(choice.name, outcome, started)
         result.attempt_log.append(entry)
         self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id, cached_tokens=(usage or {}).get("cached_tokens", 0), cache_write_tokens=(usage or {}).get("cache_write_tokens", 0))  # fmt: skip
         result.provider, result.latency_ms = choice.name, outcome.latency_ms
         return entry
+
+    async def settle(
+        self, choice: ProviderConfig, admitted: Admitted, outcome: HttpOutcome, usage: Mapping[str, int]
+    ) -> None:
+        """The grant to the reported usage; a success's breaker signal in the same atomic script where
+        the store can run it (one round trip: SETTLE), and then ``succeeded``'s record is answered
+        from it (breaker_redis.py "Folded successes")."""
+        breaker = self.ctx.breaker
+        also = breaker.success_part(choice.name) if outcome.ok else None
+        answer = await self.ride("reconcile", self.admission.settle, admitted, usage, also)
+        if also is not None and answer is not None:
+            breaker.learn_folded(choice.name, answer)
 
     async def follow(self, choice: ProviderConfig, admitted: Admitted, outcome: HttpOutcome) -> None:
         """Shared keys: an answer's remaining-quota headers adjust the provider's buckets for every worker
@@ -141,10 +154,17 @@ class OutcomeRecorder:
             await self.ride("breaker", ctx.breaker.record, choice.name, ok=True)
             probe_succeeded(choice.name)
         if outcome.pause is not None:
-            await self.pause(choice, outcome)
+            if not outcome.pause_applied:
+                await self.pause(choice, outcome)
         elif outcome.status_code == 429 and rate_limited and retry_after:
             await self.ride("penalize", ctx.store.penalize, limits, retry_after)
         return Failure(retry_after, breaker_state == OPEN)
+
+    async def pause_first(self, choice: ProviderConfig, outcome: HttpOutcome) -> None:
+        """The pause an answer asks for, applied as soon as the answer is in — before its lease goes back
+        (gateway_engine.sending) — so no item takes that lease and sends before the pause is visible."""
+        await self.pause(choice, outcome)
+        outcome.pause_applied = True
 
     async def pause(self, choice: ProviderConfig, outcome: HttpOutcome) -> None:
         """The answer says the provider refuses everyone for a while: pause it for every worker (through

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -28,13 +29,18 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+PauseFirst = Callable[[ProviderConfig, HttpOutcome], Awaitable[None]]
+
+
 async def send_attempt(
-    ctx: RunContext, state: ItemState, choice: ProviderConfig, admitted: Admitted
+    ctx: RunContext, state: ItemState, choice: ProviderConfig, admitted: Admitted, pause_first: PauseFirst
 ) -> tuple[HttpOutcome, str]:
     """The call (``embed`` for an embeddings item: ``endpoints.WIRE_FAMILY``; ``open_stream`` when the
     item streams, else ``chat``) and when it was sent. An
     exception without an answer closes the slot and propagates; a store failure while giving the lease
-    back after the answer is logged (the lease expires by itself)."""
+    back after the answer is logged (the lease expires by itself). An answer that pauses the provider
+    (billing exhausted, a per-day quota) is applied by ``pause_first`` before the lease goes back, so
+    no item is granted that lease between the answer and the pause."""
     sent: HttpOutcome | None = None
     started = ""
     try:
@@ -52,7 +58,11 @@ async def send_attempt(
             streaming = sent.stream is not None
         finally:
             if not streaming:
-                await admitted.held.aclose()
+                try:
+                    if sent is not None and sent.pause is not None:
+                        await pause_first(choice, sent)
+                finally:
+                    await admitted.held.aclose()
     except BaseException as exc:
         if sent is None or not is_store_failure(exc):
             await admitted.slot.aclose()

@@ -31,7 +31,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from gateway_site.ingress import stream_send, stream_too_long_event, stream_too_long_message
-from interactive import embeddings, views
+from interactive import views
 from interactive.errors import CallError
 from observability.logs import clean_request_id, request_id_var
 
@@ -42,7 +42,7 @@ VIEWS: dict[str, Callable[[Any], Awaitable[HttpResponseBase]]] = {
     "/v1/models": views.models,
     "/v1/responses": views.responses,
     "/v1/messages": views.messages,
-    "/v1/embeddings": embeddings.embeddings,
+    "/v1/embeddings": views.embeddings,
 }
 BODY_SLACK = 64 * 1024  # the JSON envelope around the largest item the settings allow
 

@@ -4,7 +4,6 @@ from django.shortcuts import redirect
 from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_control
 
-from interactive import embeddings as interactive_embeddings
 from interactive import views as interactive
 from observability import views as ops
 
@@ -50,7 +49,7 @@ urlpatterns = [
     path("v1/models", interactive.models, name="models"),
     path("v1/responses", interactive.responses, name="responses"),
     path("v1/messages", interactive.messages, name="messages"),
-    path("v1/embeddings", interactive_embeddings.embeddings, name="embeddings"),
+    path("v1/embeddings", interactive.embeddings, name="embeddings"),
     path("v1/", include("openai_api.urls")),
     path("favicon.ico", favicon, name="favicon"),
     # Keep this last: whatever nothing above matched under /api/ and /v1/ answers JSON (gateway_site/errors.py).

@@ -18,6 +18,7 @@ from batches.submission.caps import Limits
 from batches.submission.reach import QUOTA_IMPOSSIBLE_PREFIX
 from batches.submission.targets import HINT_SEPARATOR, KnownTargets, close_name
 from batches.submission.validation import ItemValidator
+from gateway_engine.endpoints import EMBEDDINGS
 from gateway_engine.items import WorkItem
 from gateway_engine.retry import ErrorType
 
@@ -100,7 +101,11 @@ def prepare(
                         code="missing_required_parameter")  # fmt: skip
     ask = surface.chat_request(body)
     call_id = f"{surface.id_prefix}{uuid.uuid4().hex}"
-    item: dict[str, Any] = {"custom_id": call_id, "messages": ask.messages, "params": ask.params}
+    item: dict[str, Any] = {"custom_id": call_id, "params": ask.params}
+    if surface.endpoint == EMBEDDINGS:
+        item.update(endpoint=EMBEDDINGS, input=ask.input)
+    else:
+        item["messages"] = ask.messages
     if model in targets.routes or model not in targets.providers:
         item["route"] = model  # an unknown model is reported as an unknown route (→ 404)
     else:
@@ -111,7 +116,7 @@ def prepare(
         raise _refusal(validator, model, targets, surface)
     work = WorkItem(
         custom_id=call_id,
-        messages=valid.payload["messages"],
+        messages=valid.payload.get("messages") or [],
         params=valid.payload["params"],
         route=valid.route,
         provider=valid.provider,
@@ -119,6 +124,7 @@ def prepare(
         deadline=time.time() + max(wait, GRANT_SECONDS),
         team=team,
         endpoint=surface.endpoint,  # type: ignore[arg-type]  # a surface's endpoint is one of ENDPOINTS
+        input=valid.payload.get("input"),
     )
     return Call(call_id, work, model, ask.stream, ask.include_usage, wait, body, received, time.time(),
                 surface, ask.echo)  # fmt: skip

@@ -90,7 +90,7 @@ class EmbeddingsDoc(APIView):
             503: _error("The provider is overloaded, or Redis (the quota pool) is down."),
         },
     )
-    def post(self, request):  # pragma: no cover - documentation only (interactive.embeddings serves it)
+    def post(self, request):  # pragma: no cover - documentation only (interactive.views.embeddings serves it)
         raise NotImplementedError
 
 

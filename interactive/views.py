@@ -33,6 +33,7 @@ from .lane import current_lane, targets
 from .outcome import finish_record, retry_after_for
 from .surfaces.base import Answered, Surface
 from .surfaces.chat import CHAT
+from .surfaces.embeddings import EMBEDDINGS_SURFACE
 from .surfaces.messages import MESSAGES
 from .surfaces.responses import RESPONSES
 
@@ -173,10 +174,12 @@ def _unavailable(message: str) -> CallError:
 chat_completions = surface_view(CHAT)
 responses = surface_view(RESPONSES)
 messages = surface_view(MESSAGES)
+embeddings = surface_view(EMBEDDINGS_SURFACE)
 SURFACES: dict[str, Surface] = {
     "/v1/chat/completions": CHAT,
     "/v1/responses": RESPONSES,
     "/v1/messages": MESSAGES,
+    "/v1/embeddings": EMBEDDINGS_SURFACE,
 }
 
 

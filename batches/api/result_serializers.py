@@ -89,6 +89,20 @@ class ResultUsageSerializer(serializers.Serializer):
     )
 
 
+class StepResultSerializer(serializers.Serializer):
+    """One step of a pipeline item (docs/contract.md §4 "steps"): the RESULT's fields for that step."""
+
+    name = serializers.CharField()
+    ok = serializers.BooleanField()
+    provider = serializers.CharField()
+    attempts = serializers.IntegerField(help_text="HTTP attempts made for this step.")
+    latency_ms = serializers.IntegerField()
+    response = serializers.JSONField(allow_null=True)
+    error = ResultErrorSerializer(allow_null=True)
+    usage = ResultUsageSerializer(allow_null=True)
+    served_by = serializers.CharField()
+
+
 class ResultSerializer(serializers.Serializer):
     """One RESULT of docs/contract.md §4 (plus `status`, the item's state). Rows come pre-shaped from
     gateway_engine.result.result_dict (via batches.selectors.result_from_row), so to_representation
@@ -111,6 +125,12 @@ class ResultSerializer(serializers.Serializer):
         choices=["realtime", "provider_batch", "cache"],
         help_text="What served the item: realtime (sent by the engine), provider_batch (a provider's batch "
         "API) or cache (the response cache or an identical item's answer: attempts 0, nothing billed).",
+    )
+    steps = StepResultSerializer(
+        many=True,
+        required=False,
+        help_text="Only for an item of a batch with `steps`: each step run, in order (the last one is the "
+        "step the item ended on, or is at); the top-level fields describe that last step.",
     )
     native_response = serializers.JSONField(
         required=False,

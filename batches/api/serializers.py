@@ -130,6 +130,30 @@ class ItemSerializer(serializers.Serializer):
     )
 
 
+class StepSerializer(serializers.Serializer):
+    """One step of a pipeline (docs/contract.md §4 "steps"), as submitted and as the batch shows it."""
+
+    name = serializers.CharField(help_text="Unique in the batch: letters, digits, '_' or '-'.")
+    route = serializers.CharField(
+        required=False, help_text="At most one of route/provider; none: the item's."
+    )
+    provider = serializers.CharField(required=False)
+    template = serializers.CharField(
+        required=False,
+        default="{input}",
+        help_text="The step's one user message: {input} is the item's query (or last user message), "
+        "{steps.<name>} an earlier step's answer text; {{ and }} are literal braces.",
+    )
+    params = serializers.DictField(
+        required=False, help_text="Passed to the provider, over the item's params."
+    )
+    route_by = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='The route by the previous step\'s answer (trimmed, case-folded): {answer: route, "*": default}.',
+    )
+
+
 class BatchCreateSerializer(serializers.Serializer):
     items = ItemSerializer(many=True, help_text="1..GATEWAY_MAX_ITEMS_PER_BATCH items (default 50,000).")
     metadata = serializers.DictField(
@@ -139,6 +163,12 @@ class BatchCreateSerializer(serializers.Serializer):
         required=False,
         help_text="Where a signed event is POSTed when the batch ends (https://; docs/webhooks.md). "
         "A JSONL body gives it as the query parameter `webhook_url`.",
+    )
+    steps = StepSerializer(
+        many=True,
+        required=False,
+        help_text="A pipeline: every item runs through these steps in order, each step as soon as its "
+        "previous one finished (a JSONL body: the query parameter `steps`, the list as JSON).",
     )
 
 
@@ -280,6 +310,8 @@ class BatchSerializer(serializers.Serializer):
         help_text="The response cache as submitted: true (every item), false (none), null (the route's "
         "`cache` setting, items at temperature 0). docs/cache.md",
     )
+
+    steps = StepSerializer(many=True, help_text="The pipeline's steps as checked at submission; [] = none.")
 
     @extend_schema_field(RequestCountsSerializer)
     def get_request_counts(self, batch: Batch) -> dict[str, int]:

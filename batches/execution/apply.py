@@ -39,6 +39,7 @@ from .common import log
 from .finalize import count_late_usage, finalize_batch_if_done
 from .results import write_rows
 from .served import Served, ServedBy
+from .steps import hand_off
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +53,10 @@ class Applied:
 def apply_results(batch_id: str, entries: Sequence[Served], owner: str) -> Applied:
     """Store the finished items of one batch that ``owner`` still claims, and account the ones served
     outside the engine (see the module docstring). Idempotent per item and attempt: a row is written
-    only while it runs under ``owner``'s claim, and only written rows are accounted."""
-    written = write_rows(batch_id, [(s.item, s.stored_result) for s in entries], owner)
+    only while it runs under ``owner``'s claim, and only written rows are accounted. A pipeline item
+    whose step has a next one is moved to it instead (batches.execution.steps ``hand_off``)."""
+    rest, moved = hand_off(batch_id, entries, owner)  # pipelines: a step with a next one goes on to it
+    written = write_rows(batch_id, [(s.item, s.stored_result) for s in rest], owner) | moved
     outside = _outside_engine(entries, written)
     if outside:
         transaction.on_commit(functools.partial(_account, str(batch_id), outside))

@@ -34,6 +34,7 @@ CLAIM_FIELDS = (
     "retry_state",
     "started_at",
     "endpoint",  # engine_wiring.work_item reads it: a deferred field would cost a SELECT per item
+    "step_index",
 )
 ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
 # real-time claims take only items on the real-time path: an item bound for its provider's batch API

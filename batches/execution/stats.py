@@ -20,6 +20,8 @@ from gateway_engine.endpoints import CHAT
 from gateway_engine.stats import StatsBuilder
 from providers.pricing import Prices, add_costs, add_stats_costs, prices_by_provider
 
+from .steps import add_earlier_steps
+
 # An item answered by the response cache (or by an identical item's answer): ``cache_hits`` in the stats
 CACHE_HIT = "cache"
 # The prompt-cache counts of the stats (parts of prompt_tokens), per provider and in token_usage.
@@ -87,6 +89,7 @@ def batch_stats(batch: Batch, elapsed_ms: int, item_ids=None) -> tuple[dict, Sta
         whole = _Part()
         for *row, _endpoint in items.values_list(*STATS_COLUMNS).iterator(chunk_size=2000):
             whole.add(*row)
+    add_earlier_steps(whole.builder, batch, item_ids)  # pipelines: the steps before each item's current one
     batch_id = str(batch.id)
     stats = whole.stats(batch_id, batch.total_count or whole.total, elapsed_ms, batch.batch_api_calls)
     prices = prices_by_provider()

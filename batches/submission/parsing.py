@@ -18,7 +18,7 @@ from .metadata import metadata_errors, reserved_metadata_errors
 UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 BODY_FIELDS = frozenset(
-    {"items", "metadata", "priority", "completion_window", "cache", "webhook_url", "provider_batch"}
+    {"items", "metadata", "priority", "completion_window", "cache", "webhook_url", "provider_batch", "steps"}
 )
 JSON_MEDIA_TYPES = frozenset({"application/json"})
 JSONL_MEDIA_TYPES = frozenset({"application/jsonl", "application/x-ndjson", "application/jsonlines"})
@@ -33,6 +33,7 @@ class ParsedBody:
     webhook_url: Any = None
     cache: Any = None
     provider_batch: Any = None
+    steps: Any = None  # the pipeline's steps as sent (batches.submission.steps checks them)
     # Raw size in bytes of each item as sent (JSONL lines); None when the body was one JSON document.
     item_sizes: list[int] | None = None
     # 1-based line of each item in a JSONL body (blank lines are skipped); None for a JSON document.
@@ -155,6 +156,7 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
         webhook_url=doc.get("webhook_url"),
         cache=doc.get("cache"),
         provider_batch=doc.get("provider_batch"),
+        steps=doc.get("steps"),
     )
 
 

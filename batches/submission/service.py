@@ -7,6 +7,7 @@ This is the only module of the package that reads the database for validation: i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from providers.models import Provider, RoutingRule
 from teams.models import ApiKey, Team
 
 from ..models import Batch, BatchStatus
+from ..steps import Step
 from . import budget, enqueue, queue_limits
 from .caps import Limits
 from .errors import BudgetRefused, QueueLimitRefused, SubmissionError
@@ -26,8 +28,10 @@ from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
 from .parsing import parse_body
+from .pipeline_items import pipeline_items, step_payloads
 from .provider_batch import check_provider_batch
 from .reach import Reach
+from .steps import check_steps, real_time_only, steps_query
 from .storage import insert_items
 from .targets import KnownTargets
 from .validation import ValidItem, check_items
@@ -55,11 +59,15 @@ def validate_items(
     limits: Limits | None = None,
     item_lines: Sequence[int] | None = None,
     targets: KnownTargets | None = None,
+    steps: tuple[Step, ...] = (),
 ) -> list[ValidItem]:
     """Validate every item against the routes and providers stored now (``validation.check_items``),
-    or ``targets``; raise SubmissionError(400) listing the first 100 problems, or return all."""
+    or ``targets``; raise SubmissionError(400) listing the first 100 problems, or return all. With
+    ``steps`` the items are returned at their first step (``pipeline_items``)."""
     targets = targets or known_targets()
-    return check_items(items, targets, limits or Limits.from_settings(), item_sizes, item_lines)
+    limits = limits or Limits.from_settings()
+    valid = check_items(items, targets, limits, item_sizes, item_lines, target_optional=bool(steps))
+    return pipeline_items(items, valid, steps, targets) if steps else valid
 
 
 def submit_batch(
@@ -72,8 +80,10 @@ def submit_batch(
     options: BatchOptions | None = None,
     idempotency: Idempotency | None = None,
     item_lines: Sequence[int] | None = None,
+    steps: Any = None,
 ) -> Batch:
-    """Validate `items` and store a queued batch with its items in one transaction.
+    """Validate `items` and store a queued batch with its items in one transaction. ``steps``: the
+    pipeline as sent (docs/contract.md §4; its items always go in real time).
 
     Raises SubmissionError (nothing stored) when any item or the metadata is invalid. After commit,
     `batches.tasks.start_batch.delay(batch_id)` is called. With ``idempotency`` the batch row carries
@@ -85,9 +95,12 @@ def submit_batch(
         raise SubmissionError(400, problems)
     options = options or BatchOptions()
     targets, table = load_targets()
-    valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets)
+    pipeline = check_steps(steps, targets)
+    valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets, steps=pipeline)
+    if pipeline:  # every step after the first is sent when the one before it ends: real time only
+        options = dataclasses.replace(options, provider_batch=real_time_only(options.provider_batch))
     check_provider_batch(options, valid, targets.reach)
-    check_budget(team, valid)
+    check_budget(team, valid, pipeline)
     with transaction.atomic():
         refused = queue_limits.locked_refusal(team, len(valid))  # the team's row locked until commit
         if refused is not None:
@@ -105,6 +118,7 @@ def submit_batch(
             expires_at=now + options.window if options.window else None,
             cache=options.cache,
             provider_batch=options.provider_batch,
+            steps=[step.as_dict() for step in pipeline],
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
@@ -114,10 +128,11 @@ def submit_batch(
     return batch
 
 
-def check_budget(team: Team, valid: Sequence[ValidItem]) -> None:
+def check_budget(team: Team, valid: Sequence[ValidItem], steps: tuple[Step, ...] = ()) -> None:
     """Raise BudgetRefused (429, nothing stored) if the batch's estimated tokens exceed the team's
-    remaining daily or monthly budget."""
-    refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(v.payload for v in valid))
+    remaining daily or monthly budget (a pipeline: every step of every item, ``step_payloads``)."""
+    payloads = step_payloads(valid, steps) if steps else (v.payload for v in valid)
+    refusal = budget.budget_refusal(team, budget.estimate_payload_tokens(payloads))
     if refusal is not None:
         raise BudgetRefused(refusal)
 
@@ -142,6 +157,7 @@ def submit_body(
         parsed.webhook_url = query.get("webhook_url")
         parsed.cache = query.get("cache")
         parsed.provider_batch = query.get("provider_batch")
+        parsed.steps = steps_query(query.get("steps"))
     options = batch_options(
         parsed.priority,
         parsed.completion_window,
@@ -158,4 +174,5 @@ def submit_body(
         options=options,
         idempotency=idempotency,
         item_lines=parsed.item_lines,
+        steps=parsed.steps,
     )

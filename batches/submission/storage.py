@@ -14,6 +14,7 @@ from batches.scheduling.prefix import prefix_keyer
 from gateway_engine.routing import RoutingTable, draw_free_preference, preferred_provider
 
 from ..models import Batch, BatchItem, ItemStatus
+from .json_values import ENCODER
 from .options import BatchOptions
 from .provider_batch import path_chooser
 from .validation import ValidItem
@@ -37,6 +38,7 @@ COPY_COLUMNS = (
     "attempt_log",
     "claimed_by",
     "created_at",
+    "pipeline",
     "endpoint",
 )
 SQLITE_CHUNK = 5000
@@ -91,8 +93,13 @@ def _copy_items(
                 q = queue(v)
                 copy.write_row(
                     (batch_id, v.seq, v.custom_id, v.route, v.provider, q, prefix(v.payload), path(q, v.endpoint), v.payload_json, pending,
-                     "", 0, "", "", 0, "[]", "", now, v.endpoint)
+                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline), v.endpoint)
                 )  # fmt: skip
+
+
+def _json(value: object) -> str | None:
+    """A JSON column's COPY text (None: SQL NULL)."""
+    return None if value is None else ENCODER.encode(value)
 
 
 def _bulk_create_items(
@@ -113,6 +120,7 @@ def _bulk_create_items(
             queue_provider=queue(v),
             prefix_key=prefix(v.payload),
             payload=v.payload,
+            pipeline=v.pipeline,
             endpoint=v.endpoint,
             status=ItemStatus.PENDING,
         )

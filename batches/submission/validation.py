@@ -74,15 +74,17 @@ class ValidItem:
     payload: dict[str, Any]
     payload_json: str
     endpoint: str = CHAT_ENDPOINT  # "chat" or "embeddings" (gateway_engine.endpoints): BatchItem.endpoint
+    pipeline: dict[str, Any] | None = None  # a batch with steps: the item's record (batches.steps)
 
 
 class ItemValidator:
     """Checks items one by one (``item``), collecting problems; duplicates of custom_id are found
     across the items it has seen."""
 
-    def __init__(self, limits: Limits, targets: KnownTargets):
+    def __init__(self, limits: Limits, targets: KnownTargets, target_optional: bool = False):
         self.limits = limits
         self.targets = targets
+        self.target_optional = target_optional  # a batch with steps: the steps may name the targets
         self.seen: dict[str, int] = {}
         self.errors: list[FieldError] = []
         self.error_count = 0
@@ -196,6 +198,8 @@ class ItemValidator:
         return value
 
     def _target(self, i: int, item: dict[str, Any], shape: ItemShape) -> tuple[str, str]:
+        if self.target_optional and shape.problem("route") is Problem.TARGET_NEITHER:
+            return "", ""  # batches.submission.pipeline_items checks the steps that need it
         if self._shape_error(i, item, shape, "route"):
             return "", ""
         if shape.target == "route":
@@ -283,11 +287,13 @@ def check_items(
     limits: Limits,
     item_sizes: Sequence[int] | None = None,
     item_lines: Sequence[int] | None = None,
+    target_optional: bool = False,
 ) -> list[ValidItem]:
     """Validate every item; raise SubmissionError(400) listing the first 100 problems, or return all.
-    With ``item_lines`` (a JSONL body's line per item) each error names its line too."""
+    With ``item_lines`` (a JSONL body's line per item) each error names its line too;
+    ``target_optional`` (a batch with steps) lets an item name neither route nor provider."""
     check_count(len(items), limits)
-    validator = ItemValidator(limits, targets)
+    validator = ItemValidator(limits, targets, target_optional)
     valid: list[ValidItem] = []
     for start in range(0, len(items), GC_SLICE_ITEMS):
         with paused_gc():  # per slice only: the collector runs between slices

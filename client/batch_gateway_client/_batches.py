@@ -89,8 +89,10 @@ class _BatchCalls(_Transport):
     ) -> dict:
         """``POST /api/v1/batches``: store the items as one batch and return the batch object (status
         ``queued``). ``options`` are the batch's top-level fields, sent only when given (not None):
-        ``metadata``, ``priority``, ``completion_window``, ``provider_batch``, ``cache``, ``webhook_url``
-        (the gateway refuses a name it does not know, naming it). Items without ``custom_id`` get their
+        ``metadata``, ``priority``, ``completion_window``, ``provider_batch``, ``cache``, ``webhook_url``,
+        ``steps`` (a pipeline: a list of ``{"name", "route" | "provider", "template", "params",
+        "route_by"}``; each item runs through them in order and its RESULT gains ``steps``) (the gateway
+        refuses a name it does not know, naming it). Items without ``custom_id`` get their
         position. ``idempotency_key``: True (default) sends a new key, so retrying the call is safe; a
         string sends that key (a repeat of the same request returns the first batch); False sends none
         (then the request is never sent twice). An invalid item raises ``BadRequestError`` whose

@@ -5,9 +5,10 @@ waits for a grant, and what a settle moves, is buckets.py over these."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 from .team_quota import TeamQuota, TeamQuotaState
-from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState, SettleOutcome
 
 
 class BucketBackend(ABC):
@@ -23,12 +24,15 @@ class BucketBackend(ABC):
         *,
         lane: Lane = "batch",
         team: TeamQuota | None = None,
+        lease_id: str | None = None,
     ) -> Decision:
         """One atomic attempt: take 1 RPM token, `tokens` TPM tokens, `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where the limits set them (and of the team's buckets: 1 share token
-        when it has a share cap, 1 request and `tokens` of its RPM / TPM limits), or nothing. Never waits. ProviderPaused (nothing taken) while paused. A
-        ``batch`` ask is told to wait YIELD_MS while an interactive caller's mark on the provider is live
-        (priority.py)."""
+        when it has a share cap, 1 request and `tokens` of its RPM / TPM limits), or nothing. Never
+        waits. ProviderPaused (nothing taken) while paused. A ``batch`` ask is told to wait YIELD_MS
+        while an interactive caller's mark on the provider is live (priority.py). ``lease_id`` (the
+        ADMIT): when the buckets grant, also take the provider's concurrency lease under that id in the
+        same step; if every lease is held nothing is taken (``Decision.lease_wait_ms``)."""
 
     @abstractmethod
     async def mark_interactive(self, provider: str, member: str, ttl_ms: int) -> None:
@@ -49,9 +53,12 @@ class BucketBackend(ABC):
         deltas: tuple[int, int, int],
         team: TeamQuota | None = None,
         team_delta: int = 0,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Any:
         """Take the deltas more from the TPM, ITPM and OTPM buckets (negative: refund, clamped to
-        capacity), and ``team_delta`` from the team's TPM bucket, atomically."""
+        capacity), and ``team_delta`` from the team's TPM bucket, atomically. ``also`` (only where the
+        backend folds it: the Redis store, SETTLE): a caller's step run in the same atomic script; its
+        answer is returned (else None)."""
 
     @abstractmethod
     async def give_back(

@@ -16,6 +16,7 @@ import random
 from abc import ABC
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .acquire_queue import AcquireQueues
 from .bucket_backend import BucketBackend
@@ -24,14 +25,16 @@ from .following import RemainingFollower
 from .pauses import ProviderPauses
 from .priority import InteractiveMarks
 from .team_quota import TeamQuota
-from .token_ask import TokenAsk, settle_deltas, team_delta
+from .token_ask import AskHold, TokenAsk, settle_deltas, team_delta
 from .types import (
     Decision,
     Lane,
+    LeaseBusy,
     ProviderLimits,
     ProviderQuotaState,
     QuotaImpossible,
     Reservation,
+    SettleOutcome,
 )
 from .wakeups import Wakeups
 
@@ -109,6 +112,8 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         step_aside: bool = False,
         team: TeamQuota | None = None,
         current_team: Callable[[], TeamQuota | None] | None = None,
+        lease_id: str | None = None,
+        hold: AskHold | None = None,
     ) -> Reservation:
         """Wait until every bucket grants (1 request, `tokens` tokens; `input_tokens` / `output_tokens`
         of the ITPM / OTPM buckets where set: see TokenAsk), then return the reservation.
@@ -125,9 +130,13 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         lines up only with other interactive callers. ``step_aside``: raise TeamShareWait instead of
         waiting when only the team's buckets are short (the interactive fair queue, fair_gate.py).
         ``team``: the team's buckets taken with the provider's (team_quota.py); ``current_team()`` its
-        live value on every retry, like ``current``.
+        live value on every retry, like ``current``. ``lease_id`` (store.admit): every ask also takes
+        the provider's concurrency lease under that id in the same atomic step; when the buckets would
+        grant but every lease is held, nothing is taken and LeaseBusy is raised (the caller waits for a
+        lease holding nothing, then asks again). ``hold``: taken just before each try, given back
+        when the try is refused, kept with the grant (this process's in-flight slot: store.admit).
         """
-        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside)
+        ask = TokenAsk(tokens, input_tokens, output_tokens, step_aside, lease_id, hold)
         ask.amounts(limits, team)  # QuotaImpossible before any wait
         mine = _Live(current, team, current_team)
         loop = asyncio.get_running_loop()
@@ -182,13 +191,36 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         """One try at the buckets: the reservation if granted, else the decision (how long to wait)."""
         n, ni, no = ask.amounts(limits, team)
         self.refuse_if_held(limits.name)  # the durable record's pause, even while the store lost it
-        decision = await self.try_acquire(limits, n, ni, no, lane=lane, team=team)
+        decision = await self._try(limits, ask, (n, ni, no), lane, team)
+        if decision.lease_wait_ms:
+            raise LeaseBusy(limits.name, decision.lease_wait_ms)
         if decision.granted:
             return Reservation(limits.name, n, ni, no, sent_mark=decision.sent_mark, team=team)
         if decision.impossible:  # amounts() checked these limits: only if the backend disagrees
             raise QuotaImpossible(limits.name, n, limits.tpm_capacity)
         if decision.team_wait and ask.step_aside and team is not None:
             raise TeamShareWait(limits.name, team.team, decision.wait_ms / 1000.0)
+        return decision
+
+    async def _try(
+        self,
+        limits: ProviderLimits,
+        ask: TokenAsk,
+        amounts: tuple[int, int, int],
+        lane: Lane,
+        team: TeamQuota | None,
+    ) -> Decision:
+        """One try at the store, with ``ask.hold`` held around it (kept only if granted)."""
+        if ask.hold is not None:
+            await ask.hold.take()
+        try:
+            decision = await self.try_acquire(limits, *amounts, lane=lane, team=team, lease_id=ask.lease_id)
+        except BaseException:
+            if ask.hold is not None:
+                ask.hold.give_back()
+            raise
+        if not decision.granted and ask.hold is not None:
+            ask.hold.give_back()
         return decision
 
     @staticmethod
@@ -242,19 +274,25 @@ class TokenBuckets(BucketBackend, ProviderPauses, RemainingFollower, ABC):
         *,
         actual_input: int | None = None,
         actual_output: int | None = None,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Any:
         """Settle a reservation with the provider's reported usage, each bucket to its part (TPM to
         ``actual_tokens``, ITPM to ``actual_input``, OTPM to ``actual_output``; a part not reported
         stays as reserved): refund the unused part, or take the overage as debt (a bucket may go
         negative, delaying the next callers), each debt clamped to one bucket (settle_deltas). The
-        live limits are used (Reservation.current). (The team budget: the store settles it after.)"""
+        live limits are used (Reservation.current). (The team budget: the store settles it after.)
+        ``also``: a caller's step run in the same atomic script (sent even when nothing else moves);
+        returns its answer."""
         if reservation.current is not None:
             limits = reservation.current()
         team = granted_team(reservation)
         deltas = settle_deltas(limits, reservation, actual_tokens, actual_input, actual_output)
         more = team_delta(team, reservation, actual_tokens)
+        if also is not None:
+            return await self.reconcile_delta(limits, deltas, team, more, also)
         if any(deltas) or more:
             await self.reconcile_delta(limits, deltas, team, more)
+        return None
 
     async def release(self, limits: ProviderLimits, reservation: Reservation) -> None:
         """Give an unused grant back: 1 request and the reserved tokens, atomically, clamped to capacity.

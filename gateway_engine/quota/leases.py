@@ -96,6 +96,19 @@ class ConcurrencyLeases(ABC):
         self._start_heartbeat(limits, lease)
         return lease
 
+    def new_lease(self, limits: ProviderLimits) -> Lease:
+        """A lease not yet taken, for an ask that takes it with the bucket grant (store.admit)."""
+        return Lease(limits.name, uuid.uuid4().hex)
+
+    def hold(self, limits: ProviderLimits, lease: Lease) -> None:
+        """Start the heartbeat of a lease the buckets' ADMIT took (until ``release_lease``)."""
+        self._start_heartbeat(limits, lease)
+
+    def forget(self, limits: ProviderLimits, lease: Lease) -> None:
+        """Give back, in the background, a lease an ask may have taken before it was cancelled (the
+        give-back of an id never taken is harmless)."""
+        self._release_in_background(limits, lease.lease_id)
+
     async def release_lease(self, limits: ProviderLimits, lease: Lease) -> None:
         """Give back a lease from try_lease(); wakes the next waiter of this provider in this process."""
         lease.stop_heartbeat()

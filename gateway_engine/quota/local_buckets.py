@@ -1,4 +1,4 @@
-"""The in-process token buckets: the same semantics as the Redis Lua scripts (ACQUIRE, RECONCILE,
+"""The in-process token buckets: the same semantics as the Redis Lua scripts (ACQUIRE / ADMIT, RECONCILE,
 RELEASE, PENALIZE, UNPAUSE, SNAPSHOT in lua.py), on the shared LocalState."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import time
 
 from .adaptive import RemainingQuota
 from .buckets import TokenBuckets, log_pause
+from .local_leases import take_lease
 from .local_state import LocalState, put, refill, wait_ms_for
 from .local_team import TeamCells
 from .lua import YIELD_MS
 from .team_quota import TeamQuota, TeamQuotaState
-from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState, SettleOutcome
 
 
 class LocalTokenBuckets(TokenBuckets):
@@ -34,6 +35,7 @@ class LocalTokenBuckets(TokenBuckets):
         *,
         lane: Lane = "batch",
         team: TeamQuota | None = None,
+        lease_id: str | None = None,
     ) -> Decision:
         need = (
             int(tokens),
@@ -67,6 +69,10 @@ class LocalTokenBuckets(TokenBuckets):
                 wait = max(wait, team_wait)
             if wait > 0:
                 return Decision(False, max(1, math.ceil(wait)), now)
+            if lease_id is not None:  # ADMIT: the lease in the same step, or nothing (lua.py)
+                busy = take_lease(b.leases, limits, lease_id, now)
+                if busy:
+                    return Decision(False, 0, now, lease_wait_ms=busy)
             put(b, limits, (rpm - 1, tpm - need[0], itpm - need[1], otpm - need[2]), now)
             if team is not None:
                 self._teams.move(limits, team, levels, (1, need[0]), now)
@@ -83,8 +89,11 @@ class LocalTokenBuckets(TokenBuckets):
         *,
         lane: Lane = "batch",
         team: TeamQuota | None = None,
+        lease_id: str | None = None,
     ) -> Decision:
-        return self.try_acquire_sync(limits, tokens, input_tokens, output_tokens, lane=lane, team=team)
+        return self.try_acquire_sync(
+            limits, tokens, input_tokens, output_tokens, lane=lane, team=team, lease_id=lease_id
+        )
 
     def _interactive_live(self, provider: str, now: float) -> bool:
         """Whether an interactive caller's mark on the provider is live (expired ones dropped). Caller
@@ -115,6 +124,7 @@ class LocalTokenBuckets(TokenBuckets):
         deltas: tuple[int, int, int],
         team: TeamQuota | None = None,
         team_delta: int = 0,
+        also: SettleOutcome | None = None,  # never given: this store folds nothing (store.folds)
     ) -> None:
         delta_tokens, delta_input, delta_output = deltas
         with self._state.lock:

@@ -10,6 +10,17 @@ from .local_state import LocalState
 from .types import ProviderLimits
 
 
+def take_lease(leases: dict[str, float], limits: ProviderLimits, lease_id: str, now: float) -> int:
+    """Take a lease of the provider's table if fewer than max_concurrency are live (expired ones are
+    dropped): 0 taken, else ms until the earliest expires. The caller holds the state's lock."""
+    for lid in [lid for lid, exp in leases.items() if exp <= now]:
+        del leases[lid]
+    if len(leases) < limits.max_concurrency:
+        leases[lease_id] = now + limits.lease_ttl_seconds * 1000.0
+        return 0
+    return max(1, math.ceil(min(leases.values()) - now))
+
+
 class LocalLeases(ConcurrencyLeases):
     """Lease tables of one process."""
 
@@ -23,13 +34,7 @@ class LocalLeases(ConcurrencyLeases):
             pause = self._state.pause(limits.name, now)
             if pause is not None:
                 raise pause.refusal()
-            leases = self._state.cell(limits.name).leases
-            for lid in [lid for lid, exp in leases.items() if exp <= now]:
-                del leases[lid]
-            if len(leases) < limits.max_concurrency:
-                leases[lease_id] = now + limits.lease_ttl_seconds * 1000.0
-                return 0
-            return max(1, math.ceil(min(leases.values()) - now))
+            return take_lease(self._state.cell(limits.name).leases, limits, lease_id, now)
 
     async def peek(self, limits: ProviderLimits) -> int:
         with self._state.lock:

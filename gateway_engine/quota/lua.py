@@ -24,6 +24,7 @@ capacity clamps) on the very next call. Times come from Redis TIME. A missing bu
 "full"; the key expires once every bucket would have refilled completely.
 """
 
+from .lua_leases import TAKE_LEASE
 from .lua_team import TEAM_FUNCTIONS
 
 # how long a batch ask is told to wait while an interactive caller waits for the provider (ms): it asks
@@ -145,18 +146,19 @@ local function observe(key, now, dr, dt)
 end
 """
 
-# KEYS: bucket, obs, pause, interactive waiters [, share bucket] [, team bucket, team observed rates].
-# ARGV: bucket args (1..9), n, ni, no, yield (1: a batch ask, which yields to waiting interactive
-# callers; 0: an interactive ask), the team ARGV (14..19, lua_team.py).
+# KEYS: bucket, obs, pause, interactive waiters [, leases: ADMIT only] [, share bucket] [, team bucket,
+# team observed rates]. ARGV: bucket args (1..9), n, ni, no, yield (1: a batch ask, which yields to waiting
+# interactive callers; 0: an interactive ask), the team ARGV (14..19, lua_team.py); ADMIT: lease id,
+# max concurrency, lease ttl ms (20..22).
 # -> {status, wait_ms, now [, requests granted, tokens granted]}: status 0 granted (adaptive: with the
 #    grant counters n / k just after this grant, the reservation's sent mark), 1 wait (the longest over the buckets; a batch ask while an
 #    interactive caller waits for this provider: YIELD_MS; {1, wait, now, 1}: only the team's buckets are short),
-#    2 impossible (an amount above its bucket's capacity); or {3, reason, until, message, since}: paused.
-# Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's: share 1, RPM 1, TPM n) grants, or none does.
-ACQUIRE = (
-    PRELUDE
-    + TEAM_FUNCTIONS
-    + """
+#    2 impossible (an amount above its bucket's capacity); or {3, reason, until, message, since}: paused;
+#    ADMIT: 4 every lease of the provider is held (wait_ms: until the earliest expires) — nothing taken.
+# Every bucket (RPM 1, TPM n, ITPM ni, OTPM no where set, the team's: share 1, RPM 1, TPM n) grants, or none
+# does; ADMIT takes the provider's concurrency lease in the same step (the leases key shares the provider's
+# hash slot), so both are taken or neither: no token is ever taken to be given back for a busy lease.
+_GRANT = """
 local pz = paused(KEYS[3])
 if pz then return pz end
 local n, ni, no = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
@@ -167,7 +169,7 @@ if ARGV[13] == '1' and redis.call('ZCOUNT', KEYS[4], '(' .. fmt(now), '+inf') > 
 end
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
 local w = wait_for(now, r, t, i, o, p, n, ni, no)
-local sk, tk = team_keys(5, 14)
+local sk, tk = team_keys(LEASES + 5, 14)
 local mr, qv, kv, tw = team_ask(sk, tk, now, n, 14)
 if tw < 0 then return {2, 0, fmt(now)} end  -- above the team's TPM bucket
 if tw > 0 then
@@ -175,6 +177,10 @@ if tw > 0 then
   w = math.max(w, tw)
 end
 if w > 0 then return {1, math.max(1, math.ceil(w)), fmt(now)} end
+if LEASES > 0 then
+  local busy = take_lease(KEYS[5], ARGV[20], tonumber(ARGV[21]), tonumber(ARGV[22]))
+  if busy > 0 then return {4, busy, fmt(now)} end
+end
 store(KEYS[1], now, r - 1, t - n, i - ni, o - no, p, hi, ho)
 team_move(sk, tk, now, mr, qv, kv, 1, n, 14)
 observe(KEYS[2], now, 1, n)
@@ -182,8 +188,12 @@ if adaptive then
   return {0, 0, fmt(now), redis.call('HINCRBY', KEYS[1], 'n', 1), redis.call('HINCRBY', KEYS[1], 'k', ARGV[10])}
 end
 return {0, 0, fmt(now)}
-"""
-).replace("YIELD_MS", str(YIELD_MS))
+""".replace("YIELD_MS", str(YIELD_MS))
+
+# the bucket grant alone (store.acquire)
+ACQUIRE = PRELUDE + TEAM_FUNCTIONS + "local LEASES = 0\n" + _GRANT
+# the bucket grant and the provider's concurrency lease in one atomic step (store.admit, the engine's)
+ADMIT = PRELUDE + TEAM_FUNCTIONS + TAKE_LEASE + "local LEASES = 1\n" + _GRANT
 
 # KEYS: interactive waiters. ARGV: member (one process's waiters for this provider), ttl ms.
 # The member's mark lasts ttl ms (server clock) unless renewed; expired marks are dropped.
@@ -207,10 +217,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 # KEYS: bucket, obs [, team bucket, team observed rates]. ARGV: bucket args (1..9), d, di, do (actual -
 # reserved per TPM, ITPM, OTPM; negative = refund, clamped to capacity), the team ARGV (13..18, share
 # "0"), the team TPM's d (19)
-RECONCILE = (
-    PRELUDE
-    + TEAM_FUNCTIONS
-    + """
+_RECONCILE_BODY = """
 local d = tonumber(ARGV[10])
 local now = now_ms()
 local r, t, i, o, p, hi, ho = load(KEYS[1], now)
@@ -222,9 +229,16 @@ if tk > 0 then
   local _, qv, kv = team_ask(0, tk, now, 0, 13)
   team_move(0, tk, now, nil, qv, kv, 0, tonumber(ARGV[19]), 13)
 end
-return 1
 """
-)
+RECONCILE = PRELUDE + TEAM_FUNCTIONS + _RECONCILE_BODY + "return 1\n"
+
+
+def settle_script(outcome_function: str) -> str:
+    """SETTLE: RECONCILE with a caller's step after it in the same atomic script (the breaker's success:
+    ``outcome_function`` defines ``local function outcome(key, a)``). KEYS: RECONCILE's, then the step's
+    key (the last); ARGV: RECONCILE's 19, then the step's from 20. Answers what the step answers."""
+    return PRELUDE + TEAM_FUNCTIONS + outcome_function + _RECONCILE_BODY + "return outcome(KEYS[#KEYS], 20)\n"
+
 
 # KEYS: bucket, obs, pause (unread) [, share bucket] [, team bucket, team observed rates]. ARGV: bucket
 # args (1..9), n, ni, no, the team ARGV (13..18). Gives back an unused grant (1 request, the tokens; the
@@ -313,51 +327,6 @@ return {fmt(r), fmt(t), fmt(i), fmt(o), fmt(p), fmt(now), math.ceil(w), leases, 
         z[1], z[2], z[3], z[4], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}
 """
 )
-
-# KEYS: leases, pause. ARGV: lease id, max concurrency, ttl ms. -> 0 taken, else ms until the earliest
-# expiry; or {3, reason, until, message, since}: the provider is paused (nothing taken)
-LEASE_ACQUIRE = """
-local z = redis.call('HMGET', KEYS[2], 'reason', 'until', 'message', 'since')
-if z[1] then return {3, z[1], z[2] or '', z[3] or '', z[4] or '0'} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local max, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < max then
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  if redis.call('PTTL', KEYS[1]) < ttl + 1000 then redis.call('PEXPIRE', KEYS[1], ttl + 1000) end
-  return 0
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return math.max(1, tonumber(first[2]) - now)
-"""
-
-# KEYS: leases. ARGV: max concurrency. Read-only. -> 0 a slot is free now, else ms until the earliest expiry
-LEASE_PEEK = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local max = tonumber(ARGV[1])
-local after = string.format('(%d', now)
-if redis.call('ZCOUNT', KEYS[1], after, '+inf') < max then return 0 end
-local first = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-return math.max(1, tonumber(first[2]) - now)
-"""
-
-# KEYS: leases. ARGV: lease id, ttl ms. -> 1 refreshed, 0 lease is gone (expired)
-LEASE_REFRESH = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[2])
-local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
-if exp == nil or exp <= now then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  return 0
-end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-if redis.call('PTTL', KEYS[1]) < ttl + 1000 then redis.call('PEXPIRE', KEYS[1], ttl + 1000) end
-return 1
-"""
-
 
 # KEYS: a team's ledger keys (day, month). ARGV: n, then per key its limit (-1 = no limit).
 # -> {0} reserved (every key += n); {2, i} key i is missing (seed it, then ask again);

@@ -1,4 +1,4 @@
-"""The Redis token buckets: the ACQUIRE, RECONCILE, RELEASE, PENALIZE, UNPAUSE, SNAPSHOT and
+"""The Redis token buckets: the ACQUIRE (ADMIT: with the provider's lease), RECONCILE, RELEASE, PENALIZE, UNPAUSE, SNAPSHOT and
 INTERACTIVE_MARK / _COUNT scripts of lua.py, shared by every worker process."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ from typing import Any
 
 from .adaptive import OUTSIDE_SHOWN_MS, RemainingQuota
 from .buckets import TokenBuckets, log_pause
+from .lua import settle_script
 from .redis_conn import RedisConnection, pause_state
-from .resp import Arg
+from .resp import Arg, Reply
 from .team_quota import TeamQuota, TeamQuotaState
-from .types import AdaptiveView, Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState
+from .types import AdaptiveView, Decision, Lane, PauseState, ProviderLimits, ProviderQuotaState, SettleOutcome
 
 PAUSED = 3  # ACQUIRE's status when the provider is paused
+LEASES_HELD = 4  # ADMIT's status when every lease of the provider is held (nothing taken)
 
 
 def rates(limits: ProviderLimits) -> list[Arg]:
@@ -78,12 +80,18 @@ class RedisTokenBuckets(TokenBuckets):
         *,
         lane: Lane = "batch",
         team: TeamQuota | None = None,
+        lease_id: str | None = None,
     ) -> Decision:
         keys, args = self._bucket_call(limits, (tokens, input_tokens, output_tokens), team)
         # ACQUIRE's KEYS[4] is the interactive waiters' set, ARGV[13] whether this ask yields to them
         keys.insert(3, self._conn.interactive_key(limits.name))
         args.insert(12, "1" if lane == "batch" else "0")
-        reply = await self._conn.run("ACQUIRE", keys, args)
+        script = "ACQUIRE"
+        if lease_id is not None:  # ADMIT: KEYS[5] the provider's leases, ARGV[20..22] the lease
+            script = "ADMIT"
+            keys.insert(4, self._conn.provider_keys(limits.name)[2])
+            args += [lease_id, int(limits.max_concurrency), int(limits.lease_ttl_seconds * 1000)]
+        reply = await self._conn.run(script, keys, args)
         status = int(reply[0])
         if status == PAUSED:
             raise pause_state(limits.name, reply[1:]).refusal()
@@ -91,11 +99,12 @@ class RedisTokenBuckets(TokenBuckets):
         team_wait = status == 1 and len(reply) >= 4 and int(reply[3]) == 1
         return Decision(
             status == 0,
-            int(reply[1]),
+            int(reply[1]) if status != LEASES_HELD else 0,
             float(reply[2]),
             impossible=status == 2,
             sent_mark=mark,
             team_wait=team_wait,
+            lease_wait_ms=int(reply[1]) if status == LEASES_HELD else 0,
         )
 
     async def follow(
@@ -116,11 +125,17 @@ class RedisTokenBuckets(TokenBuckets):
         deltas: tuple[int, int, int],
         team: TeamQuota | None = None,
         team_delta: int = 0,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Reply:
         bucket, obs, _ = self._conn.provider_keys(limits.name)
         team_keys, team_args = self._team_part(team)
-        args = [*rates(limits), *(int(d) for d in deltas), "0", "0", *team_args, int(team_delta)]
-        await self._conn.run("RECONCILE", [bucket, obs, *team_keys], args)
+        args: list[Arg] = [*rates(limits), *(int(d) for d in deltas), "0", "0", *team_args, int(team_delta)]
+        if also is None:
+            await self._conn.run("RECONCILE", [bucket, obs, *team_keys], args)
+            return None
+        # SETTLE: the caller's step (its key last, its ARGV from 20) in the same atomic script
+        keys = [bucket, obs, *team_keys, also.key]
+        return await self._conn.run_text(settle_script(also.function), keys, [*args, *also.args])
 
     async def give_back(
         self, limits: ProviderLimits, amounts: tuple[int, int, int], team: TeamQuota | None = None

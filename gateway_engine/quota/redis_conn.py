@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..redis_errors import REDIS_ERRORS
-from . import lua, lua_adaptive, lua_team
+from . import lua, lua_adaptive, lua_leases, lua_team
 from .resp import Arg, Reply, RespClient, Script
 from .types import PauseState, QuotaStoreUnavailable
 
@@ -20,6 +20,7 @@ from .types import PauseState, QuotaStoreUnavailable
 _UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
 SCRIPT_NAMES = (
     "ACQUIRE",
+    "ADMIT",
     "INTERACTIVE_MARK",
     "INTERACTIVE_COUNT",
     "RECONCILE",
@@ -28,12 +29,10 @@ SCRIPT_NAMES = (
     "PAUSE_SET",
     "UNPAUSE",
     "SNAPSHOT",
-    "LEASE_ACQUIRE",
-    "LEASE_PEEK",
-    "LEASE_REFRESH",
     "BUDGET_RESERVE",
     "BUDGET_ADJUST",
 )
+LEASE_SCRIPT_NAMES = ("LEASE_ACQUIRE", "LEASE_PEEK", "LEASE_REFRESH")
 ADAPTIVE_SCRIPT_NAMES = ("ADAPT",)
 TEAM_SCRIPT_NAMES = ("TEAM_SNAPSHOT",)
 
@@ -72,8 +71,10 @@ class RedisConnection:
         )
         self._clients_lock = threading.Lock()
         self.scripts = {name: Script(getattr(lua, name)) for name in SCRIPT_NAMES}
+        self.scripts.update({name: Script(getattr(lua_leases, name)) for name in LEASE_SCRIPT_NAMES})
         self.scripts.update({name: Script(getattr(lua_adaptive, name)) for name in ADAPTIVE_SCRIPT_NAMES})
         self.scripts.update({name: Script(getattr(lua_team, name)) for name in TEAM_SCRIPT_NAMES})
+        self._built: dict[str, Script] = {}  # run_text's scripts
 
     def client(self) -> RespClient:
         loop = asyncio.get_running_loop()
@@ -103,6 +104,16 @@ class RedisConnection:
         """Run one of lua.py's scripts (by name)."""
         try:
             return await self.scripts[script](self.client(), keys, args)
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def run_text(self, text: str, keys: list[str], args: list[Arg]) -> Reply:
+        """Run a script built at run time (lua.settle_script), its Script kept per text."""
+        script = self._built.get(text)
+        if script is None:
+            script = self._built[text] = Script(text)
+        try:
+            return await script(self.client(), keys, args)
         except _UNAVAILABLE as exc:
             raise self._unavailable(exc) from exc
 

@@ -12,6 +12,7 @@ from .redis_leases import RedisLeases
 from .redis_ledger import RedisBudgetLedger
 from .resp import Arg, Reply, RespClient
 from .store import ComposedQuotaStore
+from .types import SettleOutcome
 
 
 class RedisQuotaStore(ComposedQuotaStore):
@@ -43,6 +44,10 @@ class RedisQuotaStore(ComposedQuotaStore):
     @property
     def prefix(self) -> str:
         return self.connection.prefix
+
+    def folds(self, also: SettleOutcome) -> bool:
+        """A step of the same Redis server runs inside the SETTLE script (its key in the provider's slot)."""
+        return also.url == self.url
 
     def client(self) -> RespClient:
         """This event loop's connection."""

@@ -96,10 +96,34 @@ class InFlightSlots:
     async def try_global_slot(self) -> GlobalSlot | None:
         """Take an in-flight slot (and the cluster lease, if a cluster cap is set) if one is free right
         now, else None. Never waits. Give it back with ``release_global_slot``."""
+        if not self.take_local():
+            return None
+        return await self.adopt()
+
+    def local_hold(self) -> LocalSlotHold:
+        """This process's slot, taken around each try of a grant (store.admit): held only while the
+        store is asked, kept once it grants (``adopt``), given back when it refuses."""
+        return LocalSlotHold(self)
+
+    def take_local(self) -> bool:
+        """This process's part of a slot, if one is free right now (no cluster lease)."""
         with self._lock:
             if self._in_flight >= self.global_max_in_flight:
-                return None
+                return False
             self._in_flight += 1
+            return True
+
+    async def wait_for_local(self) -> None:
+        """Wait until this process has a free slot (woken at once by a release here). Takes nothing."""
+        step, delay = 0, LEASE_POLL_MIN_S
+        while self._in_flight >= self.global_max_in_flight:
+            await self._wakeups.wait("global", delay)
+            step += 1
+            delay = capped_exponential(LEASE_POLL_MIN_S, LEASE_POLL_MAX_S, step)
+
+    async def adopt(self) -> GlobalSlot | None:
+        """The slot of a held local part (``take_local``), with the cluster lease if a cluster cap is
+        set; None when that is busy (the local part given back)."""
         slot = GlobalSlot()
         if self._cluster_limits is None:
             return slot
@@ -112,6 +136,10 @@ class InFlightSlots:
             self._give_back()
             return None
         return slot
+
+    def give_back_local(self) -> None:
+        """Give back a local part taken with ``take_local`` (not adopted)."""
+        self._give_back()
 
     async def release_global_slot(self, slot: GlobalSlot) -> None:
         if slot.released:
@@ -126,15 +154,7 @@ class InFlightSlots:
 
     async def wait_for_global_slot(self) -> None:
         """Wait until an in-flight slot looks free (woken at once by a release in this process). Takes nothing."""
-        step, delay = 0, LEASE_POLL_MIN_S
-        while True:
-            with self._lock:
-                free = self._in_flight < self.global_max_in_flight
-            if free:
-                break
-            await self._wakeups.wait("global", delay)
-            step += 1
-            delay = capped_exponential(LEASE_POLL_MIN_S, LEASE_POLL_MAX_S, step)
+        await self.wait_for_local()
         if self._cluster_limits is not None:
             await self._leases.wait_for_lease(self._cluster_limits)
 
@@ -142,3 +162,25 @@ class InFlightSlots:
         with self._lock:
             self._in_flight -= 1
         self._wakeups.notify_one("global")
+
+
+class LocalSlotHold:
+    """This process's in-flight slot around one try of a grant (buckets.py ``_ask``: TokenAsk.hold):
+    taken — waiting for one, holding nothing else — just before the store is asked, given back when the
+    store refuses (a wait, a busy lease), kept when it grants. So a grant never finds the process's
+    slots full after the fact (no grant and lease taken only to be given back), and no slot is held
+    while a caller sleeps for a token."""
+
+    def __init__(self, slots: InFlightSlots) -> None:
+        self._slots = slots
+        self.held = False
+
+    async def take(self) -> None:
+        while not self._slots.take_local():
+            await self._slots.wait_for_local()
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self._slots.give_back_local()

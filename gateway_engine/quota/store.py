@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from .adaptive import RemainingQuota
 from .buckets import TokenBuckets
@@ -21,6 +22,7 @@ from .config_version import ConfigVersion
 from .leases import ConcurrencyLeases, Lease
 from .ledger import BudgetLedger, BudgetSeed
 from .slots import GlobalSlot, InFlightSlots
+from .store_admit import LeaseGrants
 from .team_quota import TeamLimits, TeamQuota, TeamQuotaState
 from .types import (
     BudgetReservation,
@@ -30,11 +32,13 @@ from .types import (
     ProviderLimits,
     ProviderQuotaState,
     Reservation,
+    SettleOutcome,
 )
 
 
-class ComposedQuotaStore:
-    """Buckets, leases, in-flight slots, the budget ledger and the config version of one backend."""
+class ComposedQuotaStore(LeaseGrants):
+    """Buckets, leases, in-flight slots, the budget ledger and the config version of one backend (the
+    grant with its lease, ``admit``: store_admit.py)."""
 
     backend = "base"
 
@@ -128,15 +132,27 @@ class ComposedQuotaStore:
         *,
         actual_input: int | None = None,
         actual_output: int | None = None,
-    ) -> None:
+        also: SettleOutcome | None = None,
+    ) -> Any:
         """Settle a grant with the provider's reported usage (TPM: all tokens; ITPM: the input tokens
         that count there, cache reads excluded; OTPM: the output tokens; None: leave as reserved), and
-        the team budget reserved with it (all tokens)."""
-        await self.buckets.reconcile(
-            limits, reservation, actual_tokens, actual_input=actual_input, actual_output=actual_output
+        the team budget reserved with it (all tokens). ``also`` (the breaker's success): run in the same
+        atomic script where this store can (``folds``), its answer returned; else None."""
+        answer = await self.buckets.reconcile(
+            limits,
+            reservation,
+            actual_tokens,
+            actual_input=actual_input,
+            actual_output=actual_output,
+            also=also if also is not None and self.folds(also) else None,
         )
         if reservation.budget is not None:
             await self.ledger.settle_budget(reservation.budget, actual_tokens)
+        return answer
+
+    def folds(self, also: SettleOutcome) -> bool:
+        """Whether ``reconcile`` can run ``also`` in its own script (the Redis store, on its server)."""
+        return False
 
     async def follow_remaining(
         self, limits: ProviderLimits, reservation: Reservation | None, quota: RemainingQuota

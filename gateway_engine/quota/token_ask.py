@@ -9,9 +9,20 @@ max_tokens) from TPM, the input part from ITPM and the output part from OTPM, in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from .team_quota import TeamQuota
 from .types import ProviderLimits, QuotaImpossible, Reservation
+
+
+class AskHold(Protocol):
+    """Something of this process taken just around each try of a grant (slots.LocalSlotHold)."""
+
+    async def take(self) -> None:
+        """Take it, waiting (holding nothing else) until it is free."""
+
+    def give_back(self) -> None:
+        """Give it back (the store refused); a no-op when not held."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +37,10 @@ class TokenAsk:
     # an interactive caller in the fair queue: told to wait only for its team's share bucket, it is not
     # kept waiting in the store but gets TeamShareWait and gives its turn to other teams (fair_gate.py)
     step_aside: bool = False
+    # store.admit: the provider's concurrency lease to take under this id with the grant (None: none)
+    lease_id: str | None = None
+    # store.admit: this process's in-flight slot, held only during each try (None: none)
+    hold: AskHold | None = None
 
     def __post_init__(self) -> None:
         for name in ("tokens", "input_tokens", "output_tokens"):

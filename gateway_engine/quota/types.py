@@ -220,6 +220,29 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class SettleOutcome:
+    """A caller's own step run inside the grant's settle script, atomically after the reconcile (the
+    breaker's success: RedisBreaker.success_part): ``function`` is Lua text defining
+    ``local function outcome(key, a)`` (its ARGV from index ``a``), ``key`` its key (in the provider's
+    hash slot), ``args`` its ARGV; ``url`` the Redis it belongs to (folded only into a store there)."""
+
+    url: str
+    function: str
+    key: str
+    args: tuple[str | bytes | int | float, ...]
+
+
+class LeaseBusy(Exception):
+    """store.admit: the buckets would grant but every concurrency lease of the provider is held, so
+    nothing was taken (no token to give back); wait for a lease (store.wait_for_lease) and ask again.
+    ``wait_ms``: until the earliest held lease expires."""
+
+    def __init__(self, provider: str, wait_ms: int) -> None:
+        super().__init__(f"provider {provider}: every concurrency lease is held")
+        self.provider, self.wait_ms = provider, wait_ms
+
+
+@dataclass(frozen=True)
 class Decision:
     """One non-blocking attempt at the buckets (store.try_acquire)."""
 
@@ -231,6 +254,9 @@ class Decision:
     team_wait: bool = (
         False  # not granted only because the team's own buckets are short (the provider's would)
     )
+    # an ask with a lease (store.admit): > 0 the buckets would grant but every lease of the provider is
+    # held — nothing was taken; ms until the earliest lease expires
+    lease_wait_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,16 @@ from ..errors import CallError
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A surface's request as a chat request: ``messages`` and ``params`` (the item's, checked by the
-    batch item rules), whether it streams, and what the surface's answer echoes of the request."""
+    """A surface's request as the engine's item: ``messages`` and ``params`` (the item's, checked by the
+    batch item rules), whether it streams, and what the surface's answer echoes of the request. An
+    embeddings surface gives ``input`` instead of messages (the item's endpoint is the surface's)."""
 
     messages: list[Any]
     params: dict[str, Any]
     stream: bool = False
     include_usage: bool = False
     echo: dict[str, Any] = field(default_factory=dict)
+    input: Any = None
 
 
 @dataclass(frozen=True)

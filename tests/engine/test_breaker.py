@@ -3,12 +3,13 @@ the real Redis with sleeps and margins that hold on a loaded machine."""
 
 import asyncio
 import time
+import uuid
 
 import pytest
 from django.conf import settings
 
 from gateway_engine.breaker import BreakerConfig, LocalBreaker
-from gateway_engine.breaker_redis import RedisBreaker
+from gateway_engine.breaker_redis import KNOWN_CLOSED_SECONDS, RedisBreaker
 from tests.clock import FakeClock
 
 CFG = BreakerConfig(
@@ -230,3 +231,102 @@ def test_the_redis_breaker_walks_the_python_cooldown_ladder(redis_sync):
         return periods
 
     assert run(scenario()) == [50.0, 100.0, 200.0, 200.0]
+
+
+class CountingBreaker(RedisBreaker):
+    """The real Redis breaker, counting the script calls it sends (allow and record alike)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+
+    async def _eval(self, provider, args):
+        self.calls += 1
+        return await super()._eval(provider, args)
+
+
+def test_a_breaker_opened_by_another_worker_is_honoured_here_once_the_known_closed_bound_passed(redis_sync):
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}brk-known:{uuid.uuid4().hex[:8]}:"
+    clock = FakeClock()
+    here = CountingBreaker(settings.REDIS_URL, prefix=prefix, config=CFG, clock=clock)
+    other = RedisBreaker(settings.REDIS_URL, prefix=prefix, config=CFG)  # another worker process
+
+    async def scenario():
+        assert await here.record("p", ok=True) == "closed" and here.calls == 1  # this process learns "closed"
+        for _ in range(3):
+            await other.record("p", ok=False)
+        assert other.snapshot_sync(["p"])["p"].state == "open"
+        assert (await here.allow("p")).allowed and here.calls == 1  # within the bound: answered here
+        clock.advance(KNOWN_CLOSED_SECONDS)
+        refused = await here.allow("p")  # the bound passed: Redis is asked, the open breaker honoured
+        assert not refused.allowed and refused.state == "open" and here.calls == 2
+        assert not (await here.allow("p")).allowed and here.calls == 3  # open: always asked
+        await here.aclose()
+        await other.aclose()
+
+    run(scenario())
+
+
+def test_an_outcome_recorded_here_learns_an_open_breaker_at_once(redis_sync):
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}brk-known:{uuid.uuid4().hex[:8]}:"
+    clock = FakeClock()
+    here = CountingBreaker(settings.REDIS_URL, prefix=prefix, config=CFG, clock=clock)
+    other = RedisBreaker(settings.REDIS_URL, prefix=prefix, config=CFG)
+
+    async def scenario():
+        assert await here.record("p", ok=True) == "closed"
+        for _ in range(3):
+            await other.record("p", ok=False)
+        # a late success of a call sent before the open: the answer says "open", the knowledge goes
+        assert await here.record("p", ok=True) == "open"
+        assert not (await here.allow("p")).allowed  # asked at once, no bound to wait out
+        await here.aclose()
+        await other.aclose()
+
+    run(scenario())
+
+
+def test_successful_calls_cost_one_breaker_script_each_not_two(redis_sync):
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}brk-known:{uuid.uuid4().hex[:8]}:"
+    clock = FakeClock()
+    breaker = CountingBreaker(settings.REDIS_URL, prefix=prefix, config=CFG, clock=clock)
+    calls = 50
+
+    async def scenario():
+        for _ in range(calls):
+            assert (await breaker.allow("p")).allowed
+            clock.advance(0.01)  # the call
+            assert await breaker.record("p", ok=True) == "closed"
+        await breaker.aclose()
+
+    run(scenario())
+    assert breaker.calls == calls + 1  # the first allow asks; every success renews "closed" (was 2 × calls)
+
+
+def test_a_success_folded_into_the_settle_is_recorded_once_in_one_round_trip(redis_sync):
+    from gateway_engine.quota.redis_store import RedisQuotaStore
+    from tests.quota.conftest import make_limits
+
+    prefix = f"{settings.GATEWAY_REDIS_PREFIX}brk-fold:{uuid.uuid4().hex[:8]}:"
+    store = RedisQuotaStore(settings.REDIS_URL, prefix=prefix, global_max_in_flight=4)
+    breaker = CountingBreaker(settings.REDIS_URL, prefix=prefix, config=CFG, clock=FakeClock())
+    limits = make_limits(rpm=600, tpm=60_000)
+
+    async def scenario():
+        for _ in range(2):
+            await breaker.record(limits.name, ok=False)  # 2 of 3 failures: a success must reset them
+        reservation, lease, slot = await store.admit(limits, 100)
+        await store.release_global_slot(slot)
+        await store.release_lease(limits, lease)
+        answer = await store.reconcile(limits, reservation, 40, also=breaker.success_part(limits.name))
+        assert breaker.learn_folded(limits.name, answer) == "closed"
+        sent = breaker.calls
+        assert await breaker.record(limits.name, ok=True) == "closed" and breaker.calls == sent  # not re-sent
+        view = breaker.snapshot_sync([limits.name])[limits.name]
+        assert view.consecutive_failures == 0 and view.window_requests == 3  # the fold counted once
+        assert (await store.snapshot(limits)).tpm_tokens_available == pytest.approx(960, abs=5)
+        assert await breaker.record(limits.name, ok=True) == "closed" and breaker.calls == sent + 1
+        await store.aclose()
+        await breaker.aclose()
+
+    run(scenario())

@@ -69,10 +69,10 @@ def store_for(tag: str) -> PenaltyCountingStore:
     return PenaltyCountingStore(settings.REDIS_URL, prefix=f"{settings.GATEWAY_REDIS_PREFIX}pause-{tag}:")
 
 
-def run(configs, items, *, tag, breaker=None, observer=None, rules=()):
+def run(configs, items, *, tag, breaker=None, observer=None, rules=(), store=None):
     """One batcher run on a fresh store handle of ``tag``'s Redis prefix; (results by custom_id, each
     provider's bucket snapshot and pause read afterwards from the same store, the penalties asked)."""
-    store = store_for(tag)
+    store = store or store_for(tag)
     table = routing_table(configs, rules)
     batcher = CrossProviderBatcher(
         table, store=store, breaker=breaker or LocalBreaker(), options=FAST, observer=observer
@@ -242,3 +242,38 @@ def test_a_plain_429_still_penalizes_the_bucket(provider_server, redis_sync):
     results, states, pauses = run([rl], [work_item("x", provider="rl")], tag="plain429")
     assert results["x"].ok and results["x"].attempts == 2
     assert states["penalized"] == [("rl", 1.0)] and pauses["rl"] is None
+
+
+class PauseAtReleaseStore(PenaltyCountingStore):
+    """Notes, as each provider lease goes back, whether the provider is paused by then."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.paused_at_release: list[tuple[str, bool]] = []
+
+    def release_lease(self, limits, lease):
+        reply = super().release_lease(limits, lease)
+
+        async def noted():
+            await reply
+            self.paused_at_release.append((limits.name, await self.provider_pause(limits.name) is not None))
+
+        return noted()
+
+
+def test_the_pause_an_answer_asks_for_is_in_the_store_before_its_lease_goes_back(
+    provider_server, redis_sync, monkeypatch
+):
+    """The billing answer's pause is applied before its lease is released: a worker polling for that
+    lease (another process: another connection) can never be granted it between the two and send once
+    more to the broke provider. (Before, the lease went back first, then the pause was recorded.)"""
+    kind = kind_for(monkeypatch, "openai", 429, INSUFFICIENT_QUOTA)
+    provider_server.behaviours["broke1"] = lambda n, r, a, b: Reply(429, delay=0.05, body=INSUFFICIENT_QUOTA)
+    configs, rules = routed(provider_server, "broke1", kind, max_concurrency=1, max_retries=3)
+    store = PauseAtReleaseStore(settings.REDIS_URL, prefix=f"{settings.GATEWAY_REDIS_PREFIX}pause-first:")
+    items = [work_item(f"p{i}", route="r") for i in range(12)]
+    results, _, pauses = run(configs, items, tag="pause-first", rules=rules, store=store)
+    assert {r.provider for r in results.values()} == {"good"} and all(r.ok for r in results.values())
+    assert sum(per_rid(provider_server, "broke1").values()) == 1  # the one in flight when it answered
+    assert pauses["broke1"] is not None and pauses["broke1"].reason == "billing"
+    assert [paused for name, paused in store.paused_at_release if name == "broke1"] == [True]

@@ -1,14 +1,17 @@
 """Token before lease, checked on the order of calls rather than on timings.
 
-A spy wraps the in-process quota store and records, per engine task, every acquire / try_lease /
+A spy wraps the in-process quota store and records, per engine task, every admit / acquire / try_lease /
 try_global_slot / release / release_lease / wait_for_lease call. The engine's rule (docs/quota.md):
-an attempt takes a bucket token first, then tries for a provider lease and an in-flight slot without
-waiting; when either is busy it gives the token back before it waits. So, for every attempt:
-  * try_lease is only ever called while the task holds a token it has just acquired;
-  * acquire (which may wait for a token) is never called while the task holds a lease;
+an attempt takes its bucket token and its provider lease in one atomic grant (store.admit: both, or —
+every lease held — neither), with this process's in-flight slot held around each try; when something
+after it is busy it gives everything back before it waits. So, for every attempt:
+  * admit and acquire (which may wait for a token) are never called while the task holds a lease or a
+    token, and try_lease (a lease apart from a grant) is never called at all;
+  * a busy lease takes nothing: no release follows it, the task goes straight to wait_for_lease;
   * wait_for_lease / wait_for_global_slot are never called while the task holds a token.
-If the engine flipped the order (lease first, then wait for a token while holding it), the first two
-checks fail on the first attempt.
+If the engine took a lease first and then waited for a token while holding it, the first check fails on
+the first attempt; if it took a token and gave it back for a busy lease (main before the ADMIT), the
+second does.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 from collections import Counter, defaultdict
 
 from gateway_engine import CrossProviderBatcher, EngineOptions
+from gateway_engine.quota import LeaseBusy
 from gateway_engine.quota.local import LocalQuotaStore
 from gateway_engine.routing import ProviderConfig, routing_table
 
@@ -48,16 +52,32 @@ class SpyStore(LocalQuotaStore):
         if not ok:
             self.violations.append(f"{what} (call {len(self.calls)})")
 
-    async def acquire(self, limits, tokens=0, *args, **kw):
+    def _asking(self, limits, what: str) -> int:
         t = self._task()
         if self._mine(limits):
-            self._check(self.leases[t] == 0, "acquire while holding a lease")
-            self.calls.append((t, "acquire"))
+            self._check(self.leases[t] == 0 and self.tokens[t] == 0, f"{what} while holding a lease or token")
+            self.calls.append((t, what))
+        return t
+
+    async def acquire(self, limits, tokens=0, *args, **kw):
+        t = self._asking(limits, "acquire")
         reservation = await super().acquire(limits, tokens, *args, **kw)
         if self._mine(limits):
             self.tokens[t] += 1
             self.calls.append((t, "acquired"))
         return reservation
+
+    async def admit(self, limits, tokens=0, **kw):
+        t = self._asking(limits, "admit")
+        try:
+            granted = await super().admit(limits, tokens, **kw)
+        except LeaseBusy:
+            self.calls.append((t, "admit:busy"))
+            raise
+        if self._mine(limits):
+            self.leases[t] += 1  # the token is spent on the send that follows at once (the slot came with it)
+            self.calls.append((t, "admitted" if granted[2] is not None else "admitted:no-slot"))
+        return granted
 
     async def release(self, limits, reservation):
         t = self._task()
@@ -156,16 +176,16 @@ def test_every_attempt_takes_its_token_before_its_lease_and_never_waits_holding_
     sent = 0
     for calls in per_task.values():
         for i, call in enumerate(calls):
-            if call.startswith("try_lease"):  # the call just before is this attempt's token grant
-                assert calls[i - 1] == "acquired", calls[max(0, i - 3) : i + 1]
-            if call == "try_lease:busy":  # a busy lease: the token goes back, then (only then) the wait
-                assert calls[i + 1 : i + 3] == ["release", "wait_for_lease"], calls[i : i + 3]
-            if call == "try_global_slot:ok":
-                assert calls[i - 2 : i] == ["acquired", "try_lease:ok"], calls[max(0, i - 3) : i + 1]
-                sent += 1
+            assert not call.startswith(("try_lease", "acquire")), call  # the grant and lease: one admit
+            if call == "admitted":
+                assert calls[i - 1] == "admit", calls[max(0, i - 3) : i + 1]
+            if call == "admit:busy":  # nothing taken: nothing to give back; the wait comes next
+                assert calls[i + 1] == "wait_for_lease", calls[i : i + 3]
+            sent += call == "admitted"
     assert sent == ITEMS == provider_server.count("spy")  # one request per item, each after its token
-    # the contended path really ran: attempts found the lease busy and gave their token back
-    busy = sum(call == "try_lease:busy" for _, call in store.calls)
-    assert busy > 0 and Counter(call for _, call in store.calls)["release"] >= busy
+    # the contended path really ran: attempts found every lease held, and no token was given back
+    tally = Counter(call for _, call in store.calls)
+    assert tally["admit:busy"] > 0 and tally["wait_for_lease"] >= tally["admit:busy"]
+    assert tally["release"] == tally["admitted:no-slot"] == tally["try_global_slot:busy"] == 0
     # never more than CONCURRENCY requests in flight at the provider
     assert provider_server.max_in_flight["spy"] <= CONCURRENCY

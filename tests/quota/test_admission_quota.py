@@ -4,14 +4,18 @@ to the grant and back through ``settle`` to the ITPM / OTPM buckets."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from django.conf import settings
 
 from gateway_engine.admission import Admission, AdmissionRequest
 from gateway_engine.live_limits import LiveLimits
 from gateway_engine.options import EngineOptions
-from gateway_engine.quota import ProviderPaused
+from gateway_engine.quota import LocalQuotaStore, ProviderPaused, QuotaStoreUnavailable
+from gateway_engine.quota.redis_store import RedisQuotaStore
 
-from .conftest import make_limits, run
+from .conftest import make_limits, redis_prefix, run
 
 
 async def nothing_held(store, limits) -> None:
@@ -35,19 +39,19 @@ def test_a_paused_provider_is_refused_with_nothing_held(store):
     run(store, body)
 
 
-def test_a_pause_between_grant_and_lease_gives_the_grant_back(store):
+def test_a_failure_after_the_grant_and_lease_gives_both_back(store):
+    # the grant and the lease are one atomic step (store.admit: a pause after it cannot split them);
+    # a failure at the in-flight slot after it (the cluster cap's lease: its store down) gives back both
     limits = make_limits(rpm=600, tpm=60_000)
-    granted = store.acquire
 
-    async def acquire_then_pause(*args, **kwargs):
-        reservation = await granted(*args, **kwargs)
-        await store.pause_provider(limits.name, "per_day_quota")  # another worker's answer, meanwhile
-        return reservation
+    async def cluster_down():  # as InFlightSlots.adopt fails: the local part given back, then the error
+        store.slots.give_back_local()
+        raise QuotaStoreUnavailable("the cluster lease's store is down")
 
     async def body():
-        store.acquire = acquire_then_pause
+        store.slots.adopt = cluster_down
         admission = Admission(store, LiveLimits(None), EngineOptions())
-        with pytest.raises(ProviderPaused):  # from try_lease
+        with pytest.raises(QuotaStoreUnavailable):
             await admission.admit(AdmissionRequest.for_item(limits, 100, team="", check_cancel=False))
         await nothing_held(store, limits)
 
@@ -110,3 +114,38 @@ def test_settle_without_a_split_in_the_usage_leaves_itpm_and_otpm_as_reserved(st
         assert snap.tpm_tokens_available == pytest.approx(600 - 12, abs=0.5)
 
     run(store, body)
+
+
+@pytest.mark.parametrize("backend", ["local", "redis"])
+def test_a_busy_cluster_cap_gives_the_grant_and_lease_back_and_waits(backend, redis_sync):
+    # the cluster cap's lease follows the ADMIT (another hash slot): busy, everything goes back
+    if backend == "local":
+        store = LocalQuotaStore(global_max_in_flight=4, cluster_max_in_flight=1)
+    else:
+        store = RedisQuotaStore(
+            settings.REDIS_URL, prefix=redis_prefix(), global_max_in_flight=4, cluster_max_in_flight=1
+        )
+    limits = make_limits(rpm=600, tpm=60_000, max_concurrency=4)
+
+    async def body():
+        admission = Admission(store, LiveLimits(None), EngineOptions())
+        first = await admission.admit(AdmissionRequest.for_item(limits, 100, team="", check_cancel=False))
+        second = asyncio.create_task(
+            admission.admit(AdmissionRequest.for_item(limits, 100, team="", check_cancel=False))
+        )
+        await asyncio.sleep(0.3)
+        assert not second.done()
+        snap = await store.snapshot(limits)  # the waiter holds nothing: one lease, one grant (net)
+        assert snap.leases_in_flight == 1 and store.global_in_flight == 1 and snap.observed_rpm == 1
+        await first.held.aclose()
+        await first.slot.aclose()
+        admitted = await asyncio.wait_for(second, 5)
+        await admission.release(admitted)  # not sent: its grant goes back
+        snap = await store.snapshot(limits)
+        assert snap.leases_in_flight == 0 and store.global_in_flight == 0 and snap.observed_rpm == 1
+
+    run(store, body)
+    if backend == "redis":
+        keys = list(redis_sync.scan_iter(match=store.prefix + "*", count=1000))
+        if keys:
+            redis_sync.delete(*keys)

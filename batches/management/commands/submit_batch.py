@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import CommandError
@@ -86,6 +87,12 @@ class Command(DatabaseCommand):
             help="Whether items may go through their provider's own batch API (default auto).",
         )
         parser.add_argument(
+            "--steps",
+            default=None,
+            help="A JSON file holding the pipeline's steps list (docs/api.md 'Pipelines'): every item "
+            "runs through them in order.",
+        )
+        parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
         parser.add_argument(
@@ -103,6 +110,7 @@ class Command(DatabaseCommand):
         if options["poll"] <= 0:
             raise CommandError("--poll: must be a positive number of seconds")
         body = self._read(options["file"])
+        steps = self._steps(options["steps"])
         try:
             batch_opts = batch_options(
                 options["priority"],
@@ -118,6 +126,7 @@ class Command(DatabaseCommand):
                 metadata=metadata,
                 item_sizes=parsed.item_sizes,
                 options=batch_opts,
+                steps=steps,
             )
         except SubmissionError as exc:
             for error in exc.errors:
@@ -135,6 +144,18 @@ class Command(DatabaseCommand):
         self.stdout.write(json.dumps(BatchSerializer(batch).data, indent=2))
         if wait and batch.status != BatchStatus.COMPLETED:
             raise CommandError(f"batch {batch.id} finished with status {batch.status}")
+
+    @staticmethod
+    def _steps(path: str | None):
+        """The steps list read from ``path`` (None: no pipeline); submission checks what is in it."""
+        if path is None:
+            return None
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CommandError(f"--steps: cannot read {path}: {exc.strerror}") from None
+        except (ValueError, RecursionError) as exc:
+            raise CommandError(f"--steps: {path} is not valid JSON: {exc}") from None
 
     @staticmethod
     def _metadata(raw: str | None) -> dict:

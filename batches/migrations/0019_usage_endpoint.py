@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('batches', '0017_endpoint'),
+        ('batches', '0018_batch_steps'),
         ('teams', '0005_team_rpm_tpm_limits'),
     ]
 
