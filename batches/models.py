@@ -11,6 +11,7 @@ from gateway_engine.error_kinds import ERROR_KINDS, ERROR_TYPES
 from teams.models import ApiKey, Team
 
 ENDPOINT_CHOICES = [(e, e) for e in ENDPOINTS if e != "messages"]  # /v1/messages is interactive only
+USAGE_ENDPOINT_CHOICES = [(e, e) for e in ENDPOINTS]  # usage counts the interactive lane's calls too
 
 
 class BatchStatus(models.TextChoices):
@@ -263,10 +264,15 @@ class BatchItem(models.Model):
 
 
 class TeamUsageDaily(models.Model):
-    """Tokens per team per provider per day: the audit pages read only this table."""
+    """Tokens per team per provider per endpoint per day: the audit pages read only this table."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage")
     provider = models.CharField(max_length=64)
+    # the surface the tokens went to (gateway_engine.endpoints; /v1/messages calls are interactive only)
+    endpoint = models.CharField(
+        max_length=16, choices=USAGE_ENDPOINT_CHOICES, default="chat", db_default="chat",
+        help_text="The surface the tokens went to: chat, embeddings, responses, messages.",
+    )  # fmt: skip
     day = models.DateField()
     requests = models.PositiveBigIntegerField(default=0, help_text="HTTP attempts sent.")
     items_succeeded = models.PositiveBigIntegerField(default=0)
@@ -293,15 +299,17 @@ class TeamUsageDaily(models.Model):
     )
 
     class Meta:
-        ordering = ["-day", "team", "provider"]
+        ordering = ["-day", "team", "provider", "endpoint"]
         verbose_name_plural = "team usage (daily)"
         constraints = [
-            models.UniqueConstraint(fields=["team", "provider", "day"], name="teamusage_unique_day"),
+            models.UniqueConstraint(
+                fields=["team", "provider", "endpoint", "day"], name="teamusage_unique_endpoint_day"
+            ),
         ]
         indexes = [models.Index(fields=["day", "team"], name="teamusage_day_team")]
 
     def __str__(self) -> str:
-        return f"{self.team_id} {self.provider} {self.day}"
+        return f"{self.team_id} {self.provider} {self.endpoint} {self.day}"
 
     @property
     def total_tokens(self) -> int:

@@ -42,7 +42,7 @@ NATIVE_COLUMN = "native_response"
 # A pipeline item's record (batches.steps): the RESULT gains ``steps``. Read after RESULT_COLUMNS.
 PIPELINE_COLUMN = "pipeline"
 
-USAGE_GROUPS = ("day", "provider")
+USAGE_GROUPS = ("day", "provider", "endpoint")
 # TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
 USAGE_SUMS = (
     "requests",
@@ -144,7 +144,8 @@ def iter_results(
 def usage_for_team(
     team: Team, *, group_by: str = "day", date_from: dt.date | None = None, date_to: dt.date | None = None
 ) -> dict[str, Any]:
-    """Token usage from TeamUsageDaily, summed per day or per provider, plus totals."""
+    """Token usage from TeamUsageDaily, summed per day, provider or endpoint, plus totals and the
+    per-endpoint sums (``endpoints``: what each surface, chat, embeddings, … used and cost)."""
     if group_by not in USAGE_GROUPS:
         raise ValueError(f"group_by must be one of {USAGE_GROUPS}")
     qs = TeamUsageDaily.objects.filter(team=team)
@@ -152,32 +153,45 @@ def usage_for_team(
         qs = qs.filter(day__gte=date_from)
     if date_to is not None:
         qs = qs.filter(day__lte=date_to)
-    sums = {name: Sum(name) for name in (*USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)}
-    rows = []
-    for row in qs.values(group_by).annotate(**sums).order_by(group_by):
-        key = row[group_by]
-        entry = {group_by: key.isoformat() if isinstance(key, dt.date) else key}
-        entry.update(_usage_numbers(row))
-        rows.append(entry)
-    totals = _usage_numbers(qs.aggregate(**sums))
-    tokens = _tokens_by_provider(qs, group_by)
-    totals.update(add_usage_costs((row, tokens.get(row[group_by], [])) for row in rows))
+    rows, costs = _usage_groups(qs, group_by)
+    totals = _usage_numbers(qs.aggregate(**USAGE_AGGREGATES))
+    totals.update(costs)
+    by_endpoint = rows if group_by == "endpoint" else _usage_groups(qs, "endpoint")[0]
     return {
         "group_by": group_by,
         "from": date_from.isoformat() if date_from else None,
         "to": date_to.isoformat() if date_to else None,
         "results": rows,
         "totals": totals,
+        "endpoints": {
+            row["endpoint"]: {k: v for k, v in row.items() if k != "endpoint"} for row in by_endpoint
+        },
         "queue": team_usage().queue_usage(team).as_dict(),
         "rate_limits": rate_limits(team),
     }
 
 
+USAGE_AGGREGATES = {name: Sum(name) for name in (*USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)}
+
+
+def _usage_groups(qs: QuerySet[TeamUsageDaily], group_by: str) -> tuple[list[dict[str, Any]], dict]:
+    """(one row per ``group_by`` value with its numbers and costs, the costs over every row)."""
+    rows = []
+    for row in qs.values(group_by).annotate(**USAGE_AGGREGATES).order_by(group_by):
+        key = row[group_by]
+        entry = {group_by: key.isoformat() if isinstance(key, dt.date) else key}
+        entry.update(_usage_numbers(row))
+        rows.append(entry)
+    tokens = _tokens_by_provider(qs, group_by)
+    return rows, add_usage_costs((row, tokens.get(row[group_by], [])) for row in rows)
+
+
 def _tokens_by_provider(qs: QuerySet[TeamUsageDaily], group_by: str) -> dict[Any, list[ProviderTokens]]:
-    """{group key (as in the rows): [(provider, prompt, completion, wasted, cached, cache_write), ...]}:
-    one GROUP BY."""
+    """{group key (as in the rows): [((provider, endpoint), prompt, completion, wasted, cached,
+    cache_write, batch prompt, batch completion), ...]}: one GROUP BY; each part priced at its
+    provider's prices for its endpoint."""
     per_provider = (
-        qs.values(group_by, "provider")
+        qs.values(*dict.fromkeys((group_by, "provider", "endpoint")))
         .annotate(
             p=Sum("prompt_tokens"),
             c=Sum("completion_tokens"),
@@ -193,7 +207,7 @@ def _tokens_by_provider(qs: QuerySet[TeamUsageDaily], group_by: str) -> dict[Any
     for row in per_provider:
         key = row[group_by].isoformat() if isinstance(row[group_by], dt.date) else row[group_by]
         p, c, w, r, cw, bp, bc = (int(row[k] or 0) for k in ("p", "c", "w", "r", "cw", "bp", "bc"))
-        out.setdefault(key, []).append((row["provider"], p, c, w, r, cw, bp, bc))
+        out.setdefault(key, []).append(((row["provider"], row["endpoint"]), p, c, w, r, cw, bp, bc))
     return out
 
 

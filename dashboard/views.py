@@ -114,6 +114,10 @@ def batch_detail(request, batch_id):
             "provider_batches": provider_batch_reads.provider_batches_of(batch),
             "error_classes": error_classes.ERROR_CLASSES,
             "token_usage": (batch.stats or {}).get("token_usage") or {},
+            "endpoint_usage": {
+                e: part.get("token_usage") or {}
+                for e, part in ((batch.stats or {}).get("endpoints") or {}).items()
+            },
             "has_stats": bool((batch.stats or {}).get("providers")),
             **batch_charts,
             "page": page,

@@ -65,13 +65,13 @@ class CallRecord:
 
 
 def usage_rows(records: list[CallRecord]) -> list[tuple]:
-    """TeamUsageDaily increments per (team, provider, day) of these calls: every attempt is a request
-    billed at its provider; the call counts as an item of the provider that gave its final answer."""
-    sums: dict[tuple[int, str, dt.date], list[int]] = defaultdict(lambda: [0] * 8)
+    """TeamUsageDaily increments per (team, provider, endpoint, day) of these calls: every attempt is a
+    request billed at its provider; the call counts as an item of the provider that gave its final answer."""
+    sums: dict[tuple[int, str, dt.date, str], list[int]] = defaultdict(lambda: [0] * 8)
     for record in records:
-        day, result = record.created_at.date(), record.result
+        day, result, endpoint = record.created_at.date(), record.result, record.endpoint
         for entry in result.attempt_log:
-            s = sums[(record.team_id, entry["provider"], day)]
+            s = sums[(record.team_id, entry["provider"], day, endpoint)]
             s[0] += 1
             s[3] += entry.get("prompt_tokens", 0)
             s[4] += entry.get("completion_tokens", 0)
@@ -79,10 +79,11 @@ def usage_rows(records: list[CallRecord]) -> list[tuple]:
                 s[5] += entry.get("tokens", 0)
             s[6] += entry.get("cached_tokens", 0)
         if result.provider and result.attempts:
-            s = sums[(record.team_id, result.provider, day)]
+            s = sums[(record.team_id, result.provider, day, endpoint)]
             s[1 if result.ok else 2] += 1
             s[7] += result.cache_write_tokens or 0
-    return [(team, provider, day, *s) for (team, provider, day), s in sums.items()]
+    # the provider-batch parts are 0 (the interactive lane is real time), the endpoint comes last
+    return [(team, provider, day, *s, 0, 0, endpoint) for (team, provider, day, endpoint), s in sums.items()]
 
 
 def write(records: list[CallRecord]) -> None:

@@ -14,6 +14,8 @@ from django.db import close_old_connections
 
 from batches.submission.service import load_targets
 from batches.submission.targets import KnownTargets
+from gateway_engine.endpoints import EMBEDDINGS, ENDPOINTS
+from gateway_engine.kinds import embeddings_api
 from gateway_engine.routing import RoutingTable
 from providers.limits import get_quota_store
 
@@ -23,6 +25,24 @@ def _load() -> tuple[KnownTargets, RoutingTable]:
         return load_targets()
     finally:
         close_old_connections()
+
+
+def model_endpoints(known: KnownTargets, name: str) -> list[str]:
+    """The endpoints a model id (a route, else a provider) serves, in ``ENDPOINTS`` order (``GET
+    /v1/models`` says them as ``endpoints``): chat, responses and messages on every kind (the two are
+    translated to chat at their surface); embeddings when every provider it reaches has an embeddings
+    API (``kinds.embeddings_api``), as submission and the interactive lane require. A route that
+    reaches no enabled provider serves nothing."""
+    reach = known.reach
+    if name in known.routes:
+        configs = reach.routes.get(name, ())
+    else:
+        config = reach.providers.get(name)
+        configs = () if config is None else (config,)
+    if not configs:
+        return []
+    embeds = all(embeddings_api(c.kind) is not None for c in configs)
+    return [e for e in ENDPOINTS if e != EMBEDDINGS or embeds]
 
 
 class Targets:

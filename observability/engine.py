@@ -14,9 +14,10 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from gateway_engine.endpoints import CHAT
 from gateway_engine.observer import NullObserver
 from gateway_engine.retry import error_class
-from providers.pricing import UNKNOWN, Prices, token_cost
+from providers.pricing import Prices, price_of, token_cost
 
 from . import metrics, tracing
 from .logs import current_request_id
@@ -147,32 +148,34 @@ class GatewayObserver:
         batch_id: str = "",
         cached_tokens: int = 0,
         cache_write_tokens: int = 0,
+        endpoint: str = CHAT,
     ) -> None:
         team, batch_id = team or self.team, batch_id or self.batch_id
         outcome = outcome_label(error_type, status_code)
         metrics.provider_requests.labels(provider, outcome, self.lane).inc()
         metrics.provider_request_duration.labels(provider).observe(latency_s)
+        tokens = metrics.provider_tokens
         if prompt_tokens:
-            metrics.provider_tokens.labels(provider, team, "prompt").inc(prompt_tokens)
+            tokens.labels(provider, team, "prompt", endpoint).inc(prompt_tokens)
         if completion_tokens:
-            metrics.provider_tokens.labels(provider, team, "completion").inc(completion_tokens)
+            tokens.labels(provider, team, "completion", endpoint).inc(completion_tokens)
         if not used and (prompt_tokens or completion_tokens):
-            metrics.provider_tokens.labels(provider, team, "wasted").inc(prompt_tokens + completion_tokens)
+            tokens.labels(provider, team, "wasted", endpoint).inc(prompt_tokens + completion_tokens)
         # the prompt-cache parts of prompt_tokens (already counted in "prompt"), kinds of their own
         if cached_tokens:
-            metrics.provider_tokens.labels(provider, team, "cached").inc(cached_tokens)
+            tokens.labels(provider, team, "cached", endpoint).inc(cached_tokens)
         if cache_write_tokens:
-            metrics.provider_tokens.labels(provider, team, "cache_write").inc(cache_write_tokens)
+            tokens.labels(provider, team, "cache_write", endpoint).inc(cache_write_tokens)
         if prompt_tokens or completion_tokens:
             cost = token_cost(
-                self.prices.get(provider, UNKNOWN),
+                price_of(self.prices, (provider, endpoint)),
                 prompt_tokens,
                 completion_tokens,
                 cached_tokens=cached_tokens,
                 cache_write_tokens=cache_write_tokens,
             )
             if cost is not None:
-                metrics.provider_cost.labels(provider, team).inc(float(cost))
+                metrics.provider_cost.labels(provider, team, endpoint).inc(float(cost))
         if self.tracer is not None:
             self._span(
                 provider,

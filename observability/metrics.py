@@ -39,14 +39,15 @@ provider_tokens = Counter(
     "gateway_provider_tokens",
     "Tokens the provider billed: prompt and completion of every attempt; wasted = the part of those "
     "from attempts whose answer was not used (retried or failed); cached / cache_write = the parts of "
-    "prompt read from / written to the provider's prompt cache.",
-    ["provider", "team", "kind"],
+    "prompt read from / written to the provider's prompt cache; endpoint = the surface the tokens went "
+    "to (chat, embeddings, responses, messages).",
+    ["provider", "team", "kind", "endpoint"],
 )
 provider_cost = Counter(
     "gateway_provider_cost",
     "Cost of the billed tokens (provider prices per million tokens; attempts at a provider without "
-    "prices are not counted).",
-    ["provider", "team"],
+    "prices are not counted), at the provider's prices for the endpoint (embeddings have their own).",
+    ["provider", "team", "endpoint"],
 )
 quota_wait = Histogram(
     "gateway_quota_wait_seconds",

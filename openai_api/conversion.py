@@ -4,7 +4,9 @@ Input line  {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body
 → native ITEM {"custom_id", "route" | "provider": body.model, "messages", "params": rest of body}.
 A ``/v1/responses`` line's body is a Responses request, read as the interactive lane reads one
 (interactive/surfaces/responses_request.py) into the same chat ITEM; its output line's ``response.body``
-is a Response object (``responses.from_chat``). Each endpoint's reader and writer: line_bodies.py.
+is a Response object (``responses.from_chat``). A ``/v1/embeddings`` line's body {"model", "input", …}
+is an embeddings ITEM ({…, "endpoint": "embeddings", "input", "params"}); its output line's
+``response.body`` the embeddings answer. Each endpoint's reader and writer: line_bodies.py.
 
 RESULT (docs/contract.md §4) → output line {"id", "custom_id", "response": {"status_code": 200, "request_id",
 "body"}, "error": null} or error line (HTTP failures keep `response` with the status code and an
@@ -27,9 +29,9 @@ from typing import IO, Any
 from gateway_engine.error_kinds import error_kind, error_type_of_status
 from gateway_engine.errors import ApplicationError
 
-from .line_bodies import CHAT_COMPLETIONS, RESPONSES, line_body
+from .line_bodies import CHAT_COMPLETIONS, EMBEDDINGS, RESPONSES, line_body
 
-ENDPOINTS = (CHAT_COMPLETIONS, RESPONSES)
+ENDPOINTS = (CHAT_COMPLETIONS, EMBEDDINGS, RESPONSES)
 LINE_FIELDS = frozenset({"custom_id", "method", "url", "body"})
 MAX_LINE_ERRORS = 100
 UTF8_BOM = b"\xef\xbb\xbf"  # dropped at the start of a line (editors on Windows write one)
@@ -271,7 +273,7 @@ def line_error_from_native(
         return LineError(code, message, "custom_id", line)
     if field.startswith("params"):
         return LineError("invalid_request", message, "body" + field[len("params") :], line)
-    if field.startswith("messages"):
+    if field.startswith(("messages", "input")):
         return LineError("invalid_request", message, "body." + field, line)
     if field == "items":
         return LineError("too_many_requests" if "at most" in message else "empty_file", message, None, line)

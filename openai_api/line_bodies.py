@@ -4,7 +4,10 @@ asks ``line_body(endpoint)``). ``/v1/chat/completions``: the body's ``messages``
 the chat answer as it is. ``/v1/responses``: the body read as the interactive lane reads a Responses
 request (interactive/surfaces/responses_request.py) into the same chat fields, the chat answer written
 as a Response object (interactive/surfaces/responses.py; the request's echo fields — instructions,
-tools, metadata … — are not kept with the item, so the object shows their defaults). Pure."""
+tools, metadata … — are not kept with the item, so the object shows their defaults). ``/v1/embeddings``
+(issue #39): an embeddings ITEM of the body's ``input`` (``"endpoint": "embeddings"``; a missing input is
+the native validator's ``input`` error), the rest (dimensions, encoding_format, user) as params, the
+embeddings answer as it is. Pure."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from interactive.surfaces import responses_request
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
+EMBEDDINGS = "/v1/embeddings"
 Problem = tuple[str, str, str | None]  # a line's (code, message, param)
 
 
@@ -34,6 +38,14 @@ def _chat_fields(body: dict[str, Any]) -> tuple[dict[str, Any], Problem | None]:
     fields: dict[str, Any] = {"params": {k: v for k, v in body.items() if k not in ("model", "messages")}}
     if "messages" in body:
         fields["messages"] = body["messages"]
+    return fields, None
+
+
+def _embeddings_fields(body: dict[str, Any]) -> tuple[dict[str, Any], Problem | None]:
+    fields: dict[str, Any] = {"endpoint": "embeddings"}
+    if "input" in body:
+        fields["input"] = body["input"]
+    fields["params"] = {k: v for k, v in body.items() if k not in ("model", "input")}
     return fields, None
 
 
@@ -59,6 +71,7 @@ def _response_object(answer: dict[str, Any], line_id: str) -> dict[str, Any]:
 LINE_BODIES: dict[str, LineBody] = {
     CHAT_COMPLETIONS: LineBody(_chat_fields, lambda answer, line_id: answer),
     RESPONSES: LineBody(_responses_fields, _response_object),
+    EMBEDDINGS: LineBody(_embeddings_fields, lambda answer, line_id: answer),
 }
 
 

@@ -33,7 +33,9 @@ log = logging.getLogger("provider_batches")
 def owned_items(row: ProviderBatch) -> dict[int, BatchItem]:
     """The chunk's items it still holds, by id."""
     qs = BatchItem.objects.filter(id__in=row.item_ids, claimed_by=row.owner, status=ItemStatus.RUNNING)
-    return {i.id: i for i in qs.only("id", "batch_id", "seq", "custom_id", "attempts", "attempt_log")}
+    return {
+        i.id: i for i in qs.only("id", "batch_id", "seq", "custom_id", "attempts", "attempt_log", "endpoint")
+    }
 
 
 def apply_chunk(

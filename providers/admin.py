@@ -59,6 +59,7 @@ class ProviderForm(forms.ModelForm):
             "price_completion_per_million",
             "price_cached_prompt_per_million",
             "price_cache_write_per_million",
+            "price_embedding_per_million",
             *BATCH_FIELDS,
         ]
 
@@ -144,6 +145,7 @@ class ProviderAdmin(SecretLookupsRefusedMixin, NumberWidthsMixin, BoundedNumbers
                     "price_completion_per_million",
                     "price_cached_prompt_per_million",
                     "price_cache_write_per_million",
+                    "price_embedding_per_million",
                 ]
             },
         ),

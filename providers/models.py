@@ -228,25 +228,17 @@ class Provider(ProviderBatchSettings):
     # scheme://host:port the provider's key was last confirmed for; a different base_url origin
     # disables the provider until a superuser confirms it (the key must not follow a typo or a staff edit).
     confirmed_origin = models.CharField(max_length=500, blank=True, default="", editable=False)
-    price_prompt_per_million = models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        help_text="Price per million prompt tokens (empty = unknown).",
-    )
-    price_completion_per_million = models.DecimalField(
-        max_digits=12,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        help_text="Price per million completion tokens (empty = unknown).",
-    )
+    price_prompt_per_million = _price_field("Price per million prompt tokens (empty = unknown).")
+    price_completion_per_million = _price_field("Price per million completion tokens (empty = unknown).")
     price_cached_prompt_per_million = _price_field(
         "Price per million cached (cache-read) prompt tokens (empty = the prompt price)."
     )
     price_cache_write_per_million = _price_field(
         "Price per million prompt tokens written to the provider's cache (empty = the prompt price)."
+    )
+    # embeddings bill input tokens only, at their own price (providers.pricing.Prices.for_endpoint)
+    price_embedding_per_million = _price_field(
+        "Price per million input tokens of embedding requests (empty = the prompt price)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -10,6 +10,12 @@ cached reads at ``price_cached_prompt_per_million`` and the cache writes at
 ``price_cache_write_per_million``, the rest of the prompt at the prompt price; an empty cached or
 cache-write price means "same as the prompt price" (the provider bills them like any input), not unknown.
 
+Embeddings (issue #39) bill input tokens only, at the provider's embedding price
+(``price_embedding_per_million``; empty = the prompt price, as an OpenAI-compatible provider serving an
+embedding model is priced): ``Prices.for_endpoint("embeddings")`` is the price list its tokens are
+priced with, the other endpoints (chat, responses, messages) use the provider's chat prices. A usage
+part names its prices by provider or by ``(provider, endpoint)`` (``price_of``).
+
 Wasted tokens (billed for attempts whose answer was not used, ``retry_extra_tokens``) are priced per
 prompt/completion split when the split is known (batch stats, from the attempt log). The daily usage
 table keeps only their sum; there they are priced at the prompt price, a lower bound (documented in
@@ -19,8 +25,10 @@ docs/operations.md).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+
+from gateway_engine.endpoints import EMBEDDINGS
 
 MILLION = Decimal(1_000_000)
 COST_PLACES = Decimal("0.000001")
@@ -35,6 +43,8 @@ class Prices:
     cache_write_per_million: Decimal | None = None
     # provider-batch work costs this share of the real-time price (Provider.batch_price_factor)
     batch_price_factor: float = 0.5
+    # embedding requests' input tokens (None: the prompt price)
+    embedding_per_million: Decimal | None = None
 
     @property
     def known(self) -> bool:
@@ -58,7 +68,16 @@ class Prices:
             provider.price_cached_prompt_per_million,
             provider.price_cache_write_per_million,
             float(provider.batch_price_factor),
+            provider.price_embedding_per_million,
         )
+
+    def for_endpoint(self, endpoint: str) -> Prices:
+        """The prices tokens of ``endpoint`` are billed at: an embedding request's input at the
+        embedding price (else the prompt price; no cache prices apply), every other endpoint's at these."""
+        if endpoint != EMBEDDINGS:
+            return self
+        price = _first_set(self.embedding_per_million, self.prompt_per_million)
+        return replace(self, prompt_per_million=price, cached_per_million=None, cache_write_per_million=None)
 
 
 def _first_set(*prices: Decimal | None) -> Decimal | None:
@@ -67,14 +86,24 @@ def _first_set(*prices: Decimal | None) -> Decimal | None:
 
 UNKNOWN = Prices(None, None)
 
+
 # (provider name, prompt tokens, completion tokens, wasted tokens[, cached tokens, cache-write tokens[,
 # provider-batch prompt tokens, provider-batch completion tokens]]) of one usage row; the provider-batch
 # parts are parts of prompt/completion
+PriceKey = str | tuple[str, str]  # a provider (its chat prices) or (provider, endpoint)
 ProviderTokens = (
-    tuple[str, int, int, int]
-    | tuple[str, int, int, int, int, int]
-    | tuple[str, int, int, int, int, int, int, int]
+    tuple[PriceKey, int, int, int]
+    | tuple[PriceKey, int, int, int, int, int]
+    | tuple[PriceKey, int, int, int, int, int, int, int]
 )
+
+
+def price_of(prices: dict[str, Prices], key: PriceKey) -> Prices:
+    """The prices of a usage part named by provider (its chat prices) or by (provider, endpoint)."""
+    if isinstance(key, tuple):
+        provider, endpoint = key
+        return prices.get(provider, UNKNOWN).for_endpoint(endpoint)
+    return prices.get(key, UNKNOWN)
 
 
 def token_cost(
@@ -174,6 +203,7 @@ def prices_by_provider() -> dict[str, Prices]:
             "price_cached_prompt_per_million",
             "price_cache_write_per_million",
             "batch_price_factor",
+            "price_embedding_per_million",
         )
     }
 
@@ -183,12 +213,12 @@ def add_usage_costs(rows_with_usage: Iterable[tuple[dict, Iterable[ProviderToken
     ``cost`` / ``wasted_cost`` to each usage row, priced from that row's per-provider tokens, and returns
     the totals over every row ({"cost", "wasted_cost"}; None = some price unknown). One query for the
     prices. ``rows_with_usage``: (row, [(provider, prompt, completion, wasted[, cached, cache_write]),
-    ...]) pairs."""
+    ...]) pairs; ``provider`` may be a (provider, endpoint) pair (``price_of``)."""
     prices = prices_by_provider()
     every = []
     for row, usage in rows_with_usage:
         parts = [
-            (prices.get(provider, UNKNOWN), prompt, completion, wasted, *cache)
+            (price_of(prices, provider), prompt, completion, wasted, *cache)
             for provider, prompt, completion, wasted, *cache in usage
         ]
         row.update(sum_usage_costs(parts))
@@ -196,15 +226,16 @@ def add_usage_costs(rows_with_usage: Iterable[tuple[dict, Iterable[ProviderToken
     return sum_usage_costs(every)
 
 
-def add_stats_costs(stats: dict, prices: dict[str, Prices]) -> dict:
+def add_stats_costs(stats: dict, prices: dict[str, Prices], endpoint: str = "chat") -> dict:
     """Adds ``cost`` and ``wasted_cost`` next to the tokens of batch stats (docs/contract.md §4 shape, in place):
-    per provider and in ``token_usage``. ``cost`` includes ``wasted_cost``; unknown price → None."""
+    per provider and in ``token_usage``, at the providers' prices for ``endpoint``. ``cost`` includes
+    ``wasted_cost``; unknown price → None."""
     total_cost: Decimal | None = Decimal(0)
     total_wasted: Decimal | None = Decimal(0)
     saved: Decimal | None = Decimal(0)
     any_batched = False
     for name, p in stats.get("providers", {}).items():
-        price = prices.get(name, UNKNOWN)
+        price = price_of(prices, (name, endpoint))
         batched = p.get("provider_batch") or {}
         b_prompt, b_completion = (
             int(batched.get("prompt_tokens", 0)),

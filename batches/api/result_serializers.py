@@ -82,7 +82,7 @@ class PromptTokensDetailsSerializer(serializers.Serializer):
 
 class ResultUsageSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField(help_text="All input tokens, cached and cache writes included.")
-    completion_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField(help_text="0 for embeddings items (input only).")
     total_tokens = serializers.IntegerField()
     prompt_tokens_details = PromptTokensDetailsSerializer(
         required=False, help_text="Present only when the provider reported prompt-cache counts."
@@ -116,7 +116,8 @@ class ResultSerializer(serializers.Serializer):
     latency_ms = serializers.IntegerField(help_text="Latency of the last attempt; 0 if none was made.")
     response = serializers.JSONField(
         allow_null=True,
-        help_text="The answer as an OpenAI chat.completion object, whatever the provider's kind, or null.",
+        help_text="The answer as an OpenAI chat.completion object (an embeddings item: OpenAI's embeddings "
+        "answer, `object: list` of `embedding` objects), whatever the provider's kind, or null.",
     )
     error = ResultErrorSerializer(allow_null=True)
     usage = ResultUsageSerializer(allow_null=True)

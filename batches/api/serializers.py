@@ -103,11 +103,24 @@ class ItemSerializer(serializers.Serializer):
         max_length=MAX_NAME_CHARS,
         help_text="Send to this provider directly. Exactly one of route/provider.",
     )
+    endpoint = serializers.ChoiceField(
+        choices=["chat", "embeddings"],
+        required=False,
+        default="chat",
+        help_text="What the item asks for: `chat` (default: a chat completion from messages/query) or "
+        "`embeddings` (an OpenAI embeddings answer for `input`; no messages/query).",
+    )
     messages = MessageSerializer(
-        many=True, required=False, help_text="Chat messages. Exactly one of messages/query."
+        many=True, required=False, help_text="Chat messages. Exactly one of messages/query (chat items)."
     )
     query = serializers.CharField(
-        required=False, help_text="Shorthand for one user message. Exactly one of messages/query."
+        required=False,
+        help_text="Shorthand for one user message. Exactly one of messages/query (chat items).",
+    )
+    input = serializers.JSONField(
+        required=False,
+        help_text='Embeddings items only (`"endpoint": "embeddings"`), required there: a non-empty string '
+        "or a list of non-empty strings, within the provider's per-request limits (inputs, tokens).",
     )
     params = serializers.DictField(
         required=False,
@@ -223,6 +236,16 @@ class TokenUsageSerializer(serializers.Serializer):
     )
 
 
+class EndpointStatsSerializer(serializers.Serializer):
+    """One endpoint's part of the stats (batches/execution/stats.py): its items only."""
+
+    success_count = serializers.IntegerField()
+    failed_count = serializers.IntegerField()
+    cache_hits = serializers.IntegerField()
+    providers = serializers.DictField(child=ProviderStatsSerializer(), help_text="Keyed by provider name.")
+    token_usage = TokenUsageSerializer(help_text="Priced at the providers' prices for this endpoint.")
+
+
 class StatsSerializer(serializers.Serializer):
     batch_id = serializers.UUIDField()
     task_total = serializers.IntegerField()
@@ -233,6 +256,10 @@ class StatsSerializer(serializers.Serializer):
     token_usage = TokenUsageSerializer()
     cache_hits = serializers.IntegerField(
         help_text="Items answered by the response cache or by an identical item's answer (no call, nothing billed)."
+    )
+    endpoints = serializers.DictField(
+        child=EndpointStatsSerializer(),
+        help_text="The same numbers per endpoint the items asked for (chat, embeddings): keyed by endpoint.",
     )
 
 
@@ -252,6 +279,7 @@ def zero_stats(batch: Batch) -> dict[str, Any]:
             "cache_write_tokens": 0,
         },
         "cache_hits": 0,
+        "endpoints": {},
     }
 
 

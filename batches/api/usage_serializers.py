@@ -1,9 +1,12 @@
-"""The shapes of GET /api/v1/usage: the token usage per day or provider, the queued work against its
+"""The shapes of GET /api/v1/usage: the token usage per day, provider or endpoint (and per endpoint
+beside any grouping), the queued work against its
 limits and the RPM / TPM limits across providers (docs/api.md), and its query parameters."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
+
+from batches.selectors import USAGE_GROUPS
 
 
 class UsageNumbersSerializer(serializers.Serializer):
@@ -48,6 +51,9 @@ class UsageNumbersSerializer(serializers.Serializer):
 class UsageRowSerializer(UsageNumbersSerializer):
     day = serializers.DateField(required=False, help_text="Present when group_by=day.")
     provider = serializers.CharField(required=False, help_text="Present when group_by=provider.")
+    endpoint = serializers.CharField(
+        required=False, help_text="Present when group_by=endpoint: chat, embeddings, responses, messages."
+    )
 
 
 class QueueUsageSerializer(serializers.Serializer):
@@ -79,7 +85,7 @@ class RateLimitsSerializer(serializers.Serializer):
 
 
 class UsageSerializer(serializers.Serializer):
-    group_by = serializers.ChoiceField(choices=["day", "provider"])
+    group_by = serializers.ChoiceField(choices=USAGE_GROUPS)
     queue = QueueUsageSerializer(
         help_text="The team's queued work against its limits (a submission over one answers 429)."
     )
@@ -90,6 +96,11 @@ class UsageSerializer(serializers.Serializer):
     to = serializers.DateField(allow_null=True)
     results = UsageRowSerializer(many=True)
     totals = UsageNumbersSerializer()
+    endpoints = serializers.DictField(
+        child=UsageNumbersSerializer(),
+        help_text="The same numbers per endpoint the tokens went to (chat, embeddings, responses, "
+        "messages), each priced at the provider's prices for that endpoint.",
+    )
 
     def get_fields(self):
         fields = super().get_fields()
@@ -98,7 +109,7 @@ class UsageSerializer(serializers.Serializer):
 
 
 class UsageQuerySerializer(serializers.Serializer):
-    group_by = serializers.ChoiceField(choices=["day", "provider"], required=False, default="day")
+    group_by = serializers.ChoiceField(choices=USAGE_GROUPS, required=False, default="day")
     to = serializers.DateField(required=False, help_text="Last day included (YYYY-MM-DD).")
 
     def get_fields(self):

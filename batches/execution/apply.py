@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from batches.models import Batch, BatchItem
+from gateway_engine.endpoints import CHAT
 from gateway_engine.items import ItemResult
 from gateway_engine.quota.types import QuotaStoreUnavailable
 from gateway_engine.redis_errors import REDIS_ERRORS
@@ -80,6 +81,13 @@ def _outside_engine(entries: Sequence[Served], written: set[int]) -> list[Served
     return out
 
 
+def endpoints_of(items: list[BatchItem]) -> list[str]:
+    """Each item's endpoint; those loaded without it are read in one query (never one per item)."""
+    deferred = {i.id for i in items if "endpoint" in i.get_deferred_fields()}
+    read = dict(BatchItem.objects.filter(id__in=deferred).values_list("id", "endpoint")) if deferred else {}
+    return [read.get(i.id, CHAT) if i.id in deferred else i.endpoint for i in items]
+
+
 def used_tokens(result: ItemResult) -> int:
     """The tokens a stored result counts against its team's budget (as the database re-seed sums them)."""
     return int(result.total_tokens or 0) + int(result.retry_extra_tokens or 0)
@@ -95,7 +103,12 @@ def _account(batch_id: str, outside: list[Served]) -> None:
     except (QuotaStoreUnavailable, *REDIS_ERRORS) as exc:
         # the ledger undercounts until it is re-seeded from the database (which holds these rows)
         log.warning("batch %s: budget ledger not charged for %d results: %s", batch_id, len(outside), exc)
-    observers.record_served(batch_id, batch.team.name, [(s.result, str(s.served_by)) for s in outside])
+    endpoints = endpoints_of([s.item for s in outside])
+    observers.record_served(
+        batch_id,
+        batch.team.name,
+        [(s.result, str(s.served_by), e) for s, e in zip(outside, endpoints, strict=True)],
+    )
     if not finalize_batch_if_done(batch_id) or batch.completed_at is None:
         return
     # the batch was final before this apply: its usage did not count these items (a late result)

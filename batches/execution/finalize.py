@@ -16,15 +16,14 @@ from django.utils import timezone
 
 from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, TeamUsageDaily
+from gateway_engine.endpoints import CHAT
 from gateway_engine.redis_errors import REDIS_ERRORS
-from gateway_engine.stats import StatsBuilder
-from providers.pricing import add_stats_costs, prices_by_provider
 
 from .claims import cancel_claimable
 from .common import OPEN_ITEM_STATUSES
 from .journal import enabled as shared_mode
 from .journal import shared_client
-from .steps import add_earlier_steps
+from .stats import PROVIDER_BATCH, batch_stats
 
 batch_log = logging.getLogger("batches.batchlog")
 log = logging.getLogger("batches.execution")
@@ -34,148 +33,65 @@ PROGRESS_SNAPSHOT_MAX_ITEMS = 20_000
 FINISHED_STATUSES = (BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED)
 
 
-# An item answered by the response cache (or by an identical item's answer): ``cache_hits`` in the stats
-CACHE_HIT = "cache"
-# The prompt-cache counts of the stats (parts of prompt_tokens), per provider and in token_usage.
-CACHE_KEYS = ("cached_tokens", "cache_write_tokens")
-
-
-def batch_stats(batch: Batch, elapsed_ms: int, item_ids=None) -> tuple[dict, StatsBuilder]:
-    """The stats of the batch's items (``item_ids``: of those only)."""
-    builder = StatsBuilder()
-    items = BatchItem.objects.filter(batch_id=batch.id)
-    if item_ids is not None:
-        items = items.filter(id__in=list(item_ids))
-    rows = items.values_list(
-        "status",
-        "provider",
-        "attempt_log",
-        "prompt_tokens",
-        "completion_tokens",
-        *CACHE_KEYS,
-        "served_by",
-    ).iterator(chunk_size=2000)
-    total = hits = 0
-    cache: dict[str, list[int]] = {}  # provider → [cached, cache_write] of the answers it gave
-    batched: dict[str, dict[str, int]] = {}  # provider → its provider-batch lines and their used tokens
-    for status, provider, attempt_log, prompt, completion, cached, cache_write, served_by in rows:
-        total += 1
-        if served_by == CACHE_HIT:  # no call, nothing billed: counted as a hit, no provider's tokens
-            hits += 1
-            builder.add_item(status, attempt_log)
-            continue
-        count_provider_batch_lines(attempt_log, batched)
-        builder.add_item(
-            status, attempt_log, provider=provider, prompt_tokens=prompt, completion_tokens=completion
-        )
-        if cached or cache_write:
-            counts = cache.setdefault(provider, [0, 0])
-            counts[0] += cached or 0
-            counts[1] += cache_write or 0
-    add_earlier_steps(builder, batch, item_ids)  # pipelines: the steps before each item's current one
-    stats = with_cache_tokens(builder.build(str(batch.id), batch.total_count or total, elapsed_ms), cache)
-    stats["cache_hits"] = hits
-    with_provider_batch(stats, batched, batch.batch_api_calls)
-    return add_stats_costs(stats, prices_by_provider()), builder
-
-
-PROVIDER_BATCH = "provider_batch"  # an attempt-log entry's ``served_by`` for a provider-batch line
-
-
-def count_provider_batch_lines(attempt_log, batched: dict[str, dict[str, int]]) -> None:
-    """Adds one item's provider-batch lines (attempt-log entries ``served_by: provider_batch``) and the
-    tokens of the one whose answer was used, per provider."""
-    for attempt in attempt_log or ():
-        if attempt.get("served_by") != PROVIDER_BATCH:
-            continue
-        row = batched.setdefault(
-            attempt.get("provider") or "?", {"request_count": 0, "prompt_tokens": 0, "completion_tokens": 0}
-        )
-        row["request_count"] += 1
-        if attempt.get("used"):
-            row["prompt_tokens"] += int(attempt.get("prompt_tokens") or 0)
-            row["completion_tokens"] += int(attempt.get("completion_tokens") or 0)
-
-
-def with_provider_batch(stats: dict, batched: dict[str, dict[str, int]], api_calls: int) -> dict:
-    """The provider-batch part of the stats (docs/provider_batches.md): per provider
-    ``provider_batch`` {request_count (lines, also in the provider's request_count), prompt_tokens,
-    completion_tokens} (priced by add_stats_costs), and ``batch_api_calls`` (the batch-API HTTP calls,
-    which are no item's requests). Nothing is added for a batch that used no provider batch."""
-    if not batched and not api_calls:
-        return stats
-    for name, row in batched.items():
-        if name in stats.get("providers", {}):
-            stats["providers"][name][PROVIDER_BATCH] = row
-    stats["batch_api_calls"] = int(api_calls)
-    return stats
-
-
-def with_cache_tokens(stats: dict, cache: dict[str, list[int]]) -> dict:
-    """Adds ``cached_tokens`` / ``cache_write_tokens`` (0 when none) beside the prompt tokens of every
-    provider and of ``token_usage``, counted from the items' stored answers like their prompt tokens
-    (the answer that became the item's result: its provider is the item's). In place; returns stats."""
-    usage = stats.setdefault("token_usage", {})
-    for key in CACHE_KEYS:
-        usage[key] = 0
-    for name, p in stats.get("providers", {}).items():
-        cached, cache_write = cache.get(name, (0, 0))
-        p["cached_tokens"], p["cache_write_tokens"] = cached, cache_write
-    for cached, cache_write in cache.values():
-        usage["cached_tokens"] += cached
-        usage["cache_write_tokens"] += cache_write
-    return stats
-
-
 # TeamUsageDaily's provider of the items that failed before reaching any provider (no request, no tokens)
 NO_PROVIDER = ""
 
 
 def _upsert_usage(batch: Batch, stats: dict, day) -> None:
-    """TeamUsageDaily += this batch's numbers, per provider (upsert_team_usage); the items that failed
-    before reaching a provider count in ``items_failed`` of the row with provider ``NO_PROVIDER``."""
+    """TeamUsageDaily += this batch's numbers, per provider and endpoint (upsert_team_usage, from
+    ``stats["endpoints"]``); the items that failed before reaching a provider count in
+    ``items_failed`` of the row with provider ``NO_PROVIDER``."""
     rows = []
-    for provider, p in stats["providers"].items():
-        batched = p.get(PROVIDER_BATCH) or {}
-        rows.append(
-            (
-                batch.team_id,
-                provider,
-                day,
-                p["request_count"],
-                p["items_succeeded"],
-                p["items_failed"],
-                p["prompt_tokens"],
-                p["completion_tokens"],
-                p["retry_extra_tokens"],
-                p.get("cached_tokens", 0),
-                p.get("cache_write_tokens", 0),
-                int(batched.get("prompt_tokens", 0)),
-                int(batched.get("completion_tokens", 0)),
+    for endpoint, part in (stats.get("endpoints") or {CHAT: stats}).items():
+        for provider, p in part["providers"].items():
+            batched = p.get(PROVIDER_BATCH) or {}
+            rows.append(
+                (
+                    batch.team_id,
+                    provider,
+                    day,
+                    p["request_count"],
+                    p["items_succeeded"],
+                    p["items_failed"],
+                    p["prompt_tokens"],
+                    p["completion_tokens"],
+                    p["retry_extra_tokens"],
+                    p.get("cached_tokens", 0),
+                    p.get("cache_write_tokens", 0),
+                    int(batched.get("prompt_tokens", 0)),
+                    int(batched.get("completion_tokens", 0)),
+                    endpoint,
+                )
             )
+        unrouted = int(part.get("failed_count", 0)) - sum(
+            p["items_failed"] for p in part["providers"].values()
         )
-    unrouted = int(stats.get("failed_count", 0)) - sum(p["items_failed"] for p in stats["providers"].values())
-    if unrouted > 0:  # failed before reaching any provider (no_provider, budget_exceeded, quota_impossible)
-        rows.append((batch.team_id, NO_PROVIDER, day, 0, 0, unrouted, 0, 0, 0, 0, 0, 0, 0))
+        if (
+            unrouted > 0
+        ):  # failed before reaching any provider (no_provider, budget_exceeded, quota_impossible)
+            rows.append((batch.team_id, NO_PROVIDER, day, 0, 0, unrouted, 0, 0, 0, 0, 0, 0, 0, endpoint))
     upsert_team_usage(rows)
+
+
+USAGE_ROW_NUMBERS = 13  # team_id, provider, day and the ten numbers; the endpoint comes last
 
 
 def upsert_team_usage(rows: list[tuple]) -> None:
     """TeamUsageDaily += each row (team_id, provider, day, requests, items_succeeded, items_failed,
     prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens[,
-    provider_batch_prompt_tokens, provider_batch_completion_tokens]), race-free (INSERT … ON
-    CONFLICT): the batch finalizer's and the interactive lane's one writer (a row without the
-    provider-batch parts is all real time)."""
+    provider_batch_prompt_tokens, provider_batch_completion_tokens[, endpoint]]), race-free (INSERT …
+    ON CONFLICT): the batch finalizer's and the interactive lane's one writer (a row without the
+    provider-batch parts is all real time; a row without its endpoint is ``chat``'s)."""
     table = TeamUsageDaily._meta.db_table
     if not rows:
         return
-    rows = [tuple(row) + (0,) * (13 - len(row)) for row in rows]
+    rows = [_full_row(row) for row in rows]
     sql = (
         f"INSERT INTO {table} (team_id, provider, day, requests, items_succeeded, items_failed, "
         "prompt_tokens, completion_tokens, wasted_tokens, cached_tokens, cache_write_tokens, "
-        "provider_batch_prompt_tokens, provider_batch_completion_tokens) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (team_id, provider, day) DO UPDATE SET "
+        "provider_batch_prompt_tokens, provider_batch_completion_tokens, endpoint) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (team_id, provider, endpoint, day) DO UPDATE SET "
         f"requests = {table}.requests + excluded.requests, "
         f"items_succeeded = {table}.items_succeeded + excluded.items_succeeded, "
         f"items_failed = {table}.items_failed + excluded.items_failed, "
@@ -191,6 +107,15 @@ def upsert_team_usage(rows: list[tuple]) -> None:
     )
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
+
+
+def _full_row(row: tuple) -> tuple:
+    """A usage row with every number (missing ones 0) and its endpoint (missing: chat)."""
+    if len(row) > USAGE_ROW_NUMBERS:
+        *numbers, endpoint = row
+    else:
+        numbers, endpoint = list(row), CHAT
+    return (*numbers, *(0,) * (USAGE_ROW_NUMBERS - len(numbers)), endpoint)
 
 
 def finalize_batch_if_done(batch_id: str) -> bool:

@@ -20,8 +20,8 @@ from gateway_engine.routing import RoutingTable
 
 # (batch_id, table, lane) -> the run's observer
 ObserverFactory = Callable[[str, RoutingTable, str], EngineObserver | None]
-# (batch_id, team name, [(result, served_by)]) -> None; must not raise
-ServedRecorder = Callable[[str, str, Sequence[tuple[ItemResult, str]]], None]
+# (batch_id, team name, [(result, served_by, endpoint)]) -> None; must not raise
+ServedRecorder = Callable[[str, str, Sequence[tuple[ItemResult, str, str]]], None]
 
 _factory: ObserverFactory | None = None
 _recorder: ServedRecorder | None = None
@@ -45,7 +45,7 @@ def install_served_recorder(recorder: ServedRecorder) -> None:
     _recorder = recorder
 
 
-def record_served(batch_id: str, team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
+def record_served(batch_id: str, team: str, results: Sequence[tuple[ItemResult, str, str]]) -> None:
     """Record the written results served outside the engine (nothing without a recorder installed)."""
     if _recorder is not None and results:
         _recorder(batch_id, team, results)

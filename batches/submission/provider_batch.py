@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gateway_engine.endpoints import CHAT
 from gateway_engine.provider_batch_choice import goes_to_batch_api, lacking_batch_api
 from gateway_engine.routing import RoutingTable
 
@@ -15,11 +16,18 @@ from .options import BatchOptions
 from .reach import Reach
 from .validation import ValidItem
 
+# the endpoints whose items the provider-batch route can send as batch lines (provider_batches/lines.py)
+BATCH_LINE_ENDPOINTS = frozenset({CHAT})
+
 
 def check_provider_batch(options: BatchOptions, valid: Sequence[ValidItem], reach: Reach) -> None:
     """``always``: every provider each item's route (or provider) reaches has a batch API."""
     if options.provider_batch != "always":
         return
+    other = sorted({v.endpoint for v in valid} - BATCH_LINE_ENDPOINTS)
+    if other:
+        message = f"'always' sends chat items only through a provider's batch API; these items are {other[0]}"
+        raise SubmissionError(400, [FieldError(None, "provider_batch", message)])
     seen: set[tuple[str, str]] = set()
     lacking: set[str] = set()
     for v in valid:
@@ -47,12 +55,15 @@ def check_provider_batch(options: BatchOptions, valid: Sequence[ValidItem], reac
         )
 
 
-def path_chooser(options: BatchOptions, table: RoutingTable) -> Callable[[str], str]:
-    """queue provider name → the item's ``served_via`` (decided once per provider)."""
+def path_chooser(options: BatchOptions, table: RoutingTable) -> Callable[[str, str], str]:
+    """(queue provider name, item endpoint) → the item's ``served_via`` (decided once per provider);
+    an item of an endpoint the route has no lines for is served in real time."""
     window = options.window.total_seconds() if options.window else None
     memo: dict[str, str] = {}
 
-    def choose(provider: str) -> str:
+    def choose(provider: str, endpoint: str = CHAT) -> str:
+        if endpoint not in BATCH_LINE_ENDPOINTS:
+            return ServedVia.REALTIME.value
         if provider not in memo:
             config = table.providers.get(provider) if provider else None
             diverted = goes_to_batch_api(options.provider_batch, window, config)

@@ -1,6 +1,7 @@
 """Writing a validated batch's items: PostgreSQL COPY (psycopg 3) or, on other databases,
 bulk_create in large chunks, each item with its scheduler queue (the preferred provider) and its prompt-prefix
-group (batches.scheduling.prefix.prefix_key)."""
+group (batches.scheduling.prefix.prefix_key; an embeddings item has none) and its endpoint (chat, or
+embeddings with its ``input`` in the payload)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ COPY_COLUMNS = (
     "claimed_by",
     "created_at",
     "pipeline",
+    "endpoint",
 )
 SQLITE_CHUNK = 5000
 
@@ -74,7 +76,10 @@ def queue_namer(batch_id: str, table: RoutingTable) -> Callable[[ValidItem], str
 
 
 def _copy_items(
-    batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str], path: Callable[[str], str]
+    batch: Batch,
+    valid: Iterable[ValidItem],
+    queue: Callable[[ValidItem], str],
+    path: Callable[[str, str], str],
 ) -> None:
     table = connection.ops.quote_name(BatchItem._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(c) for c in COPY_COLUMNS)
@@ -87,8 +92,8 @@ def _copy_items(
             for v in valid:
                 q = queue(v)
                 copy.write_row(
-                    (batch_id, v.seq, v.custom_id, v.route, v.provider, q, prefix(v.payload), path(q), v.payload_json, pending,
-                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline))
+                    (batch_id, v.seq, v.custom_id, v.route, v.provider, q, prefix(v.payload), path(q, v.endpoint), v.payload_json, pending,
+                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline), v.endpoint)
                 )  # fmt: skip
 
 
@@ -98,12 +103,15 @@ def _json(value: object) -> str | None:
 
 
 def _bulk_create_items(
-    batch: Batch, valid: Iterable[ValidItem], queue: Callable[[ValidItem], str], path: Callable[[str], str]
+    batch: Batch,
+    valid: Iterable[ValidItem],
+    queue: Callable[[ValidItem], str],
+    path: Callable[[str, str], str],
 ) -> None:
     prefix = prefix_keyer()
     rows = [
         BatchItem(
-            served_via=path(queue(v)),
+            served_via=path(queue(v), v.endpoint),
             batch=batch,
             seq=v.seq,
             custom_id=v.custom_id,
@@ -113,6 +121,7 @@ def _bulk_create_items(
             prefix_key=prefix(v.payload),
             payload=v.payload,
             pipeline=v.pipeline,
+            endpoint=v.endpoint,
             status=ItemStatus.PENDING,
         )
         for v in valid

@@ -1,5 +1,5 @@
-"""The usage audit page and its CSV: TeamUsageDaily summed per team and day, per team and provider, and
-per calendar day, with costs (the one cost helper, providers.pricing.add_usage_costs)."""
+"""The usage audit page and its CSV: TeamUsageDaily summed per team and day, per team, provider and
+endpoint (chat, embeddings, …), and per calendar day, with costs (the one cost helper, providers.pricing.add_usage_costs)."""
 
 from __future__ import annotations
 
@@ -51,19 +51,24 @@ def usage_by_team_day(qs: QuerySet[TeamUsageDaily]) -> list[dict]:
 
 
 def usage_by_team_provider(qs: QuerySet[TeamUsageDaily]) -> list[dict]:
-    rows = qs.values("team__name", "provider").annotate(**_USAGE_SUMS).order_by("team__name", "provider")
+    """One row per team, provider and endpoint the tokens went to."""
+    rows = (
+        qs.values("team__name", "provider", "endpoint")
+        .annotate(**_USAGE_SUMS)
+        .order_by("team__name", "provider", "endpoint")
+    )
     return [_with_total(r) for r in rows]
 
 
 def team_provider_costs(by_team_provider: list[dict]) -> dict:
-    """Adds ``cost`` / ``wasted_cost`` to each per-team-per-provider row (in place) with the one cost
-    helper and returns the totals ({"cost", "wasted_cost"}; None = some price unknown)."""
+    """Adds ``cost`` / ``wasted_cost`` to each per-team-per-provider-per-endpoint row (in place) with the
+    one cost helper (priced at the provider's prices for the row's endpoint) and returns the totals ({"cost", "wasted_cost"}; None = some price unknown)."""
     return add_usage_costs(
         (
             row,
             [
                 (
-                    row["provider"],
+                    (row["provider"], row["endpoint"]),
                     row["prompt"],
                     row["completion"],
                     row["wasted"],
@@ -92,8 +97,10 @@ def usage_csv_rows(qs: QuerySet[TeamUsageDaily]):
     """Detail rows (team, day, provider) for the CSV export, streamed with iterator()."""
     return (
         qs.select_related("team")
-        .order_by("day", "team__name", "provider")
-        .values_list("day", "team__name", "provider", *USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS)
+        .order_by("day", "team__name", "provider", "endpoint")
+        .values_list(
+            "day", "team__name", "provider", *USAGE_SUMS, *CACHE_SUMS, *PROVIDER_BATCH_SUMS, "endpoint"
+        )
         .iterator(chunk_size=2000)
     )
 

@@ -230,7 +230,9 @@ def test_token_metrics_count_the_cache(team, served):
     before = measured()
     # served outside the engine (a provider's batch API): the writer records their tokens (a response-cache
     # hit would record none: docs/cache.md)
-    record_served_results(str(batch.id), team.name, [(r, ServedBy.PROVIDER_BATCH) for _, r in answers])
+    record_served_results(
+        str(batch.id), team.name, [(r, ServedBy.PROVIDER_BATCH, "chat") for _, r in answers]
+    )
     after = measured()
     for provider, kind, n in (
         ("claude", "cached", 60_000),

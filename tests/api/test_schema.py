@@ -78,7 +78,16 @@ def test_schema_fields_match_what_the_api_returns(document, client, routes):
     assert set(schemas["ResultUsage"]["properties"]) == set(usage)
     assert set(schemas["PromptTokensDetails"]["properties"]) == set(usage["prompt_tokens_details"])
     item_props = set(schemas["Item"]["properties"])
-    assert item_props == {"custom_id", "route", "provider", "messages", "query", "params"}
+    assert item_props == {
+        "custom_id",
+        "route",
+        "provider",
+        "endpoint",
+        "messages",
+        "query",
+        "input",
+        "params",
+    }
     usage = client.get("/api/v1/usage").json()
     assert set(schemas["Usage"]["properties"]) == set(usage)
 

@@ -32,10 +32,11 @@ def record(team, call_id="c1", created=None, **kw) -> CallRecord:
 def test_a_call_counts_every_attempt_at_its_provider_and_the_item_at_the_one_that_answered(team):
     rows = sorted(usage_rows([record(team), record(team, "c2")]))
     day = timezone.now().date()
-    #          team, provider, day, requests, ok, failed, prompt, completion, wasted, cached, cache_write
+    #   team, provider, day, requests, ok, failed, prompt, completion, wasted, cached, cache_write,
+    #   provider-batch prompt / completion (none: real time), endpoint
     assert rows == [
-        (team.pk, "claude", day, 2, 0, 0, 0, 0, 0, 0, 0),
-        (team.pk, "gpt", day, 2, 2, 0, 20, 10, 0, 0, 0),
+        (team.pk, "claude", day, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, "chat"),
+        (team.pk, "gpt", day, 2, 2, 0, 20, 10, 0, 0, 0, 0, 0, "chat"),
     ]
     write([record(team), record(team, "c2")])
     usage = {
@@ -43,6 +44,22 @@ def test_a_call_counts_every_attempt_at_its_provider_and_the_item_at_the_one_tha
     }
     assert usage == {"claude": (2, 0, 0), "gpt": (2, 2, 20)}
     assert InteractiveCall.objects.count() == 2
+
+
+def test_usage_is_counted_per_endpoint_the_call_came_in_on(team):
+    write(
+        [record(team), record(team, "e1", endpoint="embeddings"), record(team, "e2", endpoint="embeddings")]
+    )
+    usage = {
+        (u.provider, u.endpoint): (u.requests, u.items_succeeded, u.prompt_tokens)
+        for u in TeamUsageDaily.objects.all()
+    }
+    assert usage == {
+        ("claude", "chat"): (1, 0, 0),
+        ("gpt", "chat"): (1, 1, 10),
+        ("claude", "embeddings"): (2, 0, 0),
+        ("gpt", "embeddings"): (2, 2, 20),
+    }
 
 
 def test_retention_deletes_old_rows_and_drops_kept_content(team, settings):

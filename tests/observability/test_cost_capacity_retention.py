@@ -66,11 +66,13 @@ def test_usage_page_and_csv_show_cost(team, usage, client):
     csv_text = b"".join(client.get(reverse("dashboard:usage_csv"), query).streaming_content).decode()
     lines = [line.split(",") for line in csv_text.strip().splitlines()]
     # the prompt-cache columns come last (#21): every earlier column keeps its place
-    # then the provider-batch split (appended after them)
-    assert lines[0][-8:-4] == ["cost", "wasted_cost", "cached_tokens", "cache_write_tokens"]
+    # then the provider-batch split (appended after them), then the endpoint (#39)
+    assert lines[0][-9:-5] == ["cost", "wasted_cost", "cached_tokens", "cache_write_tokens"]
+    assert lines[0][-1] == "endpoint"
     by_provider = {line[2]: line for line in lines[1:]}
-    assert by_provider["alpha"][-8:-4] == ["5.500000", "1.000000", "0", "0"]
-    assert by_provider["beta"][-8:-4] == ["", "0.000000", "0", "0"]
+    assert by_provider["alpha"][-9:-5] == ["5.500000", "1.000000", "0", "0"]
+    assert by_provider["beta"][-9:-5] == ["", "0.000000", "0", "0"]
+    assert by_provider["alpha"][-1] == "chat"
 
 
 def test_batch_stats_cost_from_prices():

@@ -101,8 +101,8 @@ def test_usage_csv_and_page_show_the_split(team, priced, client):
     csv_text = b"".join(client.get(reverse("dashboard:usage_csv"), query).streaming_content).decode()
     lines = [line.split(",") for line in csv_text.strip().splitlines()]
     header = lines[0]
-    assert header[-4:] == ["provider_batch_prompt_tokens", "provider_batch_completion_tokens", "realtime_cost",
-                           "provider_batch_cost"]  # fmt: skip
+    assert header[-5:] == ["provider_batch_prompt_tokens", "provider_batch_completion_tokens", "realtime_cost",
+                           "provider_batch_cost", "endpoint"]  # fmt: skip
     by_provider = {line[2]: dict(zip(header, line, strict=True)) for line in lines[1:]}
     assert by_provider["pb"]["provider_batch_prompt_tokens"] == "200000"
     assert by_provider["pb"]["realtime_cost"] == "2.000000" == by_provider["pb"]["provider_batch_cost"]

@@ -105,7 +105,7 @@ def test_wrong_endpoint_is_bad_request_and_nothing_is_stored(client_for, team, f
     client = client_for(team)
     file = client.files.create(file=jsonl([request_line("a", "chat")]), purpose="batch")
     with pytest.raises(openai.BadRequestError) as caught:
-        client.batches.create(input_file_id=file.id, endpoint="/v1/embeddings", completion_window="24h")
+        client.batches.create(input_file_id=file.id, endpoint="/v1/completions", completion_window="24h")
     assert caught.value.body["param"] == "endpoint"
     with pytest.raises(openai.BadRequestError) as caught:
         client.batches.create(
