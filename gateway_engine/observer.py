@@ -33,6 +33,7 @@ class EngineObserver(Protocol):
         custom_id: str,
         attempt: int,
         team: str = "",
+        endpoint: str = "chat",
         batch_id: str = "",
         cached_tokens: int = 0,
         cache_write_tokens: int = 0,

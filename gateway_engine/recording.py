@@ -69,7 +69,7 @@ class OutcomeRecorder:
         await self.follow(choice, admitted, outcome)
         entry = attempt_entry(choice.name, outcome, started)
         result.attempt_log.append(entry)
-        self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, batch_id=item.batch_id, cached_tokens=(usage or {}).get("cached_tokens", 0), cache_write_tokens=(usage or {}).get("cache_write_tokens", 0))  # fmt: skip
+        self.ctx.observer.on_attempt(choice.name, error_type=outcome.error_type or "", status_code=outcome.status_code, latency_s=outcome.latency_ms / 1000.0, prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"], used=outcome.ok, custom_id=item.custom_id, attempt=result.attempts, team=item.team, endpoint=item.endpoint, batch_id=item.batch_id, cached_tokens=(usage or {}).get("cached_tokens", 0), cache_write_tokens=(usage or {}).get("cache_write_tokens", 0))  # fmt: skip
         result.provider, result.latency_ms = choice.name, outcome.latency_ms
         return entry
 

@@ -36,6 +36,7 @@ from .surfaces.chat import CHAT
 from .surfaces.embeddings import EMBEDDINGS_SURFACE
 from .surfaces.messages import MESSAGES
 from .surfaces.responses import RESPONSES
+from .targets import model_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -204,11 +205,19 @@ async def models(request: HttpRequest) -> HttpResponse:
         return error.response()
     created = int(time.time())
     data = [
-        {"id": r, "object": "model", "created": created, "owned_by": "route"} for r in sorted(known.routes)
+        {
+            "id": r,
+            "object": "model",
+            "created": created,
+            "owned_by": "route",
+            "endpoints": model_endpoints(known, r),
+        }
+        for r in sorted(known.routes)
     ]
     for name in sorted(p for p, enabled in known.providers.items() if enabled):
         config = table.providers.get(name)
         if name not in known.routes:
             data.append({"id": name, "object": "model", "created": created,
-                         "owned_by": f"provider:{config.kind if config else 'openai'}"})  # fmt: skip
+                         "owned_by": f"provider:{config.kind if config else 'openai'}",
+                         "endpoints": model_endpoints(known, name)})  # fmt: skip
     return HttpResponse(json.dumps({"object": "list", "data": data}), content_type="application/json")

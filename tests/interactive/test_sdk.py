@@ -87,6 +87,13 @@ def test_models_list_names_the_routes_and_providers(sim_server, make_provider, m
         **{f"r-{n}": "route" for n in KINDS},
         **{n: f"provider:{c['kind']}" for n, c in KINDS.items()},
     }
+    # which endpoints each serves: embeddings only where the kind has an embeddings API
+    endpoints = {m.id: m.model_extra["endpoints"] for m in models.data}
+    surfaces = ["chat", "responses", "messages"]
+    for name, config in KINDS.items():
+        embeds = config["kind"] in ("openai", "azure_openai", "gemini")
+        expected = ["chat", "embeddings", "responses", "messages"] if embeds else surfaces
+        assert endpoints[name] == endpoints[f"r-{name}"] == expected, (name, endpoints[name])
 
 
 def test_the_sdk_raises_its_usual_classes(sim_server, make_provider, make_route, team, sdk, gateway):

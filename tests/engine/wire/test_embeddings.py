@@ -13,6 +13,7 @@ import pytest
 
 from gateway_engine import CrossProviderBatcher
 from gateway_engine.kinds import KINDS
+from gateway_engine.observer import NullObserver
 from gateway_engine.routing import ProviderConfig
 from gateway_engine.wire.embeddings import EMBEDDINGS_WIRE_KINDS, NoEmbeddings, embeddings_for_kind
 from gateway_engine.wire.params import RequestProblems
@@ -176,8 +177,14 @@ def test_the_engine_embeds_items_at_every_kind(sim, kind):
     provider = {"name": name, "kind": kind, "base_url": sim.kind_url(name, kind), "model": SIM["providers"][name]["model"],
                 "api_key": SIM["providers"][name]["api_key"], "rpm": 6000, "tpm": 10**7, "max_concurrency": 4,
                 "timeout_seconds": 10, **EXTRA.get(kind, {})}  # fmt: skip
+    attempts: list[dict] = []
+
+    class Seen(NullObserver):
+        def on_attempt(self, provider: str, **kwargs) -> None:
+            attempts.append({"provider": provider, **kwargs})
+
     batcher = CrossProviderBatcher.from_config(
-        {"providers": [provider], "routes": [{"route": "emb", "provider": name}]}
+        {"providers": [provider], "routes": [{"route": "emb", "provider": name}]}, observer=Seen()
     )
     texts = [f"chunk {i} " * 3 for i in range(5)]
     items = [
@@ -203,6 +210,8 @@ def test_the_engine_embeds_items_at_every_kind(sim, kind):
     assert seen["by_endpoint"] == {"embeddings": 2} and seen["embedding_inputs"] == 6
     assert seen["shape_rejections"] == 0 and seen["auth_rejections"] == 0
     assert seen["billed_prompt_tokens"] == expected_tokens + 2 and seen["billed_completion_tokens"] == 0
+    # the metrics' endpoint label comes from here (observability/engine.py on_attempt)
+    assert [(a["provider"], a["endpoint"]) for a in attempts] == [(name, "embeddings")] * 2
     if kind == "gemini":
         assert results["list"].native_response is not None and "embeddings" in results["list"].native_response
 
