@@ -80,6 +80,9 @@ class BatchApi:
     line_model: str = "model"
     # provider fields required once batch_api is on -> what the field is (said in the refusal)
     required_fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # the item endpoints (gateway_engine.endpoints) its lines can carry: chat everywhere; OpenAI's
+    # Batch API also embeddings (platform.openai.com/docs/api-reference/batch/create)
+    endpoints: tuple[str, ...] = ("chat",)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ class ProviderKind:
     why_no_embeddings: str = ""  # said where an embeddings item is refused for this kind
 
 
-_OPENAI_BATCH = BatchApi("openai", 50_000, 200 * 1024 * 1024)
+_OPENAI_BATCH = BatchApi("openai", 50_000, 200 * 1024 * 1024, endpoints=("chat", "embeddings"))
 # platform.openai.com/docs/api-reference/embeddings/create: at most 2,048 inputs, 8,192 tokens each,
 # 300,000 tokens summed across a request's inputs (Azure OpenAI's embeddings reference says the same)
 _OPENAI_EMBEDDINGS = EmbeddingsApi(

@@ -24,7 +24,7 @@ from gateway_engine.items import ItemResult
 from gateway_engine.retry import ErrorType
 from gateway_engine.routing import ProviderConfig
 
-from .lines import LineVerdict, missing_line, verdict
+from .lines import LineVerdict, answer_reader, missing_line, verdict
 from .models import ProviderBatch
 
 log = logging.getLogger("provider_batches")
@@ -34,7 +34,10 @@ def owned_items(row: ProviderBatch) -> dict[int, BatchItem]:
     """The chunk's items it still holds, by id."""
     qs = BatchItem.objects.filter(id__in=row.item_ids, claimed_by=row.owner, status=ItemStatus.RUNNING)
     return {
-        i.id: i for i in qs.only("id", "batch_id", "seq", "custom_id", "attempts", "attempt_log", "endpoint")
+        i.id: i
+        for i in qs.only(
+            "id", "batch_id", "seq", "custom_id", "attempts", "attempt_log", "endpoint", "payload"
+        )
     }
 
 
@@ -61,9 +64,9 @@ def apply_chunk(
         if line is None:
             v = missing_line(item.custom_id, config, realtime_allowed=realtime_allowed, cancelled=cancelled)
         else:
-            v = verdict(
-                item.custom_id, config, line, realtime_allowed=realtime_allowed, latency_ms=latency_ms
-            )
+            reader = answer_reader(config, item.payload or {}, item.endpoint)
+            v = verdict(item.custom_id, config, line, realtime_allowed=realtime_allowed,
+                        latency_ms=latency_ms, reader=reader)  # fmt: skip
         if v.result is None:
             back.append((item, v))
         else:

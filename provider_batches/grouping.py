@@ -29,6 +29,7 @@ from django.utils import timezone
 from batches.execution.claims import ACTIVE_BATCH_STATUSES
 from batches.models import Batch, BatchItem, ItemStatus, ServedVia
 from gateway_engine.batch_api import BatchLine
+from gateway_engine.endpoints import EMBEDDINGS
 from gateway_engine.items import estimate_split
 from gateway_engine.routing import ProviderConfig
 from providers.models import Provider
@@ -78,8 +79,12 @@ def providers_at_limit() -> set[str]:
 def item_tokens(config: ProviderConfig, item: BatchItem) -> int:
     """The input tokens one line holds against the enqueued-token limit (the engine's estimate)."""
     payload = item.payload or {}
+    embedding_input = payload.get("input") if item.endpoint == EMBEDDINGS else None
     return estimate_split(
-        payload.get("messages") or [], payload.get("params") or {}, config.default_max_tokens
+        payload.get("messages") or [],
+        payload.get("params") or {},
+        config.default_max_tokens,
+        embedding_input=embedding_input,
     )[0]
 
 
@@ -115,17 +120,19 @@ def group_batch(batch_id: str) -> list[ProviderBatch]:
             )
             .order_by("seq")
             .select_for_update(skip_locked=True, of=("self",))
-            .only("id", "batch_id", "seq", "custom_id", "queue_provider", "payload")[:MAX_ITEMS_PER_PASS]
+            .only("id", "batch_id", "seq", "custom_id", "queue_provider", "payload", "endpoint")[
+                :MAX_ITEMS_PER_PASS
+            ]
         )
         if not items:
             return []
-        by_provider: dict[str, list[BatchItem]] = {}
+        by_provider: dict[tuple[str, str], list[BatchItem]] = {}  # one provider batch holds one endpoint
         for item in items:
-            by_provider.setdefault(item.queue_provider, []).append(item)
+            by_provider.setdefault((item.queue_provider, item.endpoint), []).append(item)
         chunks: list[Chunk] = []
         orphans: list[int] = []
         held = enqueued_tokens()
-        for name, group in by_provider.items():
+        for (name, _endpoint), group in by_provider.items():
             config = providers.get(name)
             if config is None or config.batch is None or not config.enabled:
                 orphans += [i.id for i in group]
@@ -179,7 +186,7 @@ def cut(config: ProviderConfig, items: list[BatchItem], enqueued: int = 0) -> It
 
 
 def _line_for(chunk: Chunk, n: int, config: ProviderConfig, item: BatchItem) -> BatchLine:
-    return batch_line(f"{chunk.id}-{n}", config, item.payload)
+    return batch_line(f"{chunk.id}-{n}", config, item.payload, item.endpoint)
 
 
 def _store(batch_id: str, chunk: Chunk) -> ProviderBatch:

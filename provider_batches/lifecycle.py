@@ -84,7 +84,9 @@ def _create_or_adopt(row: ProviderBatch, config: ProviderConfig) -> None:
     row.create_attempts += 1
     items = BatchItem.objects.in_bulk(row.item_ids)
     lines = [
-        batch_line(row.line_id(n), config, items[i].payload) for n, i in enumerate(row.item_ids) if i in items
+        batch_line(row.line_id(n), config, items[i].payload, items[i].endpoint)
+        for n, i in enumerate(row.item_ids)
+        if i in items
     ]
     created, calls = remote.call(config, lambda c: c.create(row.id, lines, KIND_WINDOW))
     log.info("provider batch %s: created %s at %s (%d lines)", row.id, created.id, row.provider, len(lines))

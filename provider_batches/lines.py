@@ -1,9 +1,11 @@
 """Items ⇄ provider-batch lines, and a line's result → the engine's ``ItemResult`` (pure: no ORM, no I/O).
 
 A line's body is exactly what the real-time call of the provider's kind would POST (the kind's wire
-format, ``gateway_engine.wire.for_kind(kind).body``), with ``model`` set where the batch line must name
-it (Azure: the Global-Batch deployment; OpenAI: the provider's model). Its custom id is the gateway's
-own (``<chunk>-<n>``), never the user's.
+format, ``gateway_engine.wire.for_kind(kind).body``; an embeddings item's the kind's embeddings request,
+``wire.embeddings.embeddings_for_kind``, where the kind's batch API takes embeddings lines:
+``kinds.BatchApi.endpoints``), with ``model`` set where the batch line must name it (Azure: the
+Global-Batch deployment; OpenAI: the provider's model). Its custom id is the gateway's own
+(``<chunk>-<n>``), never the user's.
 
 A line counts as one attempt of its item (its attempt-log entry says ``served_by: provider_batch``).
 """
@@ -15,21 +17,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway_engine.batch_api import BatchLine, LineResult, line_verdict
+from gateway_engine.endpoints import CHAT, EMBEDDINGS
 from gateway_engine.error_kinds import error_kind
 from gateway_engine.items import ItemResult
 from gateway_engine.kinds import KINDS
 from gateway_engine.retry import ErrorType, is_retryable_error
 from gateway_engine.routing import ProviderConfig
 from gateway_engine.wire import Answer, for_kind
+from gateway_engine.wire.base import AnswerReading
+from gateway_engine.wire.embeddings import embeddings_for_kind
 
 SERVED_BY = "provider_batch"
 
 
-def line_body(config: ProviderConfig, payload: dict[str, Any]) -> dict[str, Any]:
-    """The JSON body of one item's line for ``config``'s kind."""
-    body = dict(
-        for_kind(config.kind).body(config, list(payload.get("messages") or []), payload.get("params") or {})
-    )
+def line_body(config: ProviderConfig, payload: dict[str, Any], endpoint: str = CHAT) -> dict[str, Any]:
+    """The JSON body of one item's line for ``config``'s kind (``endpoint``: the item's)."""
+    params = payload.get("params") or {}
+    if endpoint == EMBEDDINGS:
+        body = dict(embeddings_for_kind(config).request(config, payload.get("input") or "", params).body)
+    else:
+        body = dict(for_kind(config.kind).body(config, list(payload.get("messages") or []), params))
     batch_api = KINDS[config.kind].batch_api
     line_model = batch_api.line_model if batch_api is not None else ""
     if line_model == "deployment":  # Azure: the Global-Batch deployment
@@ -39,8 +46,22 @@ def line_body(config: ProviderConfig, payload: dict[str, Any]) -> dict[str, Any]
     return body
 
 
-def batch_line(line_id: str, config: ProviderConfig, payload: dict[str, Any]) -> BatchLine:
-    return BatchLine(custom_id=line_id, body=line_body(config, payload))
+def batch_line(
+    line_id: str, config: ProviderConfig, payload: dict[str, Any], endpoint: str = CHAT
+) -> BatchLine:
+    return BatchLine(custom_id=line_id, body=line_body(config, payload, endpoint), endpoint=endpoint)
+
+
+def answer_reader(config: ProviderConfig, payload: dict[str, Any], endpoint: str = CHAT) -> AnswerReading:
+    """What reads a succeeded line's body: the kind's chat wire format, or the reader of the item's
+    embeddings request (it knows how many embeddings the answer must hold)."""
+    if endpoint == EMBEDDINGS:
+        return (
+            embeddings_for_kind(config)
+            .request(config, payload.get("input") or "", payload.get("params") or {})
+            .reader
+        )
+    return for_kind(config.kind)
 
 
 @dataclass(frozen=True)
@@ -74,13 +95,19 @@ def _entry(
 
 
 def verdict(
-    custom_id: str, config: ProviderConfig, line: LineResult, *, realtime_allowed: bool, latency_ms: int
+    custom_id: str,
+    config: ProviderConfig,
+    line: LineResult,
+    *,
+    realtime_allowed: bool,
+    latency_ms: int,
+    reader: AnswerReading | None = None,
 ) -> LineVerdict:
     """A line's result → its item's result. Succeeded: the answer read by the kind's wire format.
     Errored non-retryable: the item fails as it would in real time. Errored retryable, expired or
     canceled (by the guard): back to real time when ``realtime_allowed``, else ended (expired /
     cancelled / failed)."""
-    wire = for_kind(config.kind)
+    wire = reader or for_kind(config.kind)
     if line.outcome == "succeeded" and isinstance(line.body, dict):
         answer = wire.read_answer(line.body)
         if answer.refusal is None:

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from sim.batch_store import NO_REQUEST, BatchStore, SimBatch
+from sim.wire_embeddings import validate_openai
 from sim.wire_openai import error_body
 
 LINE_KEYS = {"custom_id", "method", "url", "body"}
@@ -75,10 +76,13 @@ def line_problem(store: BatchStore, line: Any, endpoint: str, seen: set[str], mo
         return "invalid_request", "'body' must be a JSON object.", "body"
     if body.get("stream") is True:
         return "invalid_request", "Streaming is not supported in the Batch API.", "body.stream"
-    reply = store.kind.validate(body, NO_REQUEST)
+    model = body.get("model")
+    if endpoint.endswith("/embeddings"):  # the embeddings route's own checks (sim/wire_embeddings.py)
+        reply = validate_openai(body, model if isinstance(model, str) else "", azure=azure)
+    else:
+        reply = store.kind.validate(body, NO_REQUEST)
     if reply is not None:
         return "invalid_request", reply.body["error"]["message"], "body"
-    model = body.get("model")
     if not isinstance(model, str) or not model:
         return "missing_required_parameter", "Missing required parameter: 'body.model'.", "body.model"
     if azure and model != store.bc.deployment:

@@ -32,13 +32,15 @@ from typing import Any
 from sim.batch_config import BatchConfig
 from sim.tokens import estimate_text_tokens
 from sim.wire_common import Usage, split_cache
+from sim.wire_embeddings import embedding_tokens, openai_answer, openai_call
 
 LINE_COUNTER_KEYS = ("batch_lines_succeeded", "batch_lines_errored", "batch_lines_expired",
                      "batch_lines_canceled")  # fmt: skip
 COUNTER_KEYS = ("batch_api_calls", "batch_files_uploaded", "batches_created", "batches_completed",
                 "batches_failed", "batches_expired", "batches_cancelled", "batch_lines", *LINE_COUNTER_KEYS,
                 "batch_shape_rejections", "batch_auth_rejections", "batch_billed_prompt_tokens",
-                "batch_billed_completion_tokens", "batch_results_downloads")  # fmt: skip
+                "batch_billed_completion_tokens", "batch_results_downloads",
+                "batch_embedding_inputs")  # fmt: skip
 
 
 @dataclass
@@ -205,7 +207,7 @@ class BatchStore:
         rng = random.Random(f"{self.seed}:{self.cfg.name}:{batch.seq}:tokens")
         for line in batch.lines:
             if line.finish_s <= cut:
-                self._answer(line, rng)
+                self._answer(line, rng, embeddings=batch.endpoint.endswith("/embeddings"))
             elif final == "expired":
                 line.outcome = "expired"
             elif final == "cancelled":
@@ -213,9 +215,17 @@ class BatchStore:
             if line.outcome:
                 self.counters[f"batch_lines_{line.outcome}"] += 1
 
-    def _answer(self, line: SimLine, rng: random.Random) -> None:
+    def _answer(self, line: SimLine, rng: random.Random, embeddings: bool = False) -> None:
         if line.invalid is not None or line.fails:
             line.outcome = "errored"
+            return
+        if embeddings:  # an embeddings line: its input billed, no completion
+            emb = openai_call(line.body, str(line.body.get("model") or ""))
+            tokens = embedding_tokens(emb.texts)
+            line.answer = openai_answer(emb, Usage(tokens, 0, 0, 0))
+            line.outcome = "succeeded"
+            self.counters["batch_billed_prompt_tokens"] += tokens
+            self.counters["batch_embedding_inputs"] += len(emb.texts)
             return
         call = self.kind.call(line.body, NO_REQUEST)
         prompt = estimate_text_tokens(call.texts)

@@ -38,7 +38,10 @@ from sim.batch_files_openai import batch_object, read_lines
 from sim.batch_store import BatchStore
 from sim.wire_openai import azure_not_found, error_body
 
-OPENAI_ENDPOINTS = ("/v1/chat/completions",)
+# OpenAI's Batch API also takes embeddings lines (platform.openai.com/docs/api-reference/batch/create:
+# endpoint /v1/chat/completions, /v1/embeddings, /v1/completions, /v1/responses); Azure's global batch
+# serves chat deployments only
+OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings")
 AZURE_ENDPOINTS = ("/chat/completions", "/v1/chat/completions")
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 BATCH_KEYS = {"input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"}

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gateway_engine.endpoints import CHAT
+from gateway_engine.kinds import KINDS
 from gateway_engine.provider_batch_choice import goes_to_batch_api, lacking_batch_api
-from gateway_engine.routing import RoutingTable
+from gateway_engine.routing import ProviderConfig, RoutingTable
 
 from ..models import ServedVia
 from .errors import FieldError, SubmissionError
@@ -16,22 +17,24 @@ from .options import BatchOptions
 from .reach import Reach
 from .validation import ValidItem
 
-# the endpoints whose items the provider-batch route can send as batch lines (provider_batches/lines.py)
-BATCH_LINE_ENDPOINTS = frozenset({CHAT})
+
+def takes_lines_of(config: ProviderConfig | None, endpoint: str) -> bool:
+    """Whether ``config``'s kind's batch API takes lines of ``endpoint`` (kinds.BatchApi.endpoints:
+    chat everywhere, embeddings at OpenAI's)."""
+    if config is None:
+        return False
+    batch_api = KINDS[config.kind].batch_api
+    return batch_api is not None and endpoint in batch_api.endpoints
 
 
 def check_provider_batch(options: BatchOptions, valid: Sequence[ValidItem], reach: Reach) -> None:
     """``always``: every provider each item's route (or provider) reaches has a batch API."""
     if options.provider_batch != "always":
         return
-    other = sorted({v.endpoint for v in valid} - BATCH_LINE_ENDPOINTS)
-    if other:
-        message = f"'always' sends chat items only through a provider's batch API; these items are {other[0]}"
-        raise SubmissionError(400, [FieldError(None, "provider_batch", message)])
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     lacking: set[str] = set()
     for v in valid:
-        key = (v.route, v.provider)
+        key = (v.route, v.provider, v.endpoint)
         if key in seen:
             continue
         seen.add(key)
@@ -41,6 +44,14 @@ def check_provider_batch(options: BatchOptions, valid: Sequence[ValidItem], reac
             else tuple(c for c in (reach.providers.get(v.provider),) if c is not None)
         )
         lacking.update(lacking_batch_api(configs))
+        if v.endpoint != CHAT:
+            other = sorted(
+                c.name for c in configs if c.batch is not None and not takes_lines_of(c, v.endpoint)
+            )
+            if other:
+                message = (f"'always' needs a batch API that takes {v.endpoint} lines on every provider the items "
+                           f"can reach; {', '.join(other)}'s takes chat lines only")  # fmt: skip
+                raise SubmissionError(400, [FieldError(None, "provider_batch", message)])
     if lacking:
         raise SubmissionError(
             400,
@@ -62,12 +73,13 @@ def path_chooser(options: BatchOptions, table: RoutingTable) -> Callable[[str, s
     memo: dict[str, str] = {}
 
     def choose(provider: str, endpoint: str = CHAT) -> str:
-        if endpoint not in BATCH_LINE_ENDPOINTS:
-            return ServedVia.REALTIME.value
-        if provider not in memo:
+        key = f"{provider}\x1f{endpoint}"
+        if key not in memo:
             config = table.providers.get(provider) if provider else None
-            diverted = goes_to_batch_api(options.provider_batch, window, config)
-            memo[provider] = ServedVia.PROVIDER_BATCH.value if diverted else ServedVia.REALTIME.value
-        return memo[provider]
+            diverted = takes_lines_of(config, endpoint) and goes_to_batch_api(
+                options.provider_batch, window, config
+            )
+            memo[key] = ServedVia.PROVIDER_BATCH.value if diverted else ServedVia.REALTIME.value
+        return memo[key]
 
     return choose

@@ -61,6 +61,10 @@ class AnthropicBatchClient(BatchClientBase):
         return f"{base}/messages/batches{path}" + (f"?{urlencode(query)}" if query else "")
 
     def encode_line(self, line: BatchLine) -> bytes:
+        if line.endpoint != "chat":
+            raise ValueError(
+                f"endpoint: Anthropic's message batches take chat lines only, not {line.endpoint}"
+            )
         if not CUSTOM_ID_RE.match(line.custom_id):
             raise ValueError(f"custom_id: {line.custom_id!r} does not match ^[a-zA-Z0-9_-]{{1,64}}$")
         return compact({"custom_id": line.custom_id, "params": line.body}) + b","

@@ -37,6 +37,9 @@ OPENAI_STATES = {
     "failed": "failed",
     "expired": "expired",
 }
+# a line's endpoint (BatchLine.endpoint) -> the url its batch and its lines name
+OPENAI_PATHS = {"chat": "/v1/chat/completions", "embeddings": "/v1/embeddings"}
+AZURE_PATHS = {"chat": "/chat/completions"}  # Azure's global batch serves chat deployments only
 PAGE_LIMIT = 100
 CHUNK_METADATA_KEY = "gateway_chunk"
 
@@ -47,7 +50,14 @@ class OpenAIBatchClient(BatchClientBase):
     def __init__(self, target: BatchTarget, http: BatchHttp | None = None):
         super().__init__(target, http)
         self.azure = target.kind == "azure_openai"
-        self.endpoint = "/chat/completions" if self.azure else "/v1/chat/completions"
+        self.paths = AZURE_PATHS if self.azure else OPENAI_PATHS
+
+    def path(self, endpoint: str) -> str:
+        """The url lines of ``endpoint`` name; ValueError when the kind's batch API takes none."""
+        if endpoint not in self.paths:
+            raise ValueError(f"endpoint: {self.target.kind}'s batch API takes {', '.join(self.paths)} lines, "
+                             f"not {endpoint}")  # fmt: skip
+        return self.paths[endpoint]
 
     def headers(self) -> dict[str, str]:
         key = self.target.api_key
@@ -64,19 +74,25 @@ class OpenAIBatchClient(BatchClientBase):
 
     def encode_line(self, line: BatchLine) -> bytes:
         body = {**line.body, "model": self.target.batch_deployment} if self.azure else line.body
-        row = {"custom_id": line.custom_id, "method": "POST", "url": self.endpoint, "body": body}
+        row = {"custom_id": line.custom_id, "method": "POST", "url": self.path(line.endpoint), "body": body}
         return compact(row) + b"\n"
 
     async def create(self, chunk_id: str, lines: Sequence[BatchLine], window: str = "24h") -> RemoteBatch:
         if not lines:
             raise ValueError("lines: a provider batch needs at least one line")
+        endpoints = {line.endpoint for line in lines}
+        if len(endpoints) > 1:
+            raise ValueError(
+                f"lines: one provider batch holds lines of one endpoint, got {sorted(endpoints)}"
+            )
+        endpoint = self.path(endpoints.pop())
         data = b"".join(self.encode_line(line) for line in lines)
         body, content_type = multipart_body({"purpose": "batch"}, "file", f"{chunk_id}.jsonl", data)
         uploaded = await self.json_call(
             "upload batch file", "POST", self.url("/files"), body=body, content_type=content_type
         )
         file_id = need(uploaded, "id", str, "upload batch file")
-        payload = {"input_file_id": file_id, "endpoint": self.endpoint, "completion_window": window,
+        payload = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": window,
                    "metadata": {CHUNK_METADATA_KEY: chunk_id}}  # fmt: skip
         return self.remote(await self.json_call("create batch", "POST", self.url("/batches"), payload))
 

@@ -86,6 +86,9 @@ class BatchLine:
 
     custom_id: str
     body: dict[str, Any]
+    # the item's endpoint (gateway_engine.endpoints): "chat", or "embeddings" where the kind's batch API
+    # takes embeddings lines (kinds.BatchApi.endpoints); one provider batch holds lines of one endpoint
+    endpoint: str = "chat"
 
 
 @dataclass(frozen=True)

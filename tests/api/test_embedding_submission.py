@@ -37,9 +37,9 @@ def test_embedding_items_are_stored_with_their_endpoint_and_input(client, routes
     assert rows["chat"].endpoint == "chat" and rows["chat"].payload["messages"][0]["content"] == "hi"
     assert "input" not in rows["chat"].payload
     assert {r.queue_provider for r in rows.values()} == {"alpha"}  # routed like any item
-    # the provider-batch route sends chat lines only: the embedding items are served in real time
+    # OpenAI's Batch API takes embeddings lines too (kinds.BatchApi.endpoints): both go there
     assert rows["chat"].served_via == ServedVia.PROVIDER_BATCH
-    assert rows["e0"].served_via == rows["e1"].served_via == ServedVia.REALTIME
+    assert rows["e0"].served_via == rows["e1"].served_via == ServedVia.PROVIDER_BATCH
     assert rows["e0"].prefix_key == ""
 
 
@@ -69,8 +69,17 @@ def test_a_bad_embedding_item_refuses_the_batch_naming_its_field(client, routes,
     assert not Batch.objects.exists() and not BatchItem.objects.exists()
 
 
-def test_provider_batch_always_refuses_embedding_items(client, routes):
+def test_provider_batch_always_takes_embedding_items_where_the_batch_api_takes_embeddings_lines(
+    client, routes
+):
     response = post_json(client, {"items": [embedding(0)], "provider_batch": "always"})
-    assert response.status_code == 400
-    assert response.json()["errors"][0]["field"] == "provider_batch"
+    assert response.status_code == 400  # alpha and beta have no batch API
+    error = response.json()["errors"][0]
+    assert error["field"] == "provider_batch" and "alpha" in error["message"] and "beta" in error["message"]
     assert not Batch.objects.exists()
+    Provider.objects.filter(name__in=["alpha", "beta"]).update(
+        batch_api=True
+    )  # kind openai: embeddings lines
+    response = post_json(client, {"items": [embedding(0)], "provider_batch": "always"})
+    assert response.status_code == 201, response.content
+    assert BatchItem.objects.get().served_via == ServedVia.PROVIDER_BATCH

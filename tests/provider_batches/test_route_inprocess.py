@@ -173,3 +173,55 @@ def test_the_budget_holds_the_discounted_estimate_and_ends_at_the_reported_usage
     used = BatchItem.objects.filter(batch=batch).aggregate(t=Sum("total_tokens"))["t"]
     assert [n for _, _, n in budget_usage(team)] == [used, used]  # the hold given back, usage charged
     assert ProviderBatch.objects.get(batch=batch).reserved_tokens == 0
+
+
+def embedding_items(n: int, provider: str) -> list[dict]:
+    """Half one input, half a list of two: 1.5 × n inputs."""
+    return [
+        {"custom_id": f"e{i}", "provider": provider, "endpoint": "embeddings",
+         "input": f"chunk {i}" if i % 2 else [f"first {i}", f"second {i}"]}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_embedding_items_go_through_openais_batch_api_in_a_provider_batch_of_their_own(
+    team, make_provider, sim
+):
+    batch_provider(make_provider, sim, "oa", "openai")
+    batch = submit(team, embedding_items(40, "oa") + items(10, "oa"))
+    assert BatchItem.objects.filter(batch=batch, served_via=ServedVia.PROVIDER_BATCH).count() == 50
+
+    drive_until_done(batch)
+
+    assert realtime_calls(sim, "oa") == 0  # a refused line or file would have come back in real time
+    chunks = ProviderBatch.objects.filter(batch=batch)
+    assert sorted(c.line_count for c in chunks) == [10, 40]  # one provider batch per endpoint
+    assert all(c.state == ChunkState.DONE for c in chunks)
+    seen = sim.provider_counters("oa")
+    assert seen["batches_created"] == 2 and seen["batch_embedding_inputs"] == 60
+    results = {r["custom_id"]: r for r in result_page(batch, limit=1000)[0]}
+    for i in range(40):
+        r = results[f"e{i}"]
+        assert (r["status"], r["served_by"], r["attempts"]) == ("succeeded", "provider_batch", 1)
+        assert r["response"]["object"] == "list" and len(r["response"]["data"]) == (1 if i % 2 else 2)
+        assert r["usage"]["completion_tokens"] == 0 and r["usage"]["prompt_tokens"] > 0
+    assert results["c0"]["response"]["object"] == "chat.completion"
+    assert_exactly_once([batch], [sim])
+
+
+def test_azures_batch_api_takes_no_embeddings_lines_they_go_in_real_time_and_always_is_refused(
+    team, make_provider, sim
+):
+    from batches.submission import SubmissionError
+
+    batch_provider(make_provider, sim, "az", "azure_openai")
+    batch = submit(team, embedding_items(4, "az") + items(2, "az"))
+    by_path = {i.custom_id: i.served_via for i in BatchItem.objects.filter(batch=batch)}
+    assert {by_path[f"e{i}"] for i in range(4)} == {ServedVia.REALTIME}
+    assert {by_path["c0"], by_path["c1"]} == {ServedVia.PROVIDER_BATCH}
+    with pytest.raises(SubmissionError) as refused:
+        submit(team, embedding_items(2, "az"), mode="always")
+    (error,) = refused.value.errors
+    assert (
+        error.field == "provider_batch" and "takes chat lines only" in error.message and "az" in error.message
+    )

@@ -88,7 +88,7 @@ def test_openai_sdk_refusals(sim):
     with pytest.raises(openai.BadRequestError, match="completion_window"):
         client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="1h")  # type: ignore[arg-type]
     with pytest.raises(openai.BadRequestError, match="endpoint"):
-        client.batches.create(input_file_id=f.id, endpoint="/v1/embeddings", completion_window="24h")
+        client.batches.create(input_file_id=f.id, endpoint="/v1/completions", completion_window="24h")  # type: ignore[arg-type]
     with pytest.raises(openai.NotFoundError):
         client.batches.create(
             input_file_id="file-nope", endpoint="/v1/chat/completions", completion_window="24h"
