@@ -38,6 +38,7 @@ COPY_COLUMNS = (
     "claimed_by",
     "created_at",
     "pipeline",
+    "target",
 )
 SQLITE_CHUNK = 5000
 
@@ -88,7 +89,7 @@ def _copy_items(
                 q = queue(v)
                 copy.write_row(
                     (batch_id, v.seq, v.custom_id, v.route, v.provider, q, prefix(v.payload), path(q), v.payload_json, pending,
-                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline))
+                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline), v.target)
                 )  # fmt: skip
 
 
@@ -113,6 +114,7 @@ def _bulk_create_items(
             prefix_key=prefix(v.payload),
             payload=v.payload,
             pipeline=v.pipeline,
+            target=v.target,
             status=ItemStatus.PENDING,
         )
         for v in valid
