@@ -20,6 +20,8 @@ numbers, yes/no): long free text rarely matches exactly.
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
 import math
 from collections.abc import Iterator
@@ -199,8 +201,8 @@ def csv_header(batch: Batch) -> list[str]:
 
 
 def csv_rows(batch: Batch, *, answers: bool = True) -> Iterator[list[Any]]:
-    """One row per item: its custom_id, then per target (in ``batch.targets`` order) ok, answer text
-    (blank without ``answers``: the reader may not see the content), latency and tokens."""
+    """One row per item: its custom_id, then per target (in ``batch.targets`` order) ok ("true",
+    "false", "" while pending), answer text (blank without ``answers``), latency (ok copies) and tokens."""
     position = {t: i for i, t in enumerate(batch.targets)}
     for custom_id, group in itertools.groupby(copies(batch), key=lambda c: c.custom_id):
         row: list[Any] = [custom_id] + [""] * (len(CSV_FIELDS) * len(position))
@@ -208,6 +210,24 @@ def csv_rows(batch: Batch, *, answers: bool = True) -> Iterator[list[Any]]:
             at = 1 + position[c.target] * len(CSV_FIELDS)
             answer = c.answer if answers else ""
             row[at : at + len(CSV_FIELDS)] = [
-                str(c.ok).lower(), answer, c.latency_ms if c.ok else "", c.prompt_tokens, c.completion_tokens
+                _ok_cell(c), answer, c.latency_ms if c.ok else "", c.prompt_tokens, c.completion_tokens
             ]  # fmt: skip
         yield row
+
+
+def _ok_cell(c: Copy) -> str:
+    """ "true", "false" (ended without an answer) or "" (not finished yet)."""
+    if c.ok:
+        return "true"
+    return "false" if c.status in ENDED_WITHOUT_ANSWER else ""
+
+
+def csv_lines(batch: Batch, *, answers: bool = True) -> Iterator[str]:
+    """The comparison's CSV (``csv_header`` then ``csv_rows``), a line at a time for streaming."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    for row in itertools.chain([csv_header(batch)], csv_rows(batch, answers=answers)):
+        writer.writerow(row)
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()

@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterator
-
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -16,7 +12,6 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from batches import comparison
-from batches.models import Batch
 
 from .exceptions import InvalidQuery
 from .views import AUTH_ERRORS, BAD_QUERY, BATCH_ID, NOT_FOUND, TeamAPIView
@@ -92,20 +87,11 @@ class BatchComparisonView(TeamAPIView):
         if not comparison.is_evaluation(batch):
             raise NotFound("batch has no targets: it is not an evaluation")
         if query.validated_data["format"] == "csv":
-            response = StreamingHttpResponse(csv_lines(batch), content_type="text/csv; charset=utf-8")
+            response = StreamingHttpResponse(
+                comparison.csv_lines(batch), content_type="text/csv; charset=utf-8"
+            )
             response["Content-Disposition"] = f'attachment; filename="batch-{batch.id}-comparison.csv"'
             return response
         request.accepted_renderer = JSONRenderer()
         request.accepted_media_type = JSONRenderer.media_type
         return Response(comparison.comparison(batch))
-
-
-def csv_lines(batch: Batch, *, answers: bool = True) -> Iterator[str]:
-    """The comparison's CSV, a line at a time (the header first)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    for row in (comparison.csv_header(batch), *comparison.csv_rows(batch, answers=answers)):
-        writer.writerow(row)
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()

@@ -12,6 +12,8 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import Permission, User
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from batches import submission
@@ -124,3 +126,35 @@ def test_300_questions_on_three_targets(sim_server, eval_targets, team, api_key,
             usage = r["usage"] or {}
             assert row[f"{t}.prompt_tokens"] == str(usage.get("prompt_tokens", 0))
     assert Counter(row["evalb.ok"] for row in rows) == {"true": N - FAILING, "false": FAILING}
+
+
+def test_the_dashboard_comparison_page_shows_answers_only_with_view_content(
+    sim_server, eval_targets, team, redis_sync, client
+):
+    sim = sim_server(sim_config())
+    eval_targets(base_urls=sim.provider_url)
+    batch = run(team, questions(6), TARGETS)
+    staff = User.objects.create_user("ops", is_staff=True)
+    client.force_login(staff)
+    detail = client.get(reverse("dashboard:batch_detail", args=[batch.pk])).content.decode()
+    assert reverse("dashboard:batch_comparison", args=[batch.pk]) in detail
+    page = client.get(reverse("dashboard:batch_comparison", args=[batch.pk]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "<code>evalb</code>" in text and "100.0 %" in text and "0.0 %" in text  # the agreement rates
+    assert "q000" not in text and "[evala] tok" not in text  # custom_ids and answers are content
+    csv_url = reverse("dashboard:batch_comparison_csv", args=[batch.pk])
+    assert csv_url not in text and client.get(csv_url).status_code == 403
+    reader = User.objects.create_user("reader", is_staff=True)
+    reader.user_permissions.add(Permission.objects.get(codename="view_content"))
+    client.force_login(reader)
+    text = client.get(reverse("dashboard:batch_comparison", args=[batch.pk])).content.decode()
+    assert "<code>q005</code>" in text and "[evala] tok" in text and csv_url in text
+    export = client.get(csv_url)
+    rows = list(csv.reader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert rows[0][:3] == ["custom_id", "evala.ok", "evala.answer"] and len(rows) == 7
+    plain = submission.submit_batch(team=team, items=[{"custom_id": "p", "provider": "evala", "query": "x"}])
+    assert client.get(reverse("dashboard:batch_comparison", args=[plain.pk])).status_code == 404
+    wait_for(
+        lambda: Batch.objects.filter(id=plain.id, completed_at__isnull=False).exists(), 60, "the plain batch"
+    )

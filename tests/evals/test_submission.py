@@ -154,3 +154,28 @@ def test_the_rest_api_takes_targets_and_refuses_naming_the_field(team, api_key, 
         assert missing.status_code == 404 and "not an evaluation" in missing.json()["detail"]
     finally:
         submission.enqueue.enqueue_start = saved
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("Paris", "  paris.\n", True),
+        ("New   York", "new york!", True),
+        ("YES", "yes", True),
+        ("Straße", "STRASSE", True),  # case-folded, not just lower-cased
+        ("42", "42.0", False),
+        ("yes", "no", False),
+        ("a b", "ab", False),
+    ],
+)
+def test_answers_are_compared_normalised(a, b, same):
+    from batches.evaluation import normalised
+
+    assert (normalised(a) == normalised(b)) is same
+
+
+def test_a_copy_id_goes_back_to_the_items_own():
+    from batches.evaluation import copy_id, own_id
+
+    assert own_id(copy_id("q@1", "same_a"), "same_a") == "q@1"  # an "@" in the item's own id is kept
+    assert own_id("plain", "") == "plain"
