@@ -3,6 +3,7 @@ the field, with nothing stored."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -179,3 +180,22 @@ def test_a_copy_id_goes_back_to_the_items_own():
 
     assert own_id(copy_id("q@1", "same_a"), "same_a") == "q@1"  # an "@" in the item's own id is kept
     assert own_id("plain", "") == "plain"
+
+
+def test_submit_batch_command_takes_targets(team, eval_targets, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    eval_targets()
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(q) for q in questions(2)))
+    saved = submission.enqueue.enqueue_start
+    submission.enqueue.enqueue_start = lambda batch_id: None
+    try:
+        with pytest.raises(CommandError):
+            call_command("submit_batch", str(path), team="acme", targets="evala,evalq", stderr=io.StringIO())
+        assert not Batch.objects.exists()
+        call_command("submit_batch", str(path), team="acme", targets="evala,evalb", stdout=io.StringIO())
+    finally:
+        submission.enqueue.enqueue_start = saved
+    batch = Batch.objects.get()
+    assert batch.targets == ["evala", "evalb"] and batch.total_count == 4
