@@ -75,8 +75,10 @@ def check_targets(raw: Any, known: KnownTargets, *, with_steps: bool = False) ->
 
 
 def _name_problem(name: Any, known: KnownTargets) -> str | None:
-    if not isinstance(name, str) or not name:
-        return f"must be a non-empty string, got {type_name(name)}"
+    if not isinstance(name, str):
+        return f"must be a route or provider name (a string), got {type_name(name)}"
+    if not name:
+        return "must not be empty"
     is_route, enabled = name in known.routes, known.providers.get(name)
     if is_route and enabled is not None:
         return f"{name!r} is both a route and a provider: rename one of them to compare it"

@@ -100,7 +100,8 @@ def test_a_budget_too_small_for_the_copies_is_refused(team, eval_targets, redis_
         (["evala"], "targets", "got 1 names"),
         (["evala", "evalx"], "targets[1]", "did you mean"),
         (["evala", "evaloff"], "targets[1]", "disabled"),
-        (["evala", 3], "targets[1]", "non-empty string"),
+        (["evala", 3], "targets[1]", "a string), got a number"),
+        (["", "evala"], "targets[0]", "must not be empty"),
         (["evala", "evala"], "targets[1]", "duplicate target 'evala'; first given as targets[0]"),
     ],
 )
