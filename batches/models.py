@@ -90,6 +90,9 @@ class Batch(models.Model):
     # The pipeline (docs/contract.md §4 "steps"): every item runs through these steps in order, as
     # checked at submission (batches.steps.Step.as_dict each); [] = one request per item.
     steps = models.JSONField(default=list, blank=True, db_default=[])
+    # An evaluation (docs/contract.md §4 "targets"): every item was fanned out at submission to each of
+    # these route or provider names (batches.submission.fanout); [] = one target per item, its own.
+    targets = models.JSONField(default=list, blank=True, db_default=[])
     # Idempotency-Key of the creating POST (per team) and a digest of its body: a repeat with the same
     # key and body returns this batch; another body with the same key is a 409.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
@@ -211,6 +214,10 @@ class BatchItem(models.Model):
     # params, and each finished earlier step's outcome). null / 0 for an item of a batch without steps.
     step_index = models.PositiveSmallIntegerField(default=0, db_default=0)
     pipeline = models.JSONField(null=True, blank=True)
+    # An evaluation's copy (its batch has ``targets``): the route or provider name this copy is sent to;
+    # its ``custom_id`` is then the item's own with "@<target>" appended (unique in the batch, the key the
+    # engine and the journal use), and its RESULT shows the item's own with ``target``. "" otherwise.
+    target = models.CharField(max_length=64, blank=True, default="", db_default="")
     # Claim lease: a worker owns a running item until claim_expires_at; a dead worker's items are
     # claimed again after that.
     claimed_by = models.CharField(max_length=100, blank=True, default="")

@@ -13,6 +13,7 @@ from providers.pricing import ProviderTokens, add_usage_costs
 from teams.models import Team
 from teams.usage import rate_limits, team_usage
 
+from .evaluation import own_id
 from .models import Batch, BatchItem, ItemStatus, TeamUsageDaily
 from .steps import public_steps
 
@@ -41,6 +42,8 @@ RESULT_INCLUDES = ("native",)
 NATIVE_COLUMN = "native_response"
 # A pipeline item's record (batches.steps): the RESULT gains ``steps``. Read after RESULT_COLUMNS.
 PIPELINE_COLUMN = "pipeline"
+# An evaluation's copy (batches.submission.fanout): the RESULT gains ``target``. Read after PIPELINE_COLUMN.
+TARGET_COLUMN = "target"
 
 USAGE_GROUPS = ("day", "provider", "endpoint")
 # TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
@@ -85,13 +88,17 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
     """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order then the
-    PIPELINE_COLUMN, built by the engine's own builder (gateway_engine.result.result_dict); a pipeline
-    item's RESULT gains ``steps``. With ``native`` the row ends with the NATIVE_COLUMN and the RESULT
+    PIPELINE_COLUMN and TARGET_COLUMN, built by the engine's own builder (gateway_engine.result.result_dict);
+    a pipeline item's RESULT gains ``steps``, an evaluation's copy ``target`` (and its own custom_id). With ``native`` the row ends with the NATIVE_COLUMN and the RESULT
     gains ``native_response`` (``?include=native``)."""
     if native:
         *row, native_response = row
-    _seq, custom_id, status, *values, pipeline = row
-    result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
+    _seq, custom_id, status, *values, pipeline, target = row
+    result = result_dict(
+        own_id(custom_id, target), status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True))
+    )
+    if target:
+        result["target"] = target
     if pipeline is not None:  # a pipeline item: every step run, the last one's fields at the top
         result["steps"] = public_steps(pipeline, result)
     if native:
@@ -105,7 +112,7 @@ def _result_rows(batch: Batch, statuses: Sequence[str] | None = None, native: bo
         qs = qs.filter(status__in=statuses)
     # the native answer is read only when asked for: it can be as large as the response itself
     return qs.order_by("seq").values_list(
-        *RESULT_COLUMNS, PIPELINE_COLUMN, *([NATIVE_COLUMN] if native else [])
+        *RESULT_COLUMNS, PIPELINE_COLUMN, TARGET_COLUMN, *([NATIVE_COLUMN] if native else [])
     )
 
 

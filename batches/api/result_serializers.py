@@ -126,6 +126,11 @@ class ResultSerializer(serializers.Serializer):
         help_text="What served the item: realtime (sent by the engine), provider_batch (a provider's batch "
         "API) or cache (the response cache or an identical item's answer: attempts 0, nothing billed).",
     )
+    target = serializers.CharField(
+        required=False,
+        help_text="Only for an item of a batch with `targets`: the target (route or provider name) this "
+        "RESULT is the answer of; each custom_id has one RESULT per target.",
+    )
     steps = StepResultSerializer(
         many=True,
         required=False,

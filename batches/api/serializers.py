@@ -170,6 +170,13 @@ class BatchCreateSerializer(serializers.Serializer):
         help_text="A pipeline: every item runs through these steps in order, each step as soon as its "
         "previous one finished (a JSONL body: the query parameter `steps`, the list as JSON).",
     )
+    targets = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="An evaluation: 2 to 8 route or provider names; every item (without a route or provider "
+        "of its own) is sent to each; results carry `target`, GET …/comparison compares them (a JSONL "
+        "body: the query parameter `targets`, comma-separated). Not with `steps`.",
+    )
 
 
 # --- batch object ---------------------------------------------------------------------------------
@@ -312,6 +319,11 @@ class BatchSerializer(serializers.Serializer):
     )
 
     steps = StepSerializer(many=True, help_text="The pipeline's steps as checked at submission; [] = none.")
+    targets = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="An evaluation's targets as checked at submission; [] = none. request_counts count "
+        "copies: total = items × targets.",
+    )
 
     @extend_schema_field(RequestCountsSerializer)
     def get_request_counts(self, batch: Batch) -> dict[str, int]:

@@ -2,6 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from . import (
+    comparison_views,
     docs,
     schema,  # noqa: F401  (registers the bearer-auth scheme with drf-spectacular)
     views,
@@ -20,6 +21,11 @@ urlpatterns = [
         "v1/batches/<str:batch_id>/retry_failed",
         views.BatchRetryFailedView.as_view(),
         name="batch-retry-failed",
+    ),
+    path(
+        "v1/batches/<str:batch_id>/comparison",
+        comparison_views.BatchComparisonView.as_view(),
+        name="batch-comparison",
     ),
     path("v1/usage", views.UsageView.as_view(), name="usage"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -18,7 +18,17 @@ from .metadata import metadata_errors, reserved_metadata_errors
 UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 BODY_FIELDS = frozenset(
-    {"items", "metadata", "priority", "completion_window", "cache", "webhook_url", "provider_batch", "steps"}
+    {
+        "items",
+        "metadata",
+        "priority",
+        "completion_window",
+        "cache",
+        "webhook_url",
+        "provider_batch",
+        "steps",
+        "targets",
+    }
 )
 JSON_MEDIA_TYPES = frozenset({"application/json"})
 JSONL_MEDIA_TYPES = frozenset({"application/jsonl", "application/x-ndjson", "application/jsonlines"})
@@ -34,6 +44,7 @@ class ParsedBody:
     cache: Any = None
     provider_batch: Any = None
     steps: Any = None  # the pipeline's steps as sent (batches.submission.steps checks them)
+    targets: Any = None  # an evaluation's targets as sent (batches.submission.fanout checks them)
     # Raw size in bytes of each item as sent (JSONL lines); None when the body was one JSON document.
     item_sizes: list[int] | None = None
     # 1-based line of each item in a JSONL body (blank lines are skipped); None for a JSON document.
@@ -157,6 +168,7 @@ def _parse_json(body: bytes, limits: Limits) -> ParsedBody:
         cache=doc.get("cache"),
         provider_batch=doc.get("provider_batch"),
         steps=doc.get("steps"),
+        targets=doc.get("targets"),
     )
 
 

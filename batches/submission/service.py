@@ -24,6 +24,7 @@ from ..steps import Step
 from . import budget, enqueue, queue_limits
 from .caps import Limits
 from .errors import BudgetRefused, QueueLimitRefused, SubmissionError
+from .fanout import check_copies, check_targets, fan_out, targets_query
 from .idempotency import Idempotency
 from .metadata import metadata_errors
 from .options import BatchOptions, batch_options
@@ -60,13 +61,19 @@ def validate_items(
     item_lines: Sequence[int] | None = None,
     targets: KnownTargets | None = None,
     steps: tuple[Step, ...] = (),
+    fan: tuple[str, ...] = (),
 ) -> list[ValidItem]:
     """Validate every item against the routes and providers stored now (``validation.check_items``),
     or ``targets``; raise SubmissionError(400) listing the first 100 problems, or return all. With
-    ``steps`` the items are returned at their first step (``pipeline_items``)."""
+    ``steps`` the items are returned at their first step (``pipeline_items``); with ``fan`` (the
+    batch's ``targets`` option) one copy per item and target (``fanout.fan_out``)."""
     targets = targets or known_targets()
     limits = limits or Limits.from_settings()
-    valid = check_items(items, targets, limits, item_sizes, item_lines, target_optional=bool(steps))
+    if fan:
+        check_copies(len(items), fan, limits)
+    valid = check_items(items, targets, limits, item_sizes, item_lines, target_optional=bool(steps or fan))
+    if fan:
+        return fan_out(items, valid, fan, targets)
     return pipeline_items(items, valid, steps, targets) if steps else valid
 
 
@@ -81,9 +88,11 @@ def submit_batch(
     idempotency: Idempotency | None = None,
     item_lines: Sequence[int] | None = None,
     steps: Any = None,
+    targets: Any = None,
 ) -> Batch:
     """Validate `items` and store a queued batch with its items in one transaction. ``steps``: the
-    pipeline as sent (docs/contract.md §4; its items always go in real time).
+    pipeline as sent (docs/contract.md §4; its items always go in real time); ``targets``: an
+    evaluation's targets as sent (every item fanned out to each, batches.submission.fanout).
 
     Raises SubmissionError (nothing stored) when any item or the metadata is invalid. After commit,
     `batches.tasks.start_batch.delay(batch_id)` is called. With ``idempotency`` the batch row carries
@@ -94,12 +103,13 @@ def submit_batch(
     if problems:
         raise SubmissionError(400, problems)
     options = options or BatchOptions()
-    targets, table = load_targets()
-    pipeline = check_steps(steps, targets)
-    valid = validate_items(items, item_sizes, item_lines=item_lines, targets=targets, steps=pipeline)
+    known, table = load_targets()
+    fan = check_targets(targets, known, with_steps=steps is not None)
+    pipeline = check_steps(steps, known)
+    valid = validate_items(items, item_sizes, item_lines=item_lines, targets=known, steps=pipeline, fan=fan)
     if pipeline:  # every step after the first is sent when the one before it ends: real time only
         options = dataclasses.replace(options, provider_batch=real_time_only(options.provider_batch))
-    check_provider_batch(options, valid, targets.reach)
+    check_provider_batch(options, valid, known.reach)
     check_budget(team, valid, pipeline)
     with transaction.atomic():
         refused = queue_limits.locked_refusal(team, len(valid))  # the team's row locked until commit
@@ -119,6 +129,7 @@ def submit_batch(
             cache=options.cache,
             provider_batch=options.provider_batch,
             steps=[step.as_dict() for step in pipeline],
+            targets=list(fan),
             idempotency_key=idempotency.key if idempotency else "",
             request_hash=idempotency.request_hash if idempotency else "",
         )
@@ -158,6 +169,7 @@ def submit_body(
         parsed.cache = query.get("cache")
         parsed.provider_batch = query.get("provider_batch")
         parsed.steps = steps_query(query.get("steps"))
+        parsed.targets = targets_query(query.get("targets"))
     options = batch_options(
         parsed.priority,
         parsed.completion_window,
@@ -175,4 +187,5 @@ def submit_body(
         idempotency=idempotency,
         item_lines=parsed.item_lines,
         steps=parsed.steps,
+        targets=parsed.targets,
     )

@@ -40,6 +40,7 @@ COPY_COLUMNS = (
     "created_at",
     "pipeline",
     "endpoint",
+    "target",
 )
 SQLITE_CHUNK = 5000
 
@@ -93,7 +94,7 @@ def _copy_items(
                 q = queue(v)
                 copy.write_row(
                     (batch_id, v.seq, v.custom_id, v.route, v.provider, q, prefix(v.payload), path(q, v.endpoint), v.payload_json, pending,
-                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline), v.endpoint)
+                     "", 0, "", "", 0, "[]", "", now, _json(v.pipeline), v.endpoint, v.target)
                 )  # fmt: skip
 
 
@@ -122,6 +123,7 @@ def _bulk_create_items(
             payload=v.payload,
             pipeline=v.pipeline,
             endpoint=v.endpoint,
+            target=v.target,
             status=ItemStatus.PENDING,
         )
         for v in valid

@@ -75,6 +75,7 @@ class ValidItem:
     payload_json: str
     endpoint: str = CHAT_ENDPOINT  # "chat" or "embeddings" (gateway_engine.endpoints): BatchItem.endpoint
     pipeline: dict[str, Any] | None = None  # a batch with steps: the item's record (batches.steps)
+    target: str = ""  # a batch with targets: the copy's target (batches.submission.fanout)
 
 
 class ItemValidator:

@@ -44,12 +44,15 @@ def with_custom_ids(items: Iterable[Mapping[str, Any]]) -> list[dict]:
 
 
 def in_input_order(items: Sequence[Any], results: Iterable[dict]) -> list[dict]:
-    """The RESULTs, one per item, in the items' order (matched by custom_id)."""
-    by_id = {r.get("custom_id"): r for r in results}
+    """The RESULTs, one per item, in the items' order (matched by custom_id); an evaluation's (a batch
+    with ``targets``): one per item and target, each item's side by side in the gateway's order."""
+    by_id: dict[Any, list[dict]] = {}
+    for r in results:
+        by_id.setdefault(r.get("custom_id"), []).append(r)
     missing = [item["custom_id"] for item in items if item["custom_id"] not in by_id]
     if missing:
         raise GatewayError(f"the gateway returned no RESULT for {len(missing)} item(s), e.g. {missing[0]!r}")
-    return [by_id[item["custom_id"]] for item in items]
+    return [r for item in items for r in by_id[item["custom_id"]]]
 
 
 def ended(batch: Mapping[str, Any]) -> bool:
@@ -91,8 +94,10 @@ class _BatchCalls(_Transport):
         ``queued``). ``options`` are the batch's top-level fields, sent only when given (not None):
         ``metadata``, ``priority``, ``completion_window``, ``provider_batch``, ``cache``, ``webhook_url``,
         ``steps`` (a pipeline: a list of ``{"name", "route" | "provider", "template", "params",
-        "route_by"}``; each item runs through them in order and its RESULT gains ``steps``) (the gateway
-        refuses a name it does not know, naming it). Items without ``custom_id`` get their
+        "route_by"}``; each item runs through them in order and its RESULT gains ``steps``), ``targets``
+        (an evaluation: route or provider names; each item, without its own route or provider, is sent to
+        every one, its RESULTs gain ``target``; see ``comparison``) (the gateway refuses a name it does
+        not know, naming it). Items without ``custom_id`` get their
         position. ``idempotency_key``: True (default) sends a new key, so retrying the call is safe; a
         string sends that key (a repeat of the same request returns the first batch); False sends none
         (then the request is never sent twice). An invalid item raises ``BadRequestError`` whose
@@ -262,6 +267,23 @@ class _BatchCalls(_Transport):
 
     async def acancel(self, batch_id: str) -> dict:
         return self._json(await self._asend("POST", f"/api/v1/batches/{batch_id}/cancel", policy=_Retry.SAFE))
+
+    def comparison(self, batch_id: str) -> dict:
+        """``GET /api/v1/batches/{id}/comparison``: an evaluation's (a batch submitted with ``targets``)
+        figures per target (ok, failed, requests, p50/p95 latency, tokens, cost) and agreement per pair."""
+        path = f"/api/v1/batches/{batch_id}/comparison"
+        return self._json(self._send("GET", path, policy=_Retry.SAFE))
+
+    async def acomparison(self, batch_id: str) -> dict:
+        path = f"/api/v1/batches/{batch_id}/comparison"
+        return self._json(await self._asend("GET", path, policy=_Retry.SAFE))
+
+    def comparison_csv(self, batch_id: str) -> str:
+        """The comparison's CSV (``?format=csv``): one row per custom_id, each target's ok, answer,
+        latency and tokens (an error status raises as every call does)."""
+        path = f"/api/v1/batches/{batch_id}/comparison"
+        response = self._send("GET", path, params={"format": "csv"}, policy=_Retry.SAFE)
+        return response.text
 
     def usage(
         self,

@@ -22,6 +22,7 @@ OPERATIONS = {
     ("/api/v1/batches", "post"),
     ("/api/v1/batches/{batch_id}", "get"),
     ("/api/v1/batches/{batch_id}/results", "get"),
+    ("/api/v1/batches/{batch_id}/comparison", "get"),
     ("/api/v1/batches/{batch_id}/cancel", "post"),
     ("/api/v1/batches/{batch_id}/retry_failed", "post"),
     ("/api/v1/usage", "get"),
@@ -64,12 +65,13 @@ def test_schema_fields_match_what_the_api_returns(document, client, routes):
     assert set(schemas["Stats"]["properties"]) == set(batch["stats"])
     assert set(schemas["RequestCounts"]["properties"]) == set(batch["request_counts"])
     result = client.get(f"/api/v1/batches/{batch['id']}/results").json()["results"][0]
-    # native_response is there only with ?include=native, steps only for an item of a batch with steps
-    assert set(schemas["Result"]["properties"]) == set(result) | {"native_response", "steps"}
+    # native_response is there only with ?include=native, steps only for an item of a batch with steps,
+    # target only for an evaluation's copy
+    assert set(schemas["Result"]["properties"]) == set(result) | {"native_response", "steps", "target"}
     native = client.get(f"/api/v1/batches/{batch['id']}/results?include=native").json()["results"][0]
-    assert set(schemas["Result"]["properties"]) == set(native) | {"steps"}
+    assert set(schemas["Result"]["properties"]) == set(native) | {"steps", "target"}
     steps = {"step": "s", "steps": []}  # a pipeline item's record (batches.steps)
-    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, "realtime", steps, {"id": "m"})  # fmt: skip
+    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, "realtime", steps, "t", {"id": "m"})  # fmt: skip
     assert set(schemas["Result"]["properties"]) == set(result_from_row(row, native=True))
     assert set(schemas["ResultError"]["properties"]) == set(result_from_row(row, native=True)["error"])
     usage = result_from_row(row, native=True)["usage"]

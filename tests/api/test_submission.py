@@ -55,6 +55,7 @@ def test_json_submission_stores_batch_and_normalized_items(client, routes, api_k
         "webhook_url",  # issue #26 (docs/contract.md §4): null when none was given
         "cache",
         "steps",  # issue #40: [] for a batch without a pipeline
+        "targets",  # issue #40: [] for a batch that is not an evaluation
     }
     assert data["priority"] == "normal" and data["completion_window"] is None and data["expires_at"] is None
     assert data["webhook_url"] is None

@@ -27,6 +27,7 @@ from batches.execution import cancel_batch
 from batches.models import Batch, BatchStatus, ItemStatus
 from batches.selectors import item_status_counts
 from batches.submission import SubmissionError, batch_options, parse_jsonl, submit_batch
+from batches.submission.fanout import targets_query
 from gateway_site.commands import DatabaseCommand
 from teams.models import Team
 
@@ -93,6 +94,12 @@ class Command(DatabaseCommand):
             "runs through them in order.",
         )
         parser.add_argument(
+            "--targets",
+            default=None,
+            help="An evaluation: comma-separated route or provider names (docs/api.md 'Evaluations'); "
+            "every item (without a route or provider of its own) is sent to each.",
+        )
+        parser.add_argument(
             "--poll", type=float, default=0.5, help="Seconds between progress checks (--wait)."
         )
         parser.add_argument(
@@ -127,6 +134,7 @@ class Command(DatabaseCommand):
                 item_sizes=parsed.item_sizes,
                 options=batch_opts,
                 steps=steps,
+                targets=targets_query(options["targets"]),
             )
         except SubmissionError as exc:
             for error in exc.errors:
