@@ -41,6 +41,8 @@ RESULT_INCLUDES = ("native",)
 NATIVE_COLUMN = "native_response"
 # A pipeline item's record (batches.steps): the RESULT gains ``steps``. Read after RESULT_COLUMNS.
 PIPELINE_COLUMN = "pipeline"
+# A capacity move (batches.execution.capacity): the RESULT gains ``routed_by``. Read after PIPELINE_COLUMN.
+ROUTED_COLUMNS = ("moved_from", "queue_provider")
 
 USAGE_GROUPS = ("day", "provider")
 # TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
@@ -85,15 +87,18 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
     """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order then the
-    PIPELINE_COLUMN, built by the engine's own builder (gateway_engine.result.result_dict); a pipeline
-    item's RESULT gains ``steps``. With ``native`` the row ends with the NATIVE_COLUMN and the RESULT
-    gains ``native_response`` (``?include=native``)."""
+    PIPELINE_COLUMN and the ROUTED_COLUMNS, built by the engine's own builder
+    (gateway_engine.result.result_dict); a pipeline item's RESULT gains ``steps``, a moved item's
+    ``routed_by``. With ``native`` the row ends with the NATIVE_COLUMN and the RESULT gains
+    ``native_response`` (``?include=native``)."""
     if native:
         *row, native_response = row
-    _seq, custom_id, status, *values, pipeline = row
+    _seq, custom_id, status, *values, pipeline, moved_from, queue = row
     result = result_dict(custom_id, status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True)))
     if pipeline is not None:  # a pipeline item: every step run, the last one's fields at the top
         result["steps"] = public_steps(pipeline, result)
+    if moved_from:  # a capacity move: the peer that took it from its held-back first choice
+        result["routed_by"] = {"rule": queue, "reason": "capacity", "moved_from": moved_from}
     if native:
         result["native_response"] = native_response
     return result
@@ -105,7 +110,7 @@ def _result_rows(batch: Batch, statuses: Sequence[str] | None = None, native: bo
         qs = qs.filter(status__in=statuses)
     # the native answer is read only when asked for: it can be as large as the response itself
     return qs.order_by("seq").values_list(
-        *RESULT_COLUMNS, PIPELINE_COLUMN, *([NATIVE_COLUMN] if native else [])
+        *RESULT_COLUMNS, PIPELINE_COLUMN, *ROUTED_COLUMNS, *([NATIVE_COLUMN] if native else [])
     )
 
 

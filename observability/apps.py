@@ -15,13 +15,14 @@ class ObservabilityConfig(AppConfig):
 
         from . import celery_hooks, events, tracing
         from .engine import engine_observer
-        from .served import record_served_results
+        from .served import record_moves, record_served_results
 
         celery_hooks.connect()
         signals.batch_started.connect(events.on_batch_started, dispatch_uid="observability.batch_started")
         signals.batch_finished.connect(events.on_batch_finished, dispatch_uid="observability.batch_finished")
         observers.install(engine_observer)
         observers.install_served_recorder(record_served_results)
+        observers.install_move_recorder(record_moves)
         tracing.configure_from_env()
         warn_if_worker_metrics_invisible()
 
