@@ -180,3 +180,20 @@ def test_two_equal_saturated_peers_keep_close_to_the_weights(
     held = held_by_draw(batch)
     assert abs(seen["held"] - held) <= N // 6, (seen, held)
     assert N // 4 <= seen["held"] <= 3 * N // 4, seen
+
+
+def test_a_paused_provider_s_waiting_items_move_at_once(
+    sim_server, make_provider, make_route, team, redis_sync, moving, settings
+):
+    from providers.limits.factory import run_with_store
+
+    # the wait does not apply to a paused provider: its items move whatever their age
+    settings.GATEWAY_CAPACITY_MOVE_WAIT_SECONDS = 3600
+    sim = setup(sim_server, make_provider, make_route, held_sim={}, held={"rpm": 600, "max_concurrency": 2})
+    run_with_store(lambda store: store.pause_provider("held", "billing", None, "billing limit reached"))
+    batch = run(team)
+    assert batch.status == BatchStatus.COMPLETED and batch.completed_count == N
+    results = list(iter_results(batch))
+    assert served_once(sim, results) == {"fast": N}  # nothing reached the paused provider
+    moved = [r for r in results if "routed_by" in r]
+    assert moved and {r["routed_by"]["moved_from"] for r in moved} == {"held"}
