@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from django.urls import reverse
 from prometheus_client import REGISTRY
 
 from batches import submission
@@ -15,6 +16,7 @@ from batches.execution import keepalive
 from batches.models import Batch, BatchItem, BatchStatus
 from batches.selectors import iter_results
 from gateway_engine.routing import preferred_provider
+from tests.factories import login_superuser
 from tests.scheduling.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -112,7 +114,7 @@ def held_by_draw(batch: Batch) -> int:
 
 
 def test_a_peer_with_room_serves_the_items_of_a_provider_whose_quota_is_spent(
-    sim_server, make_provider, make_route, team, redis_sync, moving
+    sim_server, make_provider, make_route, team, redis_sync, moving, client
 ):
     # held: 30 requests a minute at the gateway (its bucket empty after the first), two leases
     sim = setup(sim_server, make_provider, make_route, held_sim={}, held={"rpm": 30, "max_concurrency": 2})
@@ -120,9 +122,11 @@ def test_a_peer_with_room_serves_the_items_of_a_provider_whose_quota_is_spent(
     batch = run(team)
     seen = check_moved(batch, sim, held_by_draw(batch))
     assert seen["held"] <= 10, seen  # waiting out the draw: ~30 items at 0.5 a second
-    assert (
-        moves("fast", "held") - before == BatchItem.objects.filter(batch=batch).exclude(moved_from="").count()
-    )
+    moved = BatchItem.objects.filter(batch=batch).exclude(moved_from="").count()
+    assert moves("fast", "held") - before == moved
+    # the providers page counts them on the provider that took them
+    body = login_superuser(client).get(reverse("dashboard:providers")).content.decode()
+    assert f"{moved} moved here" in body
 
 
 def test_a_peer_with_room_serves_the_items_of_a_slow_provider(
