@@ -15,7 +15,8 @@ class ObservabilityConfig(AppConfig):
 
         from . import celery_hooks, events, tracing
         from .engine import engine_observer
-        from .served import record_moves, record_served_results
+        from .moves import record_moves
+        from .served import record_served_results
 
         celery_hooks.connect()
         signals.batch_started.connect(events.on_batch_started, dispatch_uid="observability.batch_started")

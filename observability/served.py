@@ -1,5 +1,4 @@
-"""The metrics of results served outside the engine (a provider's batch API, the cache), and of capacity
-moves (``record_moves``, batches.execution.capacity: ``gateway_capacity_moves_total``).
+"""The metrics of results served outside the engine (a provider's batch API, the cache).
 
 batches.execution.apply calls ``record_served_results`` (installed in observability.apps through
 batches.execution.observers) once per committed write, for the rows it wrote that the engine did not
@@ -61,13 +60,3 @@ def _record(team: str, results: Sequence[tuple[ItemResult, str]]) -> None:
             )
             if cost is not None:
                 metrics.provider_cost.labels(result.provider, team).inc(float(cost))
-
-
-def record_moves(provider: str, from_provider: str, n: int) -> None:
-    """Count a capacity move (batches.execution.capacity; never raises: the move stands)."""
-    if not settings.GATEWAY_METRICS_ENABLED:
-        return
-    try:
-        metrics.capacity_moves.labels(provider, from_provider).inc(n)
-    except Exception:  # noqa: BLE001 - the items moved; only their count is lost
-        log.exception("capacity move of %d item(s) %s → %s not counted", n, from_provider, provider)
