@@ -167,6 +167,9 @@ class BatchItem(models.Model):
     # The scheduler's queue: the provider the item is expected to go to first (routing at submission;
     # the engine may still fall back elsewhere). "" = no routable provider.
     queue_provider = models.CharField(max_length=64, blank=True, default="")
+    # A capacity move (batches.execution.capacity): the held-back provider whose queue the item was
+    # claimed from by a same-priority peer (now its queue_provider, sent there first). "" = not moved.
+    moved_from = models.CharField(max_length=64, blank=True, default="", db_default="")
     # The item's prompt-prefix group (batches.scheduling.prefix.prefix_key, at submission): items of one
     # key are sent back to back for the providers' prompt caches. "" = nothing worth sharing.
     prefix_key = models.CharField(max_length=32, blank=True, default="")

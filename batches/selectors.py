@@ -44,6 +44,8 @@ NATIVE_COLUMN = "native_response"
 PIPELINE_COLUMN = "pipeline"
 # An evaluation's copy (batches.submission.fanout): the RESULT gains ``target``. Read after PIPELINE_COLUMN.
 TARGET_COLUMN = "target"
+# A capacity move (batches.execution.capacity): the RESULT gains ``routed_by``. Read after TARGET_COLUMN.
+ROUTED_COLUMNS = ("moved_from", "queue_provider")
 
 USAGE_GROUPS = ("day", "provider", "endpoint")
 # TeamUsageDaily's numbers, summed by the usage API and exported (in this order) by the dashboard's CSV
@@ -88,12 +90,13 @@ def item_status_counts(batch: Batch) -> dict[str, int]:
 
 def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
     """One RESULT (docs/contract.md §4) from a values_list row in RESULT_COLUMNS order then the
-    PIPELINE_COLUMN and TARGET_COLUMN, built by the engine's own builder (gateway_engine.result.result_dict);
-    a pipeline item's RESULT gains ``steps``, an evaluation's copy ``target`` (and its own custom_id). With ``native`` the row ends with the NATIVE_COLUMN and the RESULT
-    gains ``native_response`` (``?include=native``)."""
+    PIPELINE_COLUMN, TARGET_COLUMN and the ROUTED_COLUMNS, built by the engine's own builder
+    (gateway_engine.result.result_dict); a pipeline item's RESULT gains ``steps``, an evaluation's copy
+    ``target`` (and its own custom_id), a moved item's ``routed_by``. With ``native`` the row ends with
+    the NATIVE_COLUMN and the RESULT gains ``native_response`` (``?include=native``)."""
     if native:
         *row, native_response = row
-    _seq, custom_id, status, *values, pipeline, target = row
+    _seq, custom_id, status, *values, pipeline, target, moved_from, queue = row
     result = result_dict(
         own_id(custom_id, target), status, **dict(zip(RESULT_COLUMNS[3:], values, strict=True))
     )
@@ -101,6 +104,8 @@ def result_from_row(row: tuple, *, native: bool = False) -> dict[str, Any]:
         result["target"] = target
     if pipeline is not None:  # a pipeline item: every step run, the last one's fields at the top
         result["steps"] = public_steps(pipeline, result)
+    if moved_from:  # a capacity move: the peer that took it from its held-back first choice
+        result["routed_by"] = {"rule": queue, "reason": "capacity", "moved_from": moved_from}
     if native:
         result["native_response"] = native_response
     return result
@@ -112,7 +117,7 @@ def _result_rows(batch: Batch, statuses: Sequence[str] | None = None, native: bo
         qs = qs.filter(status__in=statuses)
     # the native answer is read only when asked for: it can be as large as the response itself
     return qs.order_by("seq").values_list(
-        *RESULT_COLUMNS, PIPELINE_COLUMN, TARGET_COLUMN, *([NATIVE_COLUMN] if native else [])
+        *RESULT_COLUMNS, PIPELINE_COLUMN, TARGET_COLUMN, *ROUTED_COLUMNS, *([NATIVE_COLUMN] if native else [])
     )
 
 

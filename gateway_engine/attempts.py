@@ -355,7 +355,7 @@ def item_state(ctx: RunContext, item: WorkItem) -> ItemState | ItemResult:
     key = item.key or item.custom_id
     try:
         draw = stable_draw(item.batch_id or ctx.salt, key)
-        cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw)
+        cands = candidates(ctx.table, route=item.route, provider=item.provider, draw=draw, prefer=item.prefer)
     except RoutingError as exc:
         result.error_type, result.error_message = ErrorType.NO_PROVIDER, str(exc)
         return result

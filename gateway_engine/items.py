@@ -82,6 +82,9 @@ class WorkItem:
     # or a list of strings) and no messages; the others are chat requests on the wire
     endpoint: Endpoint = CHAT
     input: EmbeddingInput | None = None
+    # a provider of the route's first priority tier tried first instead of the weighted draw's pick: the
+    # peer that claimed the item from a held-back provider (a capacity move; "" = the draw decides)
+    prefer: str = ""
 
     @classmethod
     def coerce(cls, item: object, index: int = 0) -> WorkItem:

@@ -43,7 +43,7 @@ class ProviderQueues:
         """The item's first candidate (the queue it waits in); "" when it cannot be routed."""
         return preferred_provider(
             self.ctx.table, route=item.route, provider=item.provider,
-            salt=item.batch_id or self.ctx.salt, key=item.key or item.custom_id,
+            salt=item.batch_id or self.ctx.salt, key=item.key or item.custom_id, prefer=item.prefer,
         )  # fmt: skip
 
     def workers(self, name: str) -> int:

@@ -7,7 +7,9 @@ function of that table and the item:
 * an item with an explicit ``provider`` skips routing (that provider only, if it is enabled);
 * an item with a ``route`` gets that route's enabled rules pointing at enabled providers, grouped by
   priority (0 first); inside one priority the first choice is split by weight, the others of the same
-  priority follow (heaviest first), then the next priority's providers — the fallback order.
+  priority follow (heaviest first), then the next priority's providers — the fallback order;
+* ``prefer`` (a capacity move, batches/execution/capacity.py): a provider of the first tier that
+  claimed the item from a held-back peer goes first instead of the draw's pick; the rest keep their order.
 """
 
 from __future__ import annotations
@@ -167,9 +169,10 @@ def weighted_order(rules: list[RouteRule], draw: float) -> list[RouteRule]:
 
 
 def candidates(
-    table: RoutingTable, *, route: str = "", provider: str = "", draw: float = 0.0
+    table: RoutingTable, *, route: str = "", provider: str = "", draw: float = 0.0, prefer: str = ""
 ) -> list[ProviderConfig]:
-    """Providers that may serve one item, in the order they should be tried (first = preferred)."""
+    """Providers that may serve one item, in the order they should be tried (first = preferred).
+    ``prefer``: a provider of the first priority tier to try first (ignored when it is not there)."""
     if provider:
         config = table.provider(provider)
         if not config.enabled:
@@ -192,17 +195,44 @@ def candidates(
     ordered: list[ProviderConfig] = []
     for priority in sorted({r.priority for r in rules}):
         tier = sorted((r for r in rules if r.priority == priority), key=lambda r: r.provider)
-        ordered.extend(table.providers[r.provider] for r in weighted_order(tier, draw))
+        tier = weighted_order(tier, draw)
+        if not ordered and prefer in {r.provider for r in tier}:
+            tier = sorted(tier, key=lambda r: r.provider != prefer)  # stable: the others keep their order
+        ordered.extend(table.providers[r.provider] for r in tier)
     return ordered
 
 
+def first_tier_peers(table: RoutingTable, provider: str) -> dict[str, tuple[str, ...]]:
+    """peer → the routes in which ``provider`` and that peer are both in the first priority tier (enabled
+    rules at enabled providers): the peers whose queued items of those routes ``provider`` may serve
+    first when the peer is held back (a capacity move). Empty when ``provider`` is not enabled."""
+    config = table.providers.get(provider)
+    if config is None or not config.enabled:
+        return {}
+    peers: dict[str, list[str]] = {}
+    for route in dict.fromkeys(r.route for r in table.rules if r.provider == provider):
+        live = [
+            r
+            for r in table.rules
+            if r.route == route and r.enabled and r.provider in table.providers
+            and table.providers[r.provider].enabled
+        ]  # fmt: skip
+        first = min((r.priority for r in live), default=None)
+        tier = {r.provider for r in live if r.priority == first}
+        if provider in tier:
+            for peer in sorted(tier - {provider}):
+                peers.setdefault(peer, []).append(route)
+    return {peer: tuple(routes) for peer, routes in peers.items()}
+
+
 def preferred_provider(
-    table: RoutingTable, *, route: str = "", provider: str = "", salt: str, key: str
+    table: RoutingTable, *, route: str = "", provider: str = "", salt: str, key: str, prefer: str = ""
 ) -> str:
     """The provider an item is queued behind: its first candidate for the draw ``stable_draw(salt, key)``
     (salt: the batch id, key: the item's key or custom_id), or "" when it cannot be routed now. The
-    scheduler's queue at submission and the engine's queue both come from here, so they agree."""
-    return _first_choice(table, route, provider, stable_draw(salt, key))
+    scheduler's queue at submission and the engine's queue both come from here, so they agree.
+    ``prefer``: the provider a capacity move gave the item (see ``candidates``)."""
+    return _first_choice(table, route, provider, stable_draw(salt, key), prefer)
 
 
 def draw_free_preference(table: RoutingTable, *, route: str = "", provider: str = "") -> str | None:
@@ -213,8 +243,8 @@ def draw_free_preference(table: RoutingTable, *, route: str = "", provider: str 
     return low if low == high else None
 
 
-def _first_choice(table: RoutingTable, route: str, provider: str, draw: float) -> str:
+def _first_choice(table: RoutingTable, route: str, provider: str, draw: float, prefer: str = "") -> str:
     try:
-        return candidates(table, route=route, provider=provider, draw=draw)[0].name
+        return candidates(table, route=route, provider=provider, draw=draw, prefer=prefer)[0].name
     except RoutingError:
         return ""

@@ -15,6 +15,7 @@ class ObservabilityConfig(AppConfig):
 
         from . import celery_hooks, events, tracing
         from .engine import engine_observer
+        from .moves import record_moves
         from .served import record_served_results
 
         celery_hooks.connect()
@@ -22,6 +23,7 @@ class ObservabilityConfig(AppConfig):
         signals.batch_finished.connect(events.on_batch_finished, dispatch_uid="observability.batch_finished")
         observers.install(engine_observer)
         observers.install_served_recorder(record_served_results)
+        observers.install_move_recorder(record_moves)
         tracing.configure_from_env()
         warn_if_worker_metrics_invisible()
 

@@ -65,6 +65,12 @@ items = Counter(
     "Items that reached a final state in the engine, by status and lane (batch items; interactive calls).",
     ["status", "lane"],
 )
+capacity_moves = Counter(
+    "gateway_capacity_moves",
+    "Batch items a provider took from the queue of a held-back same-priority peer of their route "
+    "(routing by capacity), by provider and the provider they were queued for.",
+    ["provider", "from_provider"],
+)
 cache_hits = Counter(
     "gateway_cache_hits",
     "Batch items answered by the response cache or by an identical item's answer (no call, nothing billed).",

@@ -103,6 +103,18 @@ class StepResultSerializer(serializers.Serializer):
     served_by = serializers.CharField()
 
 
+class RoutedBySerializer(serializers.Serializer):
+    """Why the item went to its provider rather than its weighted draw (docs/contract.md §4)."""
+
+    rule = serializers.CharField(help_text="The provider the routing rule chose (tried first).")
+    reason = serializers.ChoiceField(
+        choices=["capacity"],
+        help_text="capacity: its weighted first choice was held back (paused, breaker open, or saturated "
+        "while the item waited) and this same-priority provider of its route had room.",
+    )
+    moved_from = serializers.CharField(help_text="The held-back provider the item was queued for.")
+
+
 class ResultSerializer(serializers.Serializer):
     """One RESULT of docs/contract.md §4 (plus `status`, the item's state). Rows come pre-shaped from
     gateway_engine.result.result_dict (via batches.selectors.result_from_row), so to_representation
@@ -136,6 +148,10 @@ class ResultSerializer(serializers.Serializer):
         required=False,
         help_text="Only for an item of a batch with `steps`: each step run, in order (the last one is the "
         "step the item ended on, or is at); the top-level fields describe that last step.",
+    )
+    routed_by = RoutedBySerializer(
+        required=False,
+        help_text="Only for an item moved by routing by capacity: the provider chosen and why.",
     )
     native_response = serializers.JSONField(
         required=False,

@@ -8,6 +8,8 @@ Pending items of a cancelled or overdue batch are ended in bulk here, without a 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Case, F, IntegerField, Q, Value, When
@@ -16,6 +18,7 @@ from django.utils import timezone
 from batches import signals
 from batches.models import Batch, BatchItem, BatchStatus, ItemStatus, ServedVia
 from gateway_engine import ItemResult
+from gateway_engine.endpoints import EMBEDDINGS, ENDPOINTS, WIRE_FAMILY
 from gateway_engine.retry import ErrorType
 
 from . import journal
@@ -29,6 +32,7 @@ CLAIM_FIELDS = (
     "route",
     "requested_provider",
     "queue_provider",
+    "moved_from",  # engine_wiring.work_item: a moved item is sent to its new queue's provider first
     "prefix_key",
     "payload",
     "retry_state",
@@ -40,6 +44,17 @@ ACTIVE_BATCH_STATUSES = (BatchStatus.QUEUED, BatchStatus.RUNNING)
 # real-time claims take only items on the real-time path: an item bound for its provider's batch API
 # (``served_via=provider_batch``) is the provider-batch route's (provider_batches) until it sets it back
 REALTIME_PATH = Q(served_via=ServedVia.REALTIME)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A capacity move's claim: ``provider`` serves items of the held-back ``peer``'s queue."""
+
+    provider: str
+    peer: str
+    routes: tuple[str, ...]  # the routes both are in the first priority tier of
+    waited_since: datetime | None  # only items submitted by then (None: any, the peer is paused)
+    embeddings: bool  # ``provider`` serves embeddings items
 
 
 def queue_filter(provider: str, known: Sequence[str] | None = None) -> Q:
@@ -82,6 +97,38 @@ def claim_queued(
                 running = BatchItem.objects.filter(where, batch_id=batch_id, status=ItemStatus.RUNNING)
                 items = _claim_groups(pending, running, limit - len(taken), prefix)
             _mark_claimed(items, owner, now)
+        taken += items
+    return taken
+
+
+def claim_moved(move: Move, batch_ids: Sequence[str], limit: int, owner: str) -> list[BatchItem]:
+    """Take up to ``limit`` pending items of the held-back ``move.peer``'s queue for ``move.provider``
+    (a capacity move, batches.execution.capacity): only items of the routes both share a first tier in,
+    without an explicit provider, submitted at or before ``move.waited_since`` (None: any), and no
+    embeddings items unless ``move.embeddings``. The rows claimed are queued for ``move.provider`` from
+    now on (``queue_provider``) with ``moved_from`` naming the peer; batches in the given order."""
+    _check_owner(owner)
+    where = queue_filter(move.peer) & Q(route__in=move.routes, requested_provider="")
+    if move.waited_since is not None:
+        where &= Q(created_at__lte=move.waited_since)
+    if not move.embeddings:
+        where &= ~Q(endpoint__in=[e for e in ENDPOINTS if WIRE_FAMILY[e] == EMBEDDINGS])
+    taken: list[BatchItem] = []
+    for batch_id in batch_ids:
+        if len(taken) >= limit:
+            break
+        with transaction.atomic():
+            pending = BatchItem.objects.filter(
+                where, REALTIME_PATH, batch_id=batch_id, status=ItemStatus.PENDING
+            )
+            items = _lock(pending, limit - len(taken))
+            _mark_claimed(items, owner, timezone.now())
+            if items:
+                BatchItem.objects.filter(id__in=[i.id for i in items]).update(
+                    queue_provider=move.provider, moved_from=move.peer
+                )
+            for item in items:
+                item.queue_provider, item.moved_from = move.provider, move.peer
         taken += items
     return taken
 

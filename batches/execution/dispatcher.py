@@ -42,6 +42,8 @@ from gateway_engine.redis_errors import REDIS_ERRORS
 from . import shutdown
 from .apply import apply_results
 from .cache_stage import CacheStage
+from .capacity import CapacityMoves
+from .chores import Chores
 from .claims import (
     cancel_claimable,
     cancelled_with_unsent,
@@ -51,7 +53,6 @@ from .claims import (
     mark_running,
     overdue_batches,
     release_claims,
-    renew_claims,
 )
 from .common import log, new_owner, ride_through
 from .engine_wiring import build_batcher, load_routing_table, work_item
@@ -63,9 +64,6 @@ from .runner import EngineThread
 from .served import as_served
 
 WORK_REFRESH_SECONDS = 0.5
-HOUSEKEEPING_SECONDS = 1.0
-CANCEL_POLL_SECONDS = 0.5
-HEARTBEAT_SECONDS = 2.0
 PARKED_PER_BUFFER = 4  # parked items not counted against a provider's buffer: up to this many buffers
 
 
@@ -121,6 +119,7 @@ class DispatchSlice:
         table = ride_through("load providers", load_routing_table)
         self.table = table
         self.cache = CacheStage(table, self.owner)  # the response cache and in-flight dedup (docs/cache.md)
+        self.moves = CapacityMoves(table)  # routing by capacity: drained providers help held-back peers
         self.clock = fair_clock()
         self.feed, self.control = ItemFeed(), RunControl()
         engine = EngineThread(
@@ -158,7 +157,7 @@ class DispatchSlice:
         calls still in flight (their items are released)."""
         now = time.monotonic()
         end_at = now + self.seconds
-        chores = _Chores(self, renew=now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3)
+        chores = Chores(self, renew=now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3)
         next_refresh = now
         closing = stopping = False
         stop_by = float("inf")
@@ -212,43 +211,38 @@ class DispatchSlice:
 
     def fill(self) -> None:
         """Top up every provider's buffer, a quantum at a time, team by SFQ, batch by lane order; items
-        parked by the engine (waiting out a breaker or backoff) count not, up to PARKED_PER_BUFFER."""
-        now = time.time()
+        parked by the engine (waiting out a breaker or backoff) count not, up to PARKED_PER_BUFFER. Then
+        drained providers with room take waiting items of held-back peers (capacity.py)."""
         parked = Counter(self.queue_of[i] for i in self.control.parked())
+        known = list(self.table.providers)
         for provider in list(self.work):
-            teams = self.work[provider]
-            config = self.table.providers.get(provider)
-            if config is None:
-                rate, target = float("inf"), int(settings.GATEWAY_CHUNK_SIZE)
-            else:
-                rate = config.limits.rpm / 60.0
-                target = buffer_target(
-                    rate, config.max_concurrency, self.lookahead, dispatchers=self.dispatchers
-                )
-            busy = self.outstanding[provider] - min(parked[provider], PARKED_PER_BUFFER * target)
-            if busy > target // 2:
+            want = self.room(provider, parked)
+            if want <= 0:
                 continue  # refill in batches once half the buffer is used: fewer, larger claims
-            want = target - busy
-            while want > 0 and teams:
-                if len(teams) == 1:  # nobody to share with: one claim for the whole deficit
-                    pick_name, size = next(iter(teams)), want
-                else:
-                    pick = pick_team(self.clock.state(provider), {t: w.weight for t, w in teams.items()})
-                    assert pick is not None
-                    pick_name, size = pick.team, min(want, quantum(rate))
-                team = teams[pick_name]
-                order = [c.batch_id for c in order_batches(team.batches, now, self.aging)]
-                prefer = self.grouping.prefer(provider, pick_name)  # prefix grouping: continue a group
-                got = claim_queued(provider, order, size, self.owner, list(self.table.providers), prefer)
-                if not got:
-                    del teams[pick_name]  # nothing claimable for this team here until the next refresh
-                    continue
-                self.clock.charge(provider, pick_name, len(got), team.weight)
-                got = self.grouping.order(provider, pick_name, got)  # only within this team's quantum
-                self.hand_over(provider, got, {c.batch_id: c for c in team.batches})
-                want -= len(got)
-            if not teams:
+
+            def claim(order: list[str], size: int, team: str, provider: str = provider) -> list[BatchItem]:
+                got = claim_queued(
+                    provider, order, size, self.owner, known, self.grouping.prefer(provider, team)
+                )
+                return self.grouping.order(provider, team, got)  # only within this team's quantum
+
+            claim_loop(self, provider, self.work[provider], want, claim)
+            if not self.work[provider]:
                 del self.work[provider]
+        self.moves.fill(
+            self.work, lambda p: self.room(p, parked), functools.partial(claim_loop, self), self.owner
+        )
+
+    def room(self, provider: str, parked: Counter[str]) -> int:
+        """How many items to claim for ``provider``'s buffer now (0 while more than half of it is busy)."""
+        config = self.table.providers.get(provider)
+        if config is None:
+            target = int(settings.GATEWAY_CHUNK_SIZE)
+        else:
+            rate = config.limits.rpm / 60.0
+            target = buffer_target(rate, config.max_concurrency, self.lookahead, dispatchers=self.dispatchers)
+        busy = self.outstanding[provider] - min(parked[provider], PARKED_PER_BUFFER * target)
+        return 0 if busy > target // 2 else target - busy
 
     def hand_over(self, provider: str, rows: list[BatchItem], cands: dict[str, BatchCandidate]) -> None:
         for bid in {str(row.batch_id) for row in rows} - self.started:
@@ -328,6 +322,31 @@ class DispatchSlice:
             self.touched.discard(bid)
 
 
+def claim_loop(s: DispatchSlice, provider: str, teams: dict[str, TeamWork], want: int, claim) -> int:
+    """Slice ``s`` claims up to ``want`` items into ``provider``'s buffer with ``claim(batch order, size,
+    team)``, a quantum at a time, team by SFQ on ``provider``'s clock (batches in lane order); a team with
+    nothing claimable leaves ``teams``. Returns how many were handed over (``hand_over``)."""
+    rate = s.table.providers[provider].limits.rpm / 60.0 if provider in s.table.providers else float("inf")
+    now, handed = time.time(), 0
+    while want > 0 and teams:
+        if len(teams) == 1:  # nobody to share with: one claim for the whole deficit
+            pick_name, size = next(iter(teams)), want
+        else:
+            pick = pick_team(s.clock.state(provider), {t: w.weight for t, w in teams.items()})
+            assert pick is not None
+            pick_name, size = pick.team, min(want, quantum(rate))
+        team = teams[pick_name]
+        got = claim([c.batch_id for c in order_batches(team.batches, now, s.aging)], size, pick_name)
+        if not got:
+            del teams[pick_name]  # nothing claimable for this team here until the next refresh
+            continue
+        s.clock.charge(provider, pick_name, len(got), team.weight)
+        s.hand_over(provider, got, {c.batch_id: c for c in team.batches})
+        want -= len(got)
+        handed += len(got)
+    return handed
+
+
 def partition(
     rows: list[BatchItem], entries: list[tuple[int, ItemResult, object]]
 ) -> tuple[dict[str, list], list[int], dict[str, list]]:
@@ -345,36 +364,6 @@ def partition(
         else:
             by_batch[str(row.batch_id)].append((row, result))
     return by_batch, released, kept
-
-
-@dataclass
-class _Chores:
-    """A running slice's periodic chores and when each is next due (monotonic seconds): renewing its
-    claims, checking for cancels, housekeeping and the dispatcher's heartbeat (the last three at once)."""
-
-    slice: DispatchSlice
-    renew: float
-    cancel: float = 0.0
-    house: float = 0.0
-    beat: float = 0.0
-
-    def run_due(self, now: float) -> None:
-        s = self.slice
-        if now >= self.renew:
-            ride_through("renew claims", lambda: renew_claims(s.owner))
-            self.renew = now + float(settings.GATEWAY_CLAIM_LEASE_SECONDS) / 3
-        if now >= self.cancel:
-            ride_through("check cancels", s.check_cancels)
-            self.cancel = now + CANCEL_POLL_SECONDS
-        if now >= self.house:
-            ride_through("housekeeping", s.housekeeping)
-            self.house = now + HOUSEKEEPING_SECONDS
-        if s.heartbeat is not None and now >= self.beat:
-            try:
-                s.heartbeat()
-            except Exception:  # noqa: BLE001 - a missed heartbeat only risks an extra dispatcher
-                log.warning("dispatcher heartbeat failed", exc_info=True)
-            self.beat = now + HEARTBEAT_SECONDS
 
 
 def drain_quietly(engine: EngineThread) -> None:

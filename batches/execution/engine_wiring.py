@@ -68,4 +68,5 @@ def work_item(item: BatchItem, *, deadline: float | None = None, team: str = "")
         carried=RetryState.from_dict(item.retry_state),
         endpoint=item.endpoint,  # type: ignore[arg-type]  # the model's choices are ENDPOINTS
         input=payload.get("input"),
+        prefer=item.queue_provider if item.moved_from else "",  # a capacity move: its new queue first
     )

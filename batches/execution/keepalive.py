@@ -21,8 +21,9 @@ from batches.models import Batch, BatchItem, BatchStatus
 from gateway_engine.redis_errors import REDIS_ERRORS
 from gateway_site.forksafe import after_fork
 
+from .chores import HEARTBEAT_SECONDS
 from .common import log, ride_through
-from .dispatcher import HEARTBEAT_SECONDS, DispatchSlice, SliceReport
+from .dispatcher import DispatchSlice, SliceReport
 from .fairclock import redis_client
 from .finalize import FINISHED_STATUSES, finalize_batch_if_done
 from .queued import work_remains

@@ -6,6 +6,7 @@ does not import the metrics code, observability installs its factory and its rec
 
 * the ``EngineObserver`` factory: which observer watches an engine run (with none installed a run is
   not observed — the engine's null observer —, which only happens outside the Django site);
+* the moves recorder: items a provider took from a held-back peer's queue (batches.execution.capacity);
 * the served-results recorder: the item and token metrics of results served outside the engine (a
   provider's batch API, the cache), called by batches.execution.apply for the rows it wrote.
 """
@@ -23,8 +24,12 @@ ObserverFactory = Callable[[str, RoutingTable, str], EngineObserver | None]
 # (batch_id, team name, [(result, served_by, endpoint)]) -> None; must not raise
 ServedRecorder = Callable[[str, str, Sequence[tuple[ItemResult, str, str]]], None]
 
+# (provider, from_provider, items) -> None; must not raise
+MoveRecorder = Callable[[str, str, int], None]
+
 _factory: ObserverFactory | None = None
 _recorder: ServedRecorder | None = None
+_moves: MoveRecorder | None = None
 
 
 def install(factory: ObserverFactory) -> None:
@@ -49,3 +54,15 @@ def record_served(batch_id: str, team: str, results: Sequence[tuple[ItemResult, 
     """Record the written results served outside the engine (nothing without a recorder installed)."""
     if _recorder is not None and results:
         _recorder(batch_id, team, results)
+
+
+def install_move_recorder(recorder: MoveRecorder) -> None:
+    """Set what counts capacity moves (observability.apps)."""
+    global _moves
+    _moves = recorder
+
+
+def record_moves(provider: str, from_provider: str, n: int) -> None:
+    """Count ``n`` items ``provider`` took from the held-back ``from_provider`` (nothing without one)."""
+    if _moves is not None and n:
+        _moves(provider, from_provider, n)

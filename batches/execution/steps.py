@@ -41,7 +41,7 @@ CACHE_HIT = "cache"
 # what a hand-off writes on the row (the next step's request, the claim and the result cleared)
 HANDOFF_FIELDS = (
     "status", "claimed_by", "claim_expires_at", "step_index", "pipeline", "payload", "route",
-    "requested_provider", "queue_provider", "prefix_key", "attempts", "retry_extra_tokens",
+    "requested_provider", "queue_provider", "moved_from", "prefix_key", "attempts", "retry_extra_tokens",
     "attempt_log", "retry_state", "provider", "latency_ms", "response", "native_response",
     "prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cache_write_tokens",
 )  # fmt: skip
@@ -126,7 +126,7 @@ def _next_step(
     return BatchItem(
         id=item.id, status=ItemStatus.PENDING, claimed_by="", claim_expires_at=None, step_index=index,
         pipeline={**record, "step": step.name}, payload=payload, route=route, requested_provider=provider,
-        queue_provider=queue, prefix_key=prefix(payload), attempts=0, retry_extra_tokens=0, attempt_log=[],
+        queue_provider=queue, moved_from="", prefix_key=prefix(payload), attempts=0, retry_extra_tokens=0, attempt_log=[],
         retry_state=None, provider="", latency_ms=None, response=None, native_response=None,
         prompt_tokens=None, completion_tokens=None, total_tokens=None, cached_tokens=None,
         cache_write_tokens=None,

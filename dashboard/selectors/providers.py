@@ -21,6 +21,7 @@ class RecentProviderActivity:
     timeouts: int
     avg_latency_ms: float | None
     error_rate_pct: float | None
+    moved_in: int = 0  # of them, items it took from a held-back peer's queue (routing by capacity)
 
 
 RECENT_WINDOW = dt.timedelta(minutes=5)
@@ -36,7 +37,8 @@ def batches_active_since(since: dt.datetime) -> QuerySet:
 
 
 def recent_activity(now: dt.datetime | None = None) -> dict[str, RecentProviderActivity]:
-    """Per provider: items finished in the last 5 minutes, failures, avg latency (one query)."""
+    """Per provider: items finished in the last 5 minutes, failures, avg latency, items moved to it from
+    held-back peers (one query)."""
     since = (now or timezone.now()) - RECENT_WINDOW
     rows = (
         BatchItem.objects.filter(batch__in=batches_active_since(since), finished_at__gte=since)
@@ -47,6 +49,7 @@ def recent_activity(now: dt.datetime | None = None) -> dict[str, RecentProviderA
             failed=Count("id", filter=Q(status=ItemStatus.FAILED)),
             timeouts=Count("id", filter=Q(status=ItemStatus.FAILED, error_type=ErrorType.TIMEOUT)),
             avg=Avg("latency_ms"),
+            moved_in=Count("id", filter=~Q(moved_from="")),
         )
         .order_by()
     )
@@ -57,6 +60,7 @@ def recent_activity(now: dt.datetime | None = None) -> dict[str, RecentProviderA
             timeouts=r["timeouts"],
             avg_latency_ms=r["avg"],
             error_rate_pct=(100.0 * r["failed"] / r["n"]) if r["n"] else None,
+            moved_in=r["moved_in"],
         )
         for r in rows
     }

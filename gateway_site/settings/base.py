@@ -181,6 +181,11 @@ GATEWAY_DISPATCH_LOOKAHEAD_SECONDS = env_float(
 GATEWAY_PRIORITY_AGING_SECONDS = env_float(
     "GATEWAY_PRIORITY_AGING_SECONDS", 300.0, minimum=0.0, maximum=86400.0
 )
+# Routing by capacity (batches/execution/capacity.py): how long an item waits for a saturated provider
+# before a same-priority peer of its route with room takes it (a paused or open-breaker one: at once)
+GATEWAY_CAPACITY_MOVE_WAIT_SECONDS = env_float(
+    "GATEWAY_CAPACITY_MOVE_WAIT_SECONDS", 5.0, minimum=0.0, maximum=86400.0
+)
 # Prefix grouping (issue #25, batches/scheduling/prefix.py): a team's items sharing a prompt prefix are
 # claimed and sent back to back, for the providers' prompt caches. Off: claims in submission order.
 GATEWAY_PREFIX_GROUPING = env_bool("GATEWAY_PREFIX_GROUPING", True)

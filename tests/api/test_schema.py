@@ -66,17 +66,23 @@ def test_schema_fields_match_what_the_api_returns(document, client, routes):
     assert set(schemas["RequestCounts"]["properties"]) == set(batch["request_counts"])
     result = client.get(f"/api/v1/batches/{batch['id']}/results").json()["results"][0]
     # native_response is there only with ?include=native, steps only for an item of a batch with steps,
-    # target only for an evaluation's copy
-    assert set(schemas["Result"]["properties"]) == set(result) | {"native_response", "steps", "target"}
+    # target only for an evaluation's copy, routed_by only for a moved item
+    assert set(schemas["Result"]["properties"]) == set(result) | {
+        "native_response",
+        "steps",
+        "target",
+        "routed_by",
+    }
     native = client.get(f"/api/v1/batches/{batch['id']}/results?include=native").json()["results"][0]
-    assert set(schemas["Result"]["properties"]) == set(native) | {"steps", "target"}
+    assert set(schemas["Result"]["properties"]) == set(native) | {"steps", "target", "routed_by"}
     steps = {"step": "s", "steps": []}  # a pipeline item's record (batches.steps)
-    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, "realtime", steps, "t", {"id": "m"})  # fmt: skip
+    row = (0, "c", "failed", "p", 1, 1, None, "timeout", None, "m", 1, 2, 3, 4, 5, "realtime", steps, "t", "q", "p", {"id": "m"})  # fmt: skip
     assert set(schemas["Result"]["properties"]) == set(result_from_row(row, native=True))
     assert set(schemas["ResultError"]["properties"]) == set(result_from_row(row, native=True)["error"])
     usage = result_from_row(row, native=True)["usage"]
     step = result_from_row(row, native=True)["steps"][0]
     assert set(schemas["StepResult"]["properties"]) == set(step)
+    assert set(schemas["RoutedBy"]["properties"]) == set(result_from_row(row, native=True)["routed_by"])
     assert set(schemas["ResultUsage"]["properties"]) == set(usage)
     assert set(schemas["PromptTokensDetails"]["properties"]) == set(usage["prompt_tokens_details"])
     item_props = set(schemas["Item"]["properties"])
