@@ -69,7 +69,8 @@ def fill(path: str, ids: dict[tuple[str, str], str]) -> str:
 
 @pytest.fixture
 def scene(make_provider, make_route, tmp_path, monkeypatch, redis_sync):
-    """Team acme owns a finished native batch, an OpenAI-style file and batch; globex owns nothing."""
+    """Team acme owns a finished native batch (an evaluation over both routes), an OpenAI-style file and
+    batch; globex owns nothing."""
     monkeypatch.setenv("GATEWAY_PROVIDER_SECRET_ENVKEYED", ENV_SECRET)
     storages = {
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -89,8 +90,9 @@ def scene(make_provider, make_route, tmp_path, monkeypatch, redis_sync):
         owner.credentials(HTTP_AUTHORIZATION=f"Bearer {create_api_key(acme, 'k')[1]}")
         stranger.credentials(HTTP_AUTHORIZATION=f"Bearer {create_api_key(globex, 'k')[1]}")
 
-        items = [{"custom_id": f"n{i}", "route": f"r{1 + i % 2}", "query": f"q {i}"} for i in range(4)]
-        native = owner.post("/api/v1/batches", {"items": items}, format="json")
+        # an evaluation (targets): every native batch operation, its comparison included, answers for it
+        items = [{"custom_id": f"n{i}", "query": f"q {i}"} for i in range(4)]
+        native = owner.post("/api/v1/batches", {"items": items, "targets": ["r1", "r2"]}, format="json")
         assert native.status_code == 201, native.content
         lines = [
             {
