@@ -90,6 +90,11 @@ class ModelSerializer(serializers.Serializer):
     object = serializers.CharField(help_text='Always "model".')
     created = serializers.IntegerField(help_text="Unix seconds.")
     owned_by = serializers.CharField(help_text='"route", or "provider:<kind>" for a provider.')
+    endpoints = serializers.ListField(
+        child=serializers.ChoiceField(choices=["chat", "embeddings", "responses", "messages"]),
+        help_text="The surfaces this model serves: chat (/v1/chat/completions), embeddings (/v1/embeddings: "
+        "every provider it reaches has an embeddings API), responses (/v1/responses), messages (/v1/messages).",
+    )
 
 
 class ModelListSerializer(serializers.Serializer):

@@ -20,11 +20,14 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 CHUNKS = 1000
 LISTS = range(0, CHUNKS, 100)  # these lines embed three texts at 64 dimensions
-# ~46 tokens a chunk, ~46,000 in all: more than a minute of the provider's TPM, so its limit binds
+# ~46 tokens a chunk, ~46,000 in all: more than a minute of the provider's TPM, so its limit binds. The
+# simulator's minute lasts 60 / SCALE real seconds (its TPM in simulated minutes); the gateway is given the
+# same limit in real minutes (TPM × SCALE): about 17 s of real time instead of 68
+SCALE = 4
 TPM = 40_000
 MODEL = "text-embedding-3-small"
-SIM = {"time_scale": 1, "seed": 3,
-       "providers": {"emb": {"kind": "openai", "model": MODEL, "rpm": 100_000, "tpm": TPM, "median_ms": 5}}}  # fmt: skip
+SIM = {"time_scale": SCALE, "seed": 3,
+       "providers": {"emb": {"kind": "openai", "model": MODEL, "rpm": 100_000, "tpm": TPM, "median_ms": 20}}}  # fmt: skip
 
 
 def chunk(i: int) -> str:
@@ -45,7 +48,7 @@ def test_a_1000_chunk_embeddings_batch_at_the_tpm_limit(
 ):
     client = sdk(api_key[1])
     with run_simulator_in_thread(SIM) as sim:
-        provider = make_provider("emb", base_url=sim.provider_url("emb"), model=MODEL, rpm=60_000, tpm=TPM,
+        provider = make_provider("emb", base_url=sim.provider_url("emb"), model=MODEL, rpm=60_000, tpm=TPM * SCALE,
                                  max_concurrency=16, burst_seconds=1, max_retries=3,
                                  price_prompt_per_million="10", price_completion_per_million="30",
                                  price_embedding_per_million="0.02")  # fmt: skip
@@ -68,9 +71,9 @@ def test_a_1000_chunk_embeddings_batch_at_the_tpm_limit(
     assert seen["rate_limited_429"] == 0 and seen["shape_rejections"] == 0, seen
     assert seen["by_endpoint"] == {"embeddings": CHUNKS}, seen
     assert seen["requests"] == seen["ok"] == CHUNKS and seen["embedding_inputs"] == texts
-    # in any minute at most the TPM and the gateway bucket's one second of burst (the simulator's own
-    # bucket holds five: more would pass there without a 429)
-    assert seen["max_charged_tokens_per_minute"] <= TPM * 61 / 60, seen
+    # in any (simulated) minute at most the TPM and the gateway bucket's one real second of burst — SCALE
+    # simulated seconds (the simulator's own bucket holds five: more would pass there without a 429)
+    assert seen["max_charged_tokens_per_minute"] <= TPM * (60 + SCALE) / 60, seen
     assert seen["billed_prompt_tokens"] > TPM  # the limit was reached, not just approached
     assert seen["billed_completion_tokens"] == 0
 
