@@ -7,7 +7,7 @@ answer, its stream chunks and the call's errors back to its own shapes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -121,6 +121,14 @@ def chat_usage(chat: Mapping[str, Any]) -> tuple[int, int, int]:
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens", 0) if isinstance(details, dict) else 0
     return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), int(cached or 0)
+
+
+def first_choice_deltas(chunk: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """(delta, finish reason) of each entry of a streamed chat chunk's ``choices`` for choice 0 (the
+    only one a surface answers)."""
+    for choice in chunk.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            yield choice.get("delta") or {}, choice.get("finish_reason")
 
 
 def first_choice(chat: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:

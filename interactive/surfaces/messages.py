@@ -30,7 +30,7 @@ from gateway_engine.error_kinds import error_kind
 
 from ..errors import CallError
 from . import messages_request
-from .base import Answered, ChatRequest, chat_usage, first_choice, renamed, sse
+from .base import Answered, ChatRequest, chat_usage, first_choice, first_choice_deltas, renamed, sse
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                 "function_call": "tool_use", "content_filter": "refusal"}  # fmt: skip
@@ -122,15 +122,12 @@ class MessagesWriter:
         if chunk.get("model") and not self.started:
             self.model = str(chunk["model"])
         out = self._start()
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
+        for delta, finish in first_choice_deltas(chunk):
             if isinstance(delta.get("content"), str) and delta["content"]:
                 out += self._text(delta["content"])
             for call in delta.get("tool_calls") or ():
                 out += self._call(call)
-            self.finish = choice.get("finish_reason") or self.finish
+            self.finish = finish or self.finish
         return out
 
     def _text(self, piece: str) -> bytes:

@@ -22,7 +22,7 @@ from gateway_engine.error_kinds import error_kind
 
 from ..errors import CallError
 from . import responses_request
-from .base import Answered, ChatRequest, chat_usage, first_choice, renamed, sse
+from .base import Answered, ChatRequest, chat_usage, first_choice, first_choice_deltas, renamed, sse
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -124,15 +124,12 @@ class ResponsesWriter:
         if chunk.get("model") and not self.started:
             self.model = str(chunk["model"])
         out = self._start()
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
+        for delta, finish in first_choice_deltas(chunk):
             if isinstance(delta.get("content"), str) and delta["content"]:
                 out += self._text_piece(delta["content"])
             for call in delta.get("tool_calls") or ():
                 out += self._call_piece(call)
-            self.finish = choice.get("finish_reason") or self.finish
+            self.finish = finish or self.finish
         return out
 
     def _text_piece(self, piece: str) -> bytes:
